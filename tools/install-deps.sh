@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs, idempotently, every Debian package DiLaServe needs to build, run and test.
+# --with-training also installs python3-torch for tools/train_tiny_llada.py (never needed by CI).
+set -euo pipefail
+
+with_training=0
+for arg in "$@"; do
+  case "$arg" in
+    --with-training) with_training=1 ;;
+    -h|--help) echo "usage: tools/install-deps.sh [--with-training]"; exit 0 ;;
+    *) echo "install-deps.sh: unknown flag '$arg' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+pkgs=(build-essential cmake ninja-build ccache pkg-config
+      libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
+      libopenblas-dev libcli11-dev nlohmann-json3-dev python3)
+[ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages already installed"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
