@@ -1,0 +1,202 @@
+#include "gpu/canvas.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace dls::gpu {
+
+canvas canvas::start(const std::vector<int32_t>& prompt, const decode_params& params, int32_t mask_id,
+                     int32_t eos_id) {
+  if (auto why = params.validate(); !why.empty()) throw std::invalid_argument(why);
+  if (prompt.empty()) throw std::invalid_argument("the prompt is empty");
+  canvas c;
+  c.ids = prompt;
+  c.ids.resize(prompt.size() + static_cast<std::size_t>(params.gen_length), mask_id);
+  c.prompt_len = static_cast<int32_t>(prompt.size());
+  c.mask_id = mask_id;
+  c.eos_id = eos_id;
+  c.params = params;
+  c.block_masks = c.block_end() - c.block_begin();
+  return c;
+}
+
+int canvas::num_blocks() const {
+  return (params.gen_length + params.block_length - 1) / params.block_length;
+}
+
+int canvas::block_begin() const { return prompt_len + block * params.block_length; }
+
+int canvas::block_end() const { return std::min(block_begin() + params.block_length, length()); }
+
+bool canvas::at_refresh_boundary() const {
+  if (params.cache == cache_mode::none || step_in_block == 0) return true;
+  return params.refresh_interval > 0 && step_in_block % params.refresh_interval == 0;
+}
+
+step_plan canvas::next_step() const {
+  step_plan p;
+  p.block0 = block_begin();
+  p.block1 = block_end();
+  p.key_rows = length();
+  if (at_refresh_boundary()) {
+    p.kind = step_kind::refresh;
+    p.q0 = 0;
+    p.q1 = length();
+  } else {
+    p.kind = step_kind::reuse;
+    p.q0 = p.block0;
+    p.q1 = params.cache == cache_mode::dual ? p.block1 : length();
+  }
+  return p;
+}
+
+int canvas::apply(const std::vector<row_proposal>& proposals) {
+  if (finished) return 0;
+  const int b0 = block_begin(), b1 = block_end();
+  std::vector<row_proposal> masked;
+  for (const auto& pr : proposals)
+    if (pr.position >= b0 && pr.position < b1 && ids[static_cast<std::size_t>(pr.position)] == mask_id)
+      masked.push_back(pr);
+  if (masked.empty()) throw std::logic_error("canvas::apply: no proposal for a masked row of the current block");
+  int spb = params.steps_per_block > 0 ? params.steps_per_block : params.block_length;
+  int quota = quota_for_step(block_masks, spb, step_in_block);
+  auto chosen = select_commits(masked, params.rule, params.threshold, quota, params.factor);
+  for (auto pos : chosen) {
+    auto it = std::find_if(masked.begin(), masked.end(), [&](const row_proposal& r) { return r.position == pos; });
+    ids[static_cast<std::size_t>(pos)] = it->token;
+  }
+  const bool was_refresh = at_refresh_boundary();
+  ++steps;
+  ++(was_refresh ? refresh_steps : reuse_steps);
+  ++step_in_block;
+  committed += static_cast<int64_t>(chosen.size());
+  bool block_done = std::none_of(ids.begin() + b0, ids.begin() + b1, [&](int32_t t) { return t == mask_id; });
+  if (block_done) {
+    bool has_eos = std::any_of(ids.begin() + prompt_len, ids.begin() + b1, [&](int32_t t) { return t == eos_id; });
+    if (has_eos || block + 1 >= num_blocks()) {
+      finished = true;
+    } else {
+      ++block;
+      step_in_block = 0;
+      block_masks = block_end() - block_begin();
+    }
+  }
+  return static_cast<int>(chosen.size());
+}
+
+std::vector<int32_t> canvas::answer() const {
+  std::vector<int32_t> out;
+  for (std::size_t i = static_cast<std::size_t>(prompt_len); i < ids.size(); ++i) {
+    if (ids[i] == eos_id || ids[i] == mask_id) break;
+    out.push_back(ids[i]);
+  }
+  return out;
+}
+
+// -- serialization: "DLSC" v1, little-endian fixed-width fields, then the ids --------------
+
+namespace {
+
+constexpr char magic[4] = {'D', 'L', 'S', 'C'};
+constexpr uint32_t version = 1;
+
+template <class T>
+void put(std::string& out, T v) {
+  char buf[sizeof(T)];
+  std::memcpy(buf, &v, sizeof(T));
+  out.append(buf, sizeof(T));
+}
+
+struct reader {
+  const std::string& s;
+  std::size_t pos = 0;
+  template <class T>
+  T get(const char* what) {
+    if (pos + sizeof(T) > s.size())
+      throw std::invalid_argument(std::string("canvas bytes truncated at byte ") + std::to_string(pos) + " (" + what +
+                                  ")");
+    T v;
+    std::memcpy(&v, s.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+};
+
+}  // namespace
+
+std::string canvas::to_bytes() const {
+  std::string out(magic, 4);
+  put(out, version);
+  put(out, prompt_len);
+  put(out, mask_id);
+  put(out, eos_id);
+  put(out, static_cast<int32_t>(params.gen_length));
+  put(out, static_cast<int32_t>(params.block_length));
+  put(out, static_cast<uint8_t>(params.rule));
+  put(out, params.threshold);
+  put(out, static_cast<int32_t>(params.steps_per_block));
+  put(out, params.factor);
+  put(out, static_cast<uint8_t>(params.cache));
+  put(out, static_cast<int32_t>(params.refresh_interval));
+  put(out, params.temperature);
+  put(out, params.seed);
+  put(out, block);
+  put(out, step_in_block);
+  put(out, block_masks);
+  put(out, steps);
+  put(out, refresh_steps);
+  put(out, reuse_steps);
+  put(out, committed);
+  put(out, static_cast<uint8_t>(finished));
+  put(out, static_cast<uint32_t>(ids.size()));
+  out.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
+  return out;
+}
+
+canvas canvas::from_bytes(const std::string& bytes) {
+  if (bytes.size() < 8 || std::memcmp(bytes.data(), magic, 4) != 0)
+    throw std::invalid_argument("not a canvas: bad magic at byte 0");
+  reader r{bytes, 4};
+  if (auto v = r.get<uint32_t>("version"); v != version)
+    throw std::invalid_argument("canvas version " + std::to_string(v) + " is not supported");
+  canvas c;
+  c.prompt_len = r.get<int32_t>("prompt_len");
+  c.mask_id = r.get<int32_t>("mask_id");
+  c.eos_id = r.get<int32_t>("eos_id");
+  c.params.gen_length = r.get<int32_t>("gen_length");
+  c.params.block_length = r.get<int32_t>("block_length");
+  auto rule = r.get<uint8_t>("rule");
+  if (rule > 2) throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
+  c.params.rule = static_cast<commit_rule>(rule);
+  c.params.threshold = r.get<double>("threshold");
+  c.params.steps_per_block = r.get<int32_t>("steps_per_block");
+  c.params.factor = r.get<double>("factor");
+  auto cm = r.get<uint8_t>("cache");
+  if (cm > 2) throw std::invalid_argument("canvas has an unknown cache mode " + std::to_string(cm));
+  c.params.cache = static_cast<cache_mode>(cm);
+  c.params.refresh_interval = r.get<int32_t>("refresh_interval");
+  c.params.temperature = r.get<double>("temperature");
+  c.params.seed = r.get<uint64_t>("seed");
+  c.block = r.get<int32_t>("block");
+  c.step_in_block = r.get<int32_t>("step_in_block");
+  c.block_masks = r.get<int32_t>("block_masks");
+  c.steps = r.get<int64_t>("steps");
+  c.refresh_steps = r.get<int64_t>("refresh_steps");
+  c.reuse_steps = r.get<int64_t>("reuse_steps");
+  c.committed = r.get<int64_t>("committed");
+  c.finished = r.get<uint8_t>("finished") != 0;
+  auto n = r.get<uint32_t>("ids length");
+  if (r.pos + std::size_t{n} * 4 != bytes.size())
+    throw std::invalid_argument("canvas bytes: " + std::to_string(n) + " ids do not fit the " +
+                                std::to_string(bytes.size()) + "-byte buffer");
+  c.ids.resize(n);
+  std::memcpy(c.ids.data(), bytes.data() + r.pos, std::size_t{n} * 4);
+  if (auto why = c.params.validate(); !why.empty()) throw std::invalid_argument("canvas bytes: " + why);
+  if (c.prompt_len <= 0 || c.prompt_len + c.params.gen_length != static_cast<int32_t>(n) || c.block < 0 ||
+      c.block >= c.num_blocks() || c.step_in_block < 0)
+    throw std::invalid_argument("canvas bytes: inconsistent lengths or block index");
+  return c;
+}
+
+}  // namespace dls::gpu

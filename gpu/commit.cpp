@@ -1,0 +1,38 @@
+#include "gpu/commit.hpp"
+
+#include <algorithm>
+
+namespace dls::gpu {
+
+int quota_for_step(int block_masks, int steps_per_block, int step_in_block) {
+  if (steps_per_block <= 0) return 1;
+  int q = block_masks / steps_per_block + (step_in_block < block_masks % steps_per_block ? 1 : 0);
+  return std::max(q, 1);
+}
+
+std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rule rule, double threshold,
+                                    int quota, double factor) {
+  std::sort(masked.begin(), masked.end(), [](const row_proposal& a, const row_proposal& b) {
+    if (a.confidence != b.confidence) return a.confidence > b.confidence;
+    return a.position < b.position;
+  });
+  std::size_t n = 0;
+  switch (rule) {
+    case commit_rule::quota: n = static_cast<std::size_t>(std::max(quota, 1)); break;
+    case commit_rule::threshold:
+      while (n < masked.size() && masked[n].confidence >= threshold) ++n;
+      break;
+    case commit_rule::factor:
+      // Fast-dLLM's bound: n tokens each with p > 1-eps decode as greedy when (n+1)eps <= f.
+      n = 1;
+      while (n < masked.size() && masked[n].confidence >= 1.0 - factor / static_cast<double>(n + 2)) ++n;
+      break;
+  }
+  n = std::min(std::max<std::size_t>(n, 1), masked.size());
+  std::vector<int32_t> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(masked[i].position);
+  return out;
+}
+
+}  // namespace dls::gpu

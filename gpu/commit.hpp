@@ -1,0 +1,28 @@
+#pragma once
+// The commit rules as pure functions over one step's proposals for the current block.
+#include "gpu/decode_params.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dls::gpu {
+
+/// The model's proposal for one masked position: its argmax token (after optional Gumbel
+/// noise) and the clean softmax probability of that token.
+struct row_proposal {
+  int32_t position = 0;  // canvas row
+  int32_t token = 0;
+  double confidence = 0.0;
+};
+
+/// Returns the positions to commit, most confident first (ties: lower position first).
+/// Always at least one when `masked` is non-empty, so every step makes progress.
+/// `quota` is the quota rule's count for this step.
+std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rule rule, double threshold,
+                                    int quota, double factor);
+
+/// The quota rule's count for step `step_in_block` of a block that began with `block_masks`
+/// masks split over `steps_per_block` steps (LLaDA's get_num_transfer_tokens).
+int quota_for_step(int block_masks, int steps_per_block, int step_in_block);
+
+}  // namespace dls::gpu

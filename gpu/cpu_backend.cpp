@@ -1,0 +1,211 @@
+#include "gpu/cpu_backend.hpp"
+
+#include "gpu/cpu_kernels.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace dls::gpu {
+
+namespace {
+
+class cpu_kv_cache final : public kv_cache {
+ public:
+  int layers = 0, rows = 0, width = 0;
+  std::vector<float> k, v;  // [layer][row][width]
+
+  void ensure(int l, int r, int w) {
+    if (l == layers && r == rows && w == width) return;
+    layers = l;
+    rows = r;
+    width = w;
+    std::size_t n = static_cast<std::size_t>(l) * static_cast<std::size_t>(r) * static_cast<std::size_t>(w);
+    k.assign(n, 0.0f);
+    v.assign(n, 0.0f);
+  }
+  float* k_layer(int l) { return k.data() + static_cast<std::size_t>(l) * rows * width; }
+  float* v_layer(int l) { return v.data() + static_cast<std::size_t>(l) * rows * width; }
+
+  std::size_t bytes() const override { return (k.size() + v.size()) * sizeof(float); }
+
+  std::string export_bytes() const override {
+    std::string out(12, '\0');
+    int32_t dims[3] = {layers, rows, width};
+    std::memcpy(out.data(), dims, 12);
+    out.append(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(float));
+    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    return out;
+  }
+
+  void import_bytes(const std::string& bytes) override {
+    if (bytes.size() < 12) throw std::invalid_argument("kv cache bytes truncated at byte 0");
+    int32_t dims[3];
+    std::memcpy(dims, bytes.data(), 12);
+    if (dims[0] < 0 || dims[1] < 0 || dims[2] < 0) throw std::invalid_argument("kv cache bytes: negative dimension");
+    std::size_t n = static_cast<std::size_t>(dims[0]) * static_cast<std::size_t>(dims[1]) *
+                    static_cast<std::size_t>(dims[2]);
+    if (bytes.size() != 12 + 2 * n * sizeof(float))
+      throw std::invalid_argument("kv cache bytes: size does not match its dimensions");
+    ensure(dims[0], dims[1], dims[2]);
+    std::memcpy(k.data(), bytes.data() + 12, n * sizeof(float));
+    std::memcpy(v.data(), bytes.data() + 12 + n * sizeof(float), n * sizeof(float));
+  }
+};
+
+class cpu_backend final : public backend {
+ public:
+  cpu_backend(std::shared_ptr<const model> m, shard_spec s, allreduce* ar) : m_(std::move(m)), shard_(s), ar_(ar) {
+    const auto& c = m_->config;
+    if (s.world < 1 || s.rank < 0 || s.rank >= s.world) throw std::invalid_argument("bad shard spec");
+    if (c.n_heads % s.world || c.n_kv_heads % s.world)
+      throw std::invalid_argument("TP degree " + std::to_string(s.world) + " does not divide the head count");
+    if (s.world > 1 && (!ar || ar->world() != s.world))
+      throw std::invalid_argument("TP degree > 1 needs an all-reduce of the same world size");
+    cpu::pin_blas_threads();
+    hd_ = c.head_dim();
+    heads_ = c.n_heads / s.world;
+    kv_heads_ = c.n_kv_heads / s.world;
+    h0_ = heads_ * s.rank;
+    kvh0_ = kv_heads_ * s.rank;
+    f0_ = c.mlp_hidden * s.rank / s.world;
+    f1_ = c.mlp_hidden * (s.rank + 1) / s.world;
+  }
+
+  std::string name() const override { return "cpu"; }
+  shard_spec shard() const override { return shard_; }
+  std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cpu_kv_cache>(); }
+
+  void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
+    run_layers(items);
+    // Logits only for the masked rows of each item's current block.
+    const auto& c = m_->config;
+    std::vector<int> src;           // row of x_ per logits row
+    std::vector<std::size_t> owner;  // item per logits row
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      for (int r = it.plan.block0; r < it.plan.block1; ++r)
+        if (it.c->ids[static_cast<std::size_t>(r)] == it.c->mask_id) {
+          src.push_back(offsets_[i] + (r - it.plan.q0));
+          owner.push_back(i);
+        }
+    }
+    head_rows(src);
+    proposals.assign(items.size(), {});
+    for (std::size_t j = 0; j < src.size(); ++j) {
+      const auto& it = items[owner[j]];
+      int row = it.plan.q0 + (src[j] - offsets_[owner[j]]);
+      auto pr = cpu::propose(logits_.data() + j * static_cast<std::size_t>(c.vocab_size), c.vocab_size,
+                             it.c->mask_id, it.c->params.temperature, it.c->params.seed,
+                             static_cast<uint64_t>(it.c->steps), row);
+      proposals[owner[j]].push_back({row, pr.token, pr.confidence});
+    }
+  }
+
+  std::vector<float> logits(const canvas& cv, const step_plan& plan, kv_cache& cache) override {
+    std::vector<forward_item> items{{&cv, plan, &cache}};
+    run_layers(items);
+    std::vector<int> src;
+    for (int r = 0; r < plan.query_rows(); ++r) src.push_back(r);
+    head_rows(src);
+    return logits_;
+  }
+
+ private:
+  void run_layers(const std::vector<forward_item>& items) {
+    const auto& c = m_->config;
+    const int d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    offsets_.assign(items.size() + 1, 0);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& p = items[i].plan;
+      if (p.q0 < 0 || p.q1 > items[i].c->length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
+      offsets_[i + 1] = offsets_[i] + p.query_rows();
+    }
+    const int R = offsets_.back();
+    const auto Rz = static_cast<std::size_t>(R);
+    x_.resize(Rz * d);
+    h_.resize(Rz * d);
+    y_.resize(Rz * d);
+    q_.resize(Rz * qs);
+    k_.resize(Rz * kvs);
+    v_.resize(Rz * kvs);
+    o_.resize(Rz * qs);
+    g_.resize(Rz * fs);
+    u_.resize(Rz * fs);
+    pos_.resize(Rz);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      auto* cache = static_cast<cpu_kv_cache*>(it.cache);
+      cache->ensure(c.n_layers, it.c->length(), kvs);
+      for (int r = it.plan.q0; r < it.plan.q1; ++r) {
+        int32_t id = it.c->ids[static_cast<std::size_t>(r)];
+        if (id < 0 || id >= c.vocab_size) throw std::invalid_argument("token id out of the vocabulary");
+        auto row = static_cast<std::size_t>(offsets_[i] + r - it.plan.q0);
+        std::memcpy(&x_[row * d], m_->wte + static_cast<std::size_t>(id) * d, sizeof(float) * d);
+        pos_[row] = r;
+      }
+    }
+    for (int l = 0; l < c.n_layers; ++l) {
+      const auto& w = m_->layers[static_cast<std::size_t>(l)];
+      cpu::rmsnorm(x_.data(), w.attn_norm, h_.data(), R, d, c.rms_eps);
+      cpu::matmul_xwt(h_.data(), R, d, d, w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, q_.data(), qs);
+      cpu::matmul_xwt(h_.data(), R, d, d, w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, k_.data(), kvs);
+      cpu::matmul_xwt(h_.data(), R, d, d, w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, v_.data(), kvs);
+      cpu::rope(q_.data(), pos_.data(), R, heads_, hd_, qs, c.rope_theta);
+      cpu::rope(k_.data(), pos_.data(), R, kv_heads_, hd_, kvs, c.rope_theta);
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const auto& it = items[i];
+        auto* cache = static_cast<cpu_kv_cache*>(it.cache);
+        const int T = it.plan.query_rows();
+        const auto off = static_cast<std::size_t>(offsets_[i]);
+        float* kl = cache->k_layer(l);
+        float* vl = cache->v_layer(l);
+        std::memcpy(kl + static_cast<std::size_t>(it.plan.q0) * kvs, &k_[off * kvs], sizeof(float) * T * kvs);
+        std::memcpy(vl + static_cast<std::size_t>(it.plan.q0) * kvs, &v_[off * kvs], sizeof(float) * T * kvs);
+        cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, heads_, kv_heads_, hd_, &o_[off * qs], qs,
+                       scores_);
+      }
+      cpu::matmul_xwt(o_.data(), R, qs, qs, w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, d, y_.data(), d);
+      reduce_add(R * d);
+      cpu::rmsnorm(x_.data(), w.ff_norm, h_.data(), R, d, c.rms_eps);
+      cpu::matmul_xwt(h_.data(), R, d, d, w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, g_.data(), fs);
+      cpu::matmul_xwt(h_.data(), R, d, d, w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, u_.data(), fs);
+      cpu::swiglu(g_.data(), u_.data(), Rz * fs);
+      cpu::matmul_xwt(g_.data(), R, fs, fs, w.ff_out + f0_, d, c.mlp_hidden, y_.data(), d);
+      reduce_add(R * d);
+    }
+  }
+
+  void reduce_add(int n) {
+    if (ar_ && shard_.world > 1) ar_->sum(y_.data(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) x_[static_cast<std::size_t>(i)] += y_[static_cast<std::size_t>(i)];
+  }
+
+  // Final norm + LM head on the selected rows of x_, into logits_.
+  void head_rows(const std::vector<int>& src) {
+    const auto& c = m_->config;
+    const int d = c.d_model, M = static_cast<int>(src.size());
+    z_.resize(static_cast<std::size_t>(M) * d);
+    for (int j = 0; j < M; ++j)
+      std::memcpy(&z_[static_cast<std::size_t>(j) * d], &x_[static_cast<std::size_t>(src[static_cast<std::size_t>(j)]) * d],
+                  sizeof(float) * d);
+    cpu::rmsnorm(z_.data(), m_->ln_f, z_.data(), M, d, c.rms_eps);
+    logits_.resize(static_cast<std::size_t>(M) * c.vocab_size);
+    cpu::matmul_xwt(z_.data(), M, d, d, m_->head, c.vocab_size, d, logits_.data(), c.vocab_size);
+  }
+
+  std::shared_ptr<const model> m_;
+  shard_spec shard_;
+  allreduce* ar_;
+  int hd_ = 0, heads_ = 0, kv_heads_ = 0, h0_ = 0, kvh0_ = 0, f0_ = 0, f1_ = 0;
+  std::vector<int> offsets_;
+  std::vector<int32_t> pos_;
+  std::vector<float> x_, h_, y_, q_, k_, v_, o_, g_, u_, z_, logits_, scores_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cpu_backend(std::shared_ptr<const model> m, shard_spec shard, allreduce* ar) {
+  return std::make_unique<cpu_backend>(std::move(m), shard, ar);
+}
+
+}  // namespace dls::gpu

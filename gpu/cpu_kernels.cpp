@@ -1,0 +1,127 @@
+#include "gpu/cpu_kernels.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <mutex>
+
+namespace dls::gpu::cpu {
+
+void pin_blas_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+void matmul_xwt(const float* x, int rows, int in, int ldx, const float* w, int out, int ldw, float* y, int ldy) {
+  if (rows == 0 || out == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f, x, ldx, w, ldw, 0.0f, y, ldy);
+}
+
+void rmsnorm(const float* x, const float* w, float* y, int rows, int d, float eps) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * d;
+    float* yr = y + static_cast<std::size_t>(r) * d;
+    float ss = 0.0f;
+    for (int i = 0; i < d; ++i) ss += xr[i] * xr[i];
+    float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+    for (int i = 0; i < d; ++i) yr[i] = xr[i] * inv * w[i];
+  }
+}
+
+void rope(float* x, const int32_t* positions, int rows, int heads, int hd, int ld, float theta) {
+  const int half = hd / 2;
+  std::vector<float> inv(static_cast<std::size_t>(half));
+  for (int i = 0; i < half; ++i)
+    inv[static_cast<std::size_t>(i)] =
+        static_cast<float>(1.0 / std::pow(static_cast<double>(theta), (2.0 * i) / static_cast<double>(hd)));
+  std::vector<float> c(static_cast<std::size_t>(half)), s(static_cast<std::size_t>(half));
+  for (int r = 0; r < rows; ++r) {
+    const float p = static_cast<float>(positions[r]);
+    for (int i = 0; i < half; ++i) {
+      float a = p * inv[static_cast<std::size_t>(i)];
+      c[static_cast<std::size_t>(i)] = std::cos(a);
+      s[static_cast<std::size_t>(i)] = std::sin(a);
+    }
+    float* xr = x + static_cast<std::size_t>(r) * ld;
+    for (int h = 0; h < heads; ++h) {
+      float* v = xr + h * hd;
+      for (int i = 0; i < half; ++i) {
+        float a = v[i], b = v[i + half];
+        v[i] = a * c[static_cast<std::size_t>(i)] - b * s[static_cast<std::size_t>(i)];
+        v[i + half] = b * c[static_cast<std::size_t>(i)] + a * s[static_cast<std::size_t>(i)];
+      }
+    }
+  }
+}
+
+void attention(const float* q, int tq, int ldq, const float* k, const float* v, int tk, int ldk, int heads,
+               int kv_heads, int hd, float* out, int ldo, std::vector<float>& scratch) {
+  if (tq == 0) return;
+  scratch.resize(static_cast<std::size_t>(tq) * static_cast<std::size_t>(tk));
+  float* sc = scratch.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int group = heads / kv_heads;
+  for (int h = 0; h < heads; ++h) {
+    const int kh = h / group;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, hd, scale, q + h * hd, ldq, k + kh * hd, ldk, 0.0f,
+                sc, tk);
+    for (int r = 0; r < tq; ++r) {
+      float* row = sc + static_cast<std::size_t>(r) * tk;
+      float m = *std::max_element(row, row + tk);
+      float sum = 0.0f;
+      for (int j = 0; j < tk; ++j) {
+        row[j] = std::exp(row[j] - m);
+        sum += row[j];
+      }
+      float inv = 1.0f / sum;
+      for (int j = 0; j < tk; ++j) row[j] *= inv;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, hd, tk, 1.0f, sc, tk, v + kh * hd, ldk, 0.0f,
+                out + h * hd, ldo);
+  }
+}
+
+void swiglu(float* gate, const float* up, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token) {
+  // splitmix64 over a mix of the coordinates.
+  uint64_t z = seed ^ (counter * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(static_cast<uint32_t>(row)) << 32) ^
+               static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0xD6E8FEB86659FD93ull;
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  double u = (static_cast<double>(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);  // (0, 1)
+  return -std::log(-std::log(u));
+}
+
+argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
+                      uint64_t counter, int32_t row) {
+  int32_t best = -1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  float maxl = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i) {
+    if (i == suppressed) continue;
+    maxl = std::max(maxl, logits[i]);
+    double score = logits[i];
+    if (noise_scale > 0) score += noise_scale * gumbel_noise(seed, counter, row, i);
+    if (score > best_score) {
+      best_score = score;
+      best = i;
+    }
+  }
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i)
+    if (i != suppressed) sum += std::exp(static_cast<double>(logits[i]) - maxl);
+  double conf = std::exp(static_cast<double>(logits[best]) - maxl) / sum;
+  return {best, conf};
+}
+
+}  // namespace dls::gpu::cpu

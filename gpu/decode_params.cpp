@@ -1,0 +1,52 @@
+#include "gpu/decode_params.hpp"
+
+#include <stdexcept>
+
+namespace dls::gpu {
+
+std::string decode_params::validate() const {
+  if (gen_length <= 0) return "gen_length must be positive";
+  if (block_length <= 0) return "block_length must be positive";
+  if (steps_per_block < 0) return "steps_per_block must be >= 0";
+  if (refresh_interval < 0) return "refresh_interval must be >= 0";
+  if (temperature < 0) return "temperature must be >= 0";
+  if (!(threshold >= 0.0 && threshold <= 1.0)) return "threshold must lie in [0, 1]";
+  if (!(factor > 0.0)) return "factor must be positive";
+  return {};
+}
+
+const char* to_string(commit_rule r) {
+  switch (r) {
+    case commit_rule::quota: return "quota";
+    case commit_rule::threshold: return "threshold";
+    case commit_rule::factor: return "factor";
+  }
+  return "?";
+}
+
+const char* to_string(cache_mode c) {
+  switch (c) {
+    case cache_mode::none: return "none";
+    case cache_mode::prefix: return "prefix";
+    case cache_mode::dual: return "dual";
+  }
+  return "?";
+}
+
+const char* to_string(step_kind k) { return k == step_kind::refresh ? "refresh" : "reuse"; }
+
+commit_rule parse_commit_rule(const std::string& s) {
+  if (s == "quota") return commit_rule::quota;
+  if (s == "threshold") return commit_rule::threshold;
+  if (s == "factor") return commit_rule::factor;
+  throw std::invalid_argument("unknown commit rule '" + s + "' (quota, threshold, factor)");
+}
+
+cache_mode parse_cache_mode(const std::string& s) {
+  if (s == "none") return cache_mode::none;
+  if (s == "prefix") return cache_mode::prefix;
+  if (s == "dual") return cache_mode::dual;
+  throw std::invalid_argument("unknown cache mode '" + s + "' (none, prefix, dual)");
+}
+
+}  // namespace dls::gpu

@@ -1,0 +1,65 @@
+#include "gpu/engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace dls::gpu {
+
+engine::engine(std::unique_ptr<backend> b) : backend_(std::move(b)) {
+  if (!backend_) throw std::invalid_argument("engine needs a backend");
+}
+
+request_slot engine::admit(canvas c) { return request_slot{std::move(c), backend_->make_cache()}; }
+
+std::vector<step_report> engine::step(const std::vector<request_slot*>& batch) {
+  items_.clear();
+  std::vector<step_report> reports(batch.size());
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    auto* s = batch[i];
+    if (s->c.finished) {
+      reports[i].finished = true;
+      continue;
+    }
+    if (!s->cache) s->cache = backend_->make_cache();
+    items_.push_back({&s->c, s->c.next_step(), s->cache.get()});
+    which.push_back(i);
+  }
+  if (items_.empty()) return reports;
+  auto t0 = std::chrono::steady_clock::now();
+  backend_->forward(items_, proposals_);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (std::size_t j = 0; j < items_.size(); ++j) {
+    auto& rep = reports[which[j]];
+    auto& c = batch[which[j]]->c;
+    rep.kind = items_[j].plan.kind;
+    rep.query_rows = items_[j].plan.query_rows();
+    rep.key_rows = items_[j].plan.key_rows;
+    rep.committed = c.apply(proposals_[j]);
+    rep.seconds = secs;
+    rep.finished = c.finished;
+  }
+  return reports;
+}
+
+int decode_all(engine& e, std::vector<request_slot>& slots, int max_batch) {
+  if (max_batch < 1) max_batch = 1;
+  int steps = 0;
+  std::size_t next = 0;
+  std::vector<request_slot*> active;
+  while (true) {
+    active.erase(std::remove_if(active.begin(), active.end(), [](request_slot* s) { return s->c.finished; }),
+                 active.end());
+    while (static_cast<int>(active.size()) < max_batch && next < slots.size()) {
+      if (!slots[next].c.finished) active.push_back(&slots[next]);
+      ++next;
+    }
+    if (active.empty()) break;
+    e.step(active);
+    ++steps;
+  }
+  return steps;
+}
+
+}  // namespace dls::gpu

@@ -1,0 +1,49 @@
+#pragma once
+// One denoising step for a batch of requests, on any backend. Each request's canvas decides
+// what the step computes (refresh or reuse, which rows); the backend runs the batch; the
+// canvas applies its commit rule. Every step reports its kind, rows and wall time, which the
+// step-cost model needs.
+#include "gpu/backend.hpp"
+#include "gpu/canvas.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace dls::gpu {
+
+/// A request as a worker holds it: its canvas and its KV cache on this worker's device.
+struct request_slot {
+  canvas c;
+  std::unique_ptr<kv_cache> cache;
+};
+
+struct step_report {
+  step_kind kind = step_kind::refresh;
+  int query_rows = 0;
+  int key_rows = 0;
+  int committed = 0;
+  double seconds = 0.0;  // wall time of the whole batched step this request was part of
+  bool finished = false;
+};
+
+class engine {
+ public:
+  explicit engine(std::unique_ptr<backend> b);
+  backend& device() { return *backend_; }
+
+  /// Wraps a canvas with a fresh cache from this engine's backend.
+  request_slot admit(canvas c);
+  /// One step for every unfinished slot in `batch`; reports are in batch order.
+  std::vector<step_report> step(const std::vector<request_slot*>& batch);
+
+ private:
+  std::unique_ptr<backend> backend_;
+  std::vector<forward_item> items_;
+  std::vector<std::vector<row_proposal>> proposals_;
+};
+
+/// Decodes every slot to completion in batches of at most `max_batch`, stepping the
+/// unfinished ones together. Returns the number of batched steps run.
+int decode_all(engine& e, std::vector<request_slot>& slots, int max_batch);
+
+}  // namespace dls::gpu

@@ -1,0 +1,90 @@
+#include "gpu/model_config.hpp"
+
+#include "gpu/safetensors.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace dls::gpu {
+
+int64_t model_config::parameter_count() const {
+  int64_t d = d_model, ff = mlp_hidden, kv = kv_dim();
+  int64_t per_layer = d * d * 2 + d * kv * 2 + 3 * d * ff + 2 * d;
+  return per_layer * n_layers + 2 * int64_t{vocab_size} * d + d;
+}
+
+namespace {
+
+template <class T>
+T field(const nlohmann::json& j, const std::string& path, const char* key, bool required, T fallback) {
+  if (!j.contains(key) || j[key].is_null()) {
+    if (required) throw load_error(path + ": missing field '" + key + "'");
+    return fallback;
+  }
+  try {
+    return j[key].get<T>();
+  } catch (const std::exception&) {
+    throw load_error(path + ": field '" + key + "' has the wrong type (" + j[key].type_name() + ")");
+  }
+}
+
+}  // namespace
+
+model_config load_model_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw load_error(path + ": cannot open config.json");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw load_error(path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object()) throw load_error(path + ": top level is not a JSON object");
+  model_config c;
+  c.d_model = field<int>(j, path, "d_model", true, 0);
+  c.n_layers = field<int>(j, path, "n_layers", true, 0);
+  c.n_heads = field<int>(j, path, "n_heads", true, 0);
+  c.n_kv_heads = field<int>(j, path, "n_kv_heads", false, c.n_heads);
+  int ratio = field<int>(j, path, "mlp_ratio", false, 4);
+  c.mlp_hidden = field<int>(j, path, "mlp_hidden_size", false, ratio * c.d_model);
+  c.vocab_size = field<int>(j, path, "embedding_size", false, 0);
+  if (c.vocab_size == 0) c.vocab_size = field<int>(j, path, "vocab_size", true, 0);
+  c.max_seq = field<int>(j, path, "max_sequence_length", false, 4096);
+  c.rope_theta = field<float>(j, path, "rope_theta", false, 10000.0f);
+  c.rms_eps = field<float>(j, path, "rms_norm_eps", false, 1e-5f);
+  c.mask_id = field<int32_t>(j, path, "mask_token_id", false, 126336);
+  c.eos_id = field<int32_t>(j, path, "eos_token_id", false, 126081);
+  if (field<bool>(j, path, "weight_tying", false, false))
+    throw load_error(path + ": weight_tying=true is not a LLaDA layout (the LM head must be untied)");
+  if (field<bool>(j, path, "include_bias", false, false) || field<bool>(j, path, "include_qkv_bias", false, false))
+    throw load_error(path + ": biases are not supported for the LLaDA architecture");
+  auto positive = [&](int v, const char* key) {
+    if (v <= 0) throw load_error(path + ": field '" + key + "' must be positive");
+  };
+  positive(c.d_model, "d_model");
+  positive(c.n_layers, "n_layers");
+  positive(c.n_heads, "n_heads");
+  positive(c.n_kv_heads, "n_kv_heads");
+  positive(c.mlp_hidden, "mlp_hidden_size");
+  positive(c.vocab_size, "vocab_size");
+  if (c.d_model % c.n_heads != 0) throw load_error(path + ": d_model is not a multiple of n_heads");
+  if (c.n_heads % c.n_kv_heads != 0) throw load_error(path + ": n_heads is not a multiple of n_kv_heads");
+  if (c.head_dim() % 2 != 0) throw load_error(path + ": head dimension must be even for RoPE");
+  if (c.mask_id < 0 || c.mask_id >= c.vocab_size) throw load_error(path + ": mask_token_id is outside the vocabulary");
+  if (c.eos_id < 0 || c.eos_id >= c.vocab_size) throw load_error(path + ": eos_token_id is outside the vocabulary");
+  return c;
+}
+
+model_config llada_8b_config() {
+  model_config c;
+  c.d_model = 4096;
+  c.n_layers = 32;
+  c.n_heads = 32;
+  c.n_kv_heads = 32;
+  c.mlp_hidden = 12288;
+  c.vocab_size = 126464;
+  c.rope_theta = 500000.0f;
+  return c;
+}
+
+}  // namespace dls::gpu

@@ -1,0 +1,131 @@
+// dilaserve eval: accuracy and tokens per step of a model on its eval set.
+#include "dilaserve/command_registry.hpp"
+#include "dilaserve/decode_options.hpp"
+#include "dilaserve/progress.hpp"
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/eval_set.hpp"
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace dls::cli {
+namespace {
+
+struct eval_options {
+  decode_flags decode;
+  std::string eval_file;
+  int n = 0;
+  int batch = 16;
+  bool json = false;
+};
+
+struct tally {
+  int n = 0, correct = 0;
+  long long steps = 0, committed = 0, refresh = 0, reuse = 0;
+  void add(const gpu::canvas& c, bool ok) {
+    ++n;
+    correct += ok;
+    steps += c.steps;
+    committed += c.committed;
+    refresh += c.refresh_steps;
+    reuse += c.reuse_steps;
+  }
+  double accuracy() const { return n ? static_cast<double>(correct) / n : 0.0; }
+  double tps() const { return steps ? static_cast<double>(committed) / static_cast<double>(steps) : 0.0; }
+  nlohmann::json to_json() const {
+    return {{"n", n}, {"accuracy", accuracy()}, {"tokens_per_step", tps()},
+            {"steps", n ? static_cast<double>(steps) / n : 0.0}};
+  }
+};
+
+int run_eval(const eval_options& o) {
+  const std::string file = o.eval_file.empty() ? o.decode.model + "/eval.jsonl" : o.eval_file;
+  auto problems = gpu::load_eval_set(file);
+  if (o.n > 0 && static_cast<std::size_t>(o.n) < problems.size()) problems.resize(static_cast<std::size_t>(o.n));
+  if (problems.empty()) throw std::invalid_argument(file + ": no problems");
+  auto model = gpu::load_model(o.decode.model);
+  auto tok = gpu::load_tokenizer(o.decode.model);
+  gpu::engine eng(gpu::make_cpu_backend(model));
+  std::vector<gpu::request_slot> slots;
+  for (const auto& p : problems) {
+    auto params = o.decode.params(p.gen_length > 0 ? p.gen_length : 32);
+    if (o.decode.gen_length) params.gen_length = *o.decode.gen_length;
+    slots.push_back(eng.admit(gpu::canvas::start(tok->encode(p.prompt), params, model->config.mask_id,
+                                                 model->config.eos_id)));
+  }
+  progress_bar bar("eval", slots.size(), !o.json);
+  auto t0 = std::chrono::steady_clock::now();
+  // Batched like the serving loop: the unfinished requests step together.
+  std::size_t next = 0, done = 0;
+  std::vector<gpu::request_slot*> active;
+  while (true) {
+    std::vector<gpu::request_slot*> keep;
+    for (auto* s : active) {
+      if (s->c.finished) {
+        ++done;
+        bar.advance();
+      } else {
+        keep.push_back(s);
+      }
+    }
+    active.swap(keep);
+    while (static_cast<int>(active.size()) < o.batch && next < slots.size()) active.push_back(&slots[next++]);
+    if (active.empty()) break;
+    eng.step(active);
+  }
+  bar.finish();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  tally all;
+  std::map<std::string, tally> per;
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    bool ok = problems[i].accepts(tok->decode(slots[i].c.answer()));
+    all.add(slots[i].c, ok);
+    per[problems[i].task].add(slots[i].c, ok);
+  }
+  nlohmann::json j = all.to_json();
+  auto params = o.decode.params(32);
+  j["threshold"] = params.rule == gpu::commit_rule::threshold ? nlohmann::json(params.threshold) : nlohmann::json();
+  j["rule"] = o.decode.one_per_step ? "one-per-step" : gpu::to_string(params.rule);
+  j["cache"] = o.decode.cache;
+  j["block_length"] = params.block_length;
+  j["refresh_steps"] = all.refresh;
+  j["reuse_steps"] = all.reuse;
+  j["seconds"] = secs;
+  j["tokens_per_second"] = secs > 0 ? static_cast<double>(all.committed) / secs : 0.0;
+  j["per_task"] = nlohmann::json::object();
+  for (const auto& [task, t] : per) j["per_task"][task] = t.to_json();
+  if (o.json) {
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::printf("%s on %zu problems (%s)\n", o.decode.model.c_str(), problems.size(), o.decode.label().c_str());
+  std::printf("  %-8s %6s %9s %12s %8s\n", "task", "n", "accuracy", "tokens/step", "steps");
+  for (const auto& [task, t] : per)
+    std::printf("  %-8s %6d %8.1f%% %12.2f %8.2f\n", task.c_str(), t.n, 100 * t.accuracy(), t.tps(),
+                static_cast<double>(t.steps) / t.n);
+  std::printf("  %-8s %6d %8.1f%% %12.2f %8.2f\n", "all", all.n, 100 * all.accuracy(), all.tps(),
+              static_cast<double>(all.steps) / all.n);
+  std::printf("  refresh %lld, reuse %lld steps; %.2f s, %.0f tokens/s\n", all.refresh, all.reuse, secs,
+              j["tokens_per_second"].get<double>());
+  return 0;
+}
+
+register_command reg{"eval", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("eval", "accuracy and tokens per step on the model's eval set");
+  auto o = std::make_shared<eval_options>();
+  o->decode.add_to(sub);
+  sub->add_option("--eval-file", o->eval_file, "eval set (default: <model>/eval.jsonl)");
+  sub->add_option("--n", o->n, "only the first N problems")->check(CLI::NonNegativeNumber);
+  sub->add_option("--batch", o->batch, "requests per batched step")->check(CLI::PositiveNumber);
+  sub->add_flag("--json", o->json, "print one JSON object");
+  return std::function<int()>([o] { return run_eval(*o); });
+}};
+
+}  // namespace
+}  // namespace dls::cli

@@ -1,0 +1,85 @@
+// dilaserve generate: decode one prompt with the engine in this process and print the
+// answer with its step statistics.
+#include "dilaserve/command_registry.hpp"
+#include "dilaserve/decode_options.hpp"
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+namespace dls::cli {
+namespace {
+
+struct generate_options {
+  decode_flags decode;
+  std::string prompt;
+  bool show_steps = false;
+  bool json = false;
+};
+
+int run_generate(const generate_options& o) {
+  auto params = o.decode.params(32);
+  auto model = gpu::load_model(o.decode.model);
+  auto tok = gpu::load_tokenizer(o.decode.model);
+  auto ids = tok->encode(o.prompt);
+  if (ids.empty()) throw std::invalid_argument("--prompt is empty");
+  if (static_cast<int>(ids.size()) + params.gen_length > model->config.max_seq)
+    throw std::invalid_argument("prompt + gen length exceed the model's max_sequence_length (" +
+                                std::to_string(model->config.max_seq) + ")");
+  gpu::engine eng(gpu::make_cpu_backend(model));
+  auto slot = eng.admit(gpu::canvas::start(ids, params, model->config.mask_id, model->config.eos_id));
+  nlohmann::json steps = nlohmann::json::array();
+  auto t0 = std::chrono::steady_clock::now();
+  while (!slot.c.finished) {
+    auto rep = eng.step({&slot})[0];
+    steps.push_back({{"kind", gpu::to_string(rep.kind)},
+                     {"query_rows", rep.query_rows},
+                     {"key_rows", rep.key_rows},
+                     {"committed", rep.committed},
+                     {"ms", rep.seconds * 1e3}});
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto& c = slot.c;
+  std::string answer = tok->decode(c.answer());
+  if (o.json) {
+    nlohmann::json j{{"answer", answer},
+                     {"steps", c.steps},
+                     {"refresh_steps", c.refresh_steps},
+                     {"reuse_steps", c.reuse_steps},
+                     {"tokens_committed", c.committed},
+                     {"tokens_per_step", c.tokens_per_step()},
+                     {"seconds", secs},
+                     {"step_log", steps}};
+    std::cout << j.dump() << "\n";
+    return 0;
+  }
+  std::cout << answer << "\n";
+  if (o.show_steps)
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      std::printf("  step %2zu %-7s q=%-4d k=%-4d committed=%d  %.3f ms\n", i + 1,
+                  steps[i]["kind"].get<std::string>().c_str(), steps[i]["query_rows"].get<int>(),
+                  steps[i]["key_rows"].get<int>(), steps[i]["committed"].get<int>(), steps[i]["ms"].get<double>());
+  std::printf("steps %lld (refresh %lld, reuse %lld)  tokens %lld  tokens/step %.2f  %.2f ms  [%s]\n",
+              static_cast<long long>(c.steps), static_cast<long long>(c.refresh_steps),
+              static_cast<long long>(c.reuse_steps), static_cast<long long>(c.committed), c.tokens_per_step(),
+              secs * 1e3, o.decode.label().c_str());
+  return 0;
+}
+
+register_command reg{"generate", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("generate", "decode one prompt on the local CPU engine");
+  auto o = std::make_shared<generate_options>();
+  o->decode.add_to(sub);
+  sub->add_option("--prompt", o->prompt, "prompt text")->required();
+  sub->add_flag("--show-steps", o->show_steps, "print every step's kind, rows and time");
+  sub->add_flag("--json", o->json, "print one JSON object");
+  return std::function<int()>([o] { return run_generate(*o); });
+}};
+
+}  // namespace
+}  // namespace dls::cli

@@ -1,0 +1,59 @@
+#include "dilaserve/decode_options.hpp"
+
+#include <sstream>
+#include <stdexcept>
+
+namespace dls::cli {
+
+void decode_flags::add_to(CLI::App* sub, bool with_model) {
+  if (with_model) sub->add_option("--model", model, "model folder (config.json, tokenizer.json, *.safetensors)");
+  sub->add_option("--threshold", threshold, "confidence threshold tau for the threshold rule")->check(CLI::Range(0.0, 1.0));
+  sub->add_flag("--one-per-step", one_per_step, "commit exactly one token per step (quota rule)");
+  sub->add_option("--rule", rule, "commit rule: threshold, quota or factor")
+      ->check(CLI::IsMember({"threshold", "quota", "factor"}));
+  sub->add_option("--steps-per-block", steps_per_block, "quota rule: steps per block (0 = block length)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--factor", factor, "factor rule's f")->check(CLI::PositiveNumber);
+  sub->add_option("--block", block, "block length")->check(CLI::PositiveNumber);
+  sub->add_option("--cache", cache, "approximate KV cache: none, prefix or dual")
+      ->check(CLI::IsMember({"none", "prefix", "dual"}));
+  sub->add_option("--gen-length", gen_length, "answer region length in tokens")->check(CLI::PositiveNumber);
+  sub->add_option("--refresh-interval", refresh_interval, "also refresh every N steps inside a block (0 = only at block start)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--temperature", temperature, "0 = argmax; > 0 samples with Gumbel noise")->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", seed, "sampling seed");
+}
+
+gpu::decode_params decode_flags::params(int default_gen_length) const {
+  gpu::decode_params p;
+  p.gen_length = gen_length.value_or(default_gen_length);
+  p.block_length = block;
+  p.threshold = threshold;
+  p.factor = factor;
+  p.cache = gpu::parse_cache_mode(cache);
+  p.refresh_interval = refresh_interval;
+  p.temperature = temperature;
+  p.seed = seed;
+  if (one_per_step) {
+    if (!rule.empty() && rule != "quota") throw std::invalid_argument("--one-per-step conflicts with --rule " + rule);
+    p.rule = gpu::commit_rule::quota;
+    p.steps_per_block = 0;
+  } else {
+    p.rule = rule.empty() ? gpu::commit_rule::threshold : gpu::parse_commit_rule(rule);
+    p.steps_per_block = steps_per_block;
+  }
+  if (auto why = p.validate(); !why.empty()) throw std::invalid_argument(why);
+  return p;
+}
+
+std::string decode_flags::label() const {
+  std::ostringstream s;
+  if (one_per_step) s << "one-per-step";
+  else if (rule == "quota") s << "quota(" << steps_per_block << "/block)";
+  else if (rule == "factor") s << "factor=" << factor;
+  else s << "tau=" << threshold;
+  s << " cache=" << cache << " block=" << block;
+  return s.str();
+}
+
+}  // namespace dls::cli
