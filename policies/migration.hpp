@@ -1,0 +1,84 @@
+#pragma once
+// Migration policy: which requests move between groups, and what moves with them.
+//
+// Cost of moving request r (canvas L = P + G tokens) over a link of bandwidth W:
+//   at a refresh boundary (next step is a refresh) only the canvas moves:
+//       t = latency + (4 L + 64) / W                         (int32 ids + block/tau/RNG state)
+//   mid-block the KV cache is either moved or rebuilt:
+//       t_kv = latency + (kv_bytes_per_token L + 4 L) / W
+//       t_re = latency + 4 L / W + (refresh - reuse step cost at the destination)
+//   and the cheaper one is taken (rebuilding turns r's next step into a refresh).
+//
+// Deadline mode (DiLaServe): for each request predicted to miss where it is
+// (slack < 0 at its group's step time) but able to make it alone, take the destination that
+// minimises  t_move + remaining_steps x step_s'(dst), where step_s' is the destination's step
+// time with r added; accept only if r then meets its deadline and every request already on the
+// destination that was meeting its deadline still does (step_s' <= the destination's
+// max_step_s). So a move never makes a destination miss.
+// Balance mode (Llumnix-style baseline): ignores deadlines; while the most loaded group's load
+// (requests per device) exceeds imbalance x the least loaded's + 1, move the cheapest-to-move
+// request from the former to the latter.
+#include "policies/predict.hpp"
+#include "policies/quality.hpp"
+#include "policies/snapshot.hpp"
+#include "policies/step_cost.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dls::policy {
+
+enum class migration_mode { none, balance, deadline };
+
+struct migration_config {
+  migration_mode mode = migration_mode::deadline;
+  int max_moves = 16;             // per invocation, bounds the burst of transfers
+  double imbalance = 1.5;         // balance mode trigger
+  double token_budget = 8192;
+  int max_active = 64;
+};
+
+struct link_params {
+  double intra_node_bytes_per_s = 450e9;   // NVLink per direction
+  double inter_node_bytes_per_s = 50e9;    // 400 Gb/s NIC per GPU
+  double latency_s = 10e-6;
+  double kv_bytes_per_token = 524288;      // LLaDA-8B bf16
+};
+
+/// Per-group summary the policy needs; the caller keeps these current.
+struct group_summary {
+  int id = 0;
+  int node = 0;
+  int tp = 1;
+  bool draining = false;
+  group_load load;                // active requests
+  int active = 0;
+  double kv_free_tokens = 0;
+  double step_s = 0;              // expected step time now
+  double steps_per_block = 10;    // at the group's typical tau, for step_s'
+  bool at_risk = false;           // has a request predicted to miss: its requests are scanned
+};
+
+struct transfer_cost {
+  double seconds = 0;
+  double bytes = 0;
+  bool kv_moved = false;          // false: canvas only (refresh boundary or rebuild)
+  bool rebuild = false;           // mid-block, KV rebuilt by an extra refresh at the destination
+};
+transfer_cost move_cost(const request_view& r, bool same_node, double dst_refresh_extra_s,
+                        const link_params& link);
+
+struct migration_decision {
+  std::uint64_t request = 0;
+  int from = 0;                   // group ids
+  int to = 0;
+  transfer_cost cost;
+};
+
+/// `reqs[g]` are group g's active requests, `groups[g]` its summary (indexed alike).
+std::vector<migration_decision> plan_migrations(
+    const std::vector<group_summary>& groups, const std::vector<const std::vector<request_view>*>& reqs,
+    double now, const step_cost_model& m, const quality_model& q, const migration_config& cfg,
+    const link_params& link);
+
+}  // namespace dls::policy

@@ -1,0 +1,92 @@
+#include "policies/predict.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dls::policy {
+
+step_counts remaining_steps(const request_view& r, double tau, const quality_model& q) {
+  step_counts c;
+  const int blocks_left = r.blocks_total() - r.blocks_done;
+  if (blocks_left <= 0) return c;
+  const double per_block = q.steps_for(r.block_len, tau);
+  if (r.steps_in_block == 0) {
+    c.refresh = blocks_left;
+    c.reuse = blocks_left * (per_block - 1.0);
+  } else {
+    c.refresh = blocks_left - 1;
+    c.reuse = q.steps_for(r.masks_left_in_block, tau) + (blocks_left - 1) * (per_block - 1.0);
+  }
+  return c;
+}
+
+void group_load::add(int canvas_len) {
+  requests += 1;
+  sum_canvas += canvas_len;
+  sum_canvas_sq += static_cast<double>(canvas_len) * canvas_len;
+}
+
+void group_load::remove(int canvas_len) {
+  requests -= 1;
+  sum_canvas -= canvas_len;
+  sum_canvas_sq -= static_cast<double>(canvas_len) * canvas_len;
+  if (requests <= 0) *this = group_load{};
+}
+
+double expected_step_s(const step_cost_model& m, int tp, const group_load& g, int block_len,
+                       double steps_per_block, double token_budget) {
+  if (g.requests <= 0) return 0.0;
+  const double f = 1.0 / std::max(1.0, steps_per_block);  // refresh probability per step
+  const double b = block_len;
+  batch_totals t;
+  t.requests = g.requests;
+  t.key_rows = g.sum_canvas;
+  t.logit_rows = g.requests * b;
+  t.query_rows = g.requests * b + f * (g.sum_canvas - g.requests * b);
+  t.qk = b * g.sum_canvas + f * (g.sum_canvas_sq - b * g.sum_canvas);
+  const double step = m.step_seconds(tp, t);
+  return t.query_rows > token_budget ? step * t.query_rows / token_budget : step;
+}
+
+double isolated_latency_s(const step_cost_model& m, const quality_model& q, int prompt_len,
+                          int gen_len, int block_len, double tau, int tp) {
+  const int canvas = prompt_len + gen_len;
+  const double blocks = block_len > 0 ? gen_len / block_len : 0;
+  const double per_block = q.steps_for(block_len, tau);
+  batch_totals ref, reu;
+  ref.add(step_item_of(step_kind::refresh, canvas, block_len));
+  reu.add(step_item_of(step_kind::reuse, canvas, block_len));
+  return blocks * (m.step_seconds(tp, ref) + (per_block - 1.0) * m.step_seconds(tp, reu));
+}
+
+batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,
+                             double steps_per_block) {
+  // n requests of length L, a refresh fraction f of them per step, fill the budget:
+  // n (B + f (L - B)) = budget.
+  const double f = 1.0 / std::max(1.0, steps_per_block);
+  const double per = block_len + f * (canvas_len - block_len);
+  const double n = std::max(1.0, token_budget / std::max(1.0, per));
+  batch_totals t;
+  t.requests = n;
+  t.key_rows = n * canvas_len;
+  t.logit_rows = n * block_len;
+  t.query_rows = n * per;
+  t.qk = n * (block_len * static_cast<double>(canvas_len) +
+              f * (static_cast<double>(canvas_len) * canvas_len - block_len * static_cast<double>(canvas_len)));
+  return t;
+}
+
+marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref,
+                                 int canvas_len, int block_len) {
+  const double base = m.step_seconds(tp, ref);
+  marginal_cost c;
+  batch_totals t = ref;
+  t.add(step_item_of(step_kind::refresh, canvas_len, block_len));
+  c.refresh_s = std::max(0.0, m.step_seconds(tp, t) - base);
+  t = ref;
+  t.add(step_item_of(step_kind::reuse, canvas_len, block_len));
+  c.reuse_s = std::max(0.0, m.step_seconds(tp, t) - base);
+  return c;
+}
+
+}  // namespace dls::policy

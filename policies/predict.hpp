@@ -1,0 +1,53 @@
+#pragma once
+// Predictions every policy shares: how many steps a request still needs at a given tau, how
+// long a group's batch step takes, and the isolated latency that defines the SLO.
+#include "policies/quality.hpp"
+#include "policies/snapshot.hpp"
+#include "policies/step_cost.hpp"
+
+namespace dls::policy {
+
+/// Expected remaining steps: the rest of the current block at `tau` (a refresh first if the
+/// block has not started), then (blocks left - 1) blocks of max(1, B / m(tau)) steps each.
+struct step_counts {
+  double refresh = 0;
+  double reuse = 0;
+  double total() const { return refresh + reuse; }
+};
+step_counts remaining_steps(const request_view& r, double tau, const quality_model& q);
+
+/// Running sums over a group's requests, kept incrementally by the caller.
+struct group_load {
+  double requests = 0;
+  double sum_canvas = 0;      // sum of P + G
+  double sum_canvas_sq = 0;   // sum of (P + G)^2, for the attention term
+  void add(int canvas_len);
+  void remove(int canvas_len);
+};
+
+/// Expected duration of one batch step of a group whose requests take one refresh every
+/// `steps_per_block` steps: the roofline of the expected batch totals. When the expected
+/// query rows exceed the token budget each request is stepped only budget / rows of the time,
+/// so its per-step wall time stretches by that factor; this returns that stretched time.
+double expected_step_s(const step_cost_model& m, int tp, const group_load& g, int block_len,
+                       double steps_per_block, double token_budget);
+
+/// Latency of a request alone on a TP-`tp` group at `tau`, in expectation over the commit
+/// draw: blocks x (one refresh + (s - 1) reuses), s = max(1, B / m(tau)).
+double isolated_latency_s(const step_cost_model& m, const quality_model& q, int prompt_len,
+                          int gen_len, int block_len, double tau, int tp = 1);
+
+/// Seconds of a saturated group's time one step of this request consumes: the cost it adds to
+/// a batch already at `ref` (finite difference of the step-cost model).
+struct marginal_cost {
+  double refresh_s = 0;
+  double reuse_s = 0;
+};
+marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref,
+                                 int canvas_len, int block_len);
+
+/// A token-budget-full reference batch of mean-length requests, for marginal costs.
+batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,
+                             double steps_per_block);
+
+}  // namespace dls::policy

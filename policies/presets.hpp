@@ -1,0 +1,30 @@
+#pragma once
+// Named policy sets: the four compared systems and the ablations, each a choice of mechanisms.
+// Every set runs in the same harness (the simulator, later the live supervisor), so a
+// difference in results comes only from the mechanisms switched on.
+#include "policies/migration.hpp"
+#include "policies/scheduler.hpp"
+
+#include <string>
+#include <vector>
+
+namespace dls::policy {
+
+struct policy_set {
+  std::string name;
+  queue_order order = queue_order::fcfs;   // batch formation and admission order
+  bool demote_late = false;                // least slack: serve on-time requests first
+  bool tau_per_request = false;            // threshold controller, per-request stage
+  bool tau_load_cap = false;               // threshold controller, aggregate cap
+  bool reconfigure = false;                // reconfiguration optimizer
+  migration_mode migration = migration_mode::none;
+};
+
+/// static | deadline | migration | dilaserve, and the ablations
+///   tau-only, reconfig-only, migrate-only   (one DiLaServe mechanism on top of static)
+///   no-tau, no-reconfig, no-migrate, no-deadline   (DiLaServe minus one mechanism).
+/// Throws std::invalid_argument for an unknown name.
+policy_set make_policy_set(const std::string& name);
+std::vector<std::string> policy_set_names();
+
+}  // namespace dls::policy

@@ -1,0 +1,293 @@
+#include "policies/reconfig.hpp"
+
+#include "policies/predict.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace dls::policy {
+
+std::vector<partition> enumerate_partitions(int devices, std::vector<int> degrees) {
+  std::sort(degrees.begin(), degrees.end(), std::greater<int>());
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  std::vector<partition> out;
+  partition cur;
+  // Parts are emitted in non-increasing order, so each multiset appears exactly once.
+  std::function<void(int, std::size_t)> rec = [&](int left, std::size_t from) {
+    if (left == 0) {
+      out.push_back(cur);
+      return;
+    }
+    for (std::size_t i = from; i < degrees.size(); ++i) {
+      if (degrees[i] > left || degrees[i] < 1) continue;
+      cur.push_back(degrees[i]);
+      rec(left - degrees[i], i);
+      cur.pop_back();
+    }
+  };
+  rec(devices, 0);
+  return out;
+}
+
+group_perf evaluate_group(const step_cost_model& m, const quality_model& q,
+                          const std::vector<length_class>& mix, int tp, double tau,
+                          const reconfig_config& cfg) {
+  group_perf gp;
+  gp.tp = tp;
+  gp.tau = tau;
+  if (mix.empty()) return gp;
+  constexpr int block = 32;
+  double wsum = 0, mean_l = 0, mean_l2 = 0;
+  for (const auto& c : mix) wsum += c.weight;
+  // Per class: the utilisation up to which it still meets its deadline (processor sharing).
+  std::vector<std::pair<double, double>> rho_w;  // (rho_c, weight)
+  std::vector<double> blocks(mix.size());
+  for (std::size_t i = 0; i < mix.size(); ++i) {
+    const auto& c = mix[i];
+    const double l = c.prompt_len + c.gen_len;
+    const double w = c.weight / wsum;
+    mean_l += w * l;
+    mean_l2 += w * l * l;
+    const double d = cfg.slo_scale * isolated_latency_s(m, q, c.prompt_len, c.gen_len, block, cfg.ref_tau, 1);
+    const double lat = isolated_latency_s(m, q, c.prompt_len, c.gen_len, block, tau, tp);
+    gp.latency_s += w * lat;
+    rho_w.push_back({d > 0 ? 1.0 - lat / d : -1.0, w});
+    blocks[i] = static_cast<double>(c.gen_len / block);
+  }
+  std::sort(rho_w.begin(), rho_w.end(), std::greater<>());
+  double acc = 0;
+  for (const auto& [rho, w] : rho_w) {
+    acc += w;
+    if (acc + 1e-12 >= cfg.attainment_target) {
+      gp.rho_star = std::max(0.0, rho);
+      break;
+    }
+  }
+  // Saturated throughput: the best b / (mean latency at batch b) within memory.
+  const double spb = q.steps_for(block, tau);
+  const double kv_cap = m.kv_capacity_tokens(tp);
+  for (int b = 1; b <= cfg.max_batch; ++b) {
+    if (b * mean_l > kv_cap) break;
+    group_load g;
+    g.requests = b;
+    g.sum_canvas = b * mean_l;
+    g.sum_canvas_sq = b * mean_l2;
+    const double step = expected_step_s(m, tp, g, block, spb, cfg.token_budget);
+    double mean_latency = 0;
+    for (std::size_t i = 0; i < mix.size(); ++i) mean_latency += mix[i].weight / wsum * blocks[i] * spb * step;
+    const double thr = mean_latency > 0 ? b / mean_latency : 0;
+    if (thr > gp.max_rps * (1.0 + 1e-9)) {
+      gp.max_rps = thr;
+      gp.batch = b;
+    }
+  }
+  gp.capacity_rps = gp.max_rps * std::min(gp.rho_star, cfg.utilization_max);
+  return gp;
+}
+
+namespace {
+
+struct option {
+  double capacity = 0;
+  double weighted_latency = 0;   // sum over groups of C_g l_g
+};
+
+option evaluate_partition(const partition& p, const std::map<int, group_perf>& perf) {
+  option o;
+  for (int tp : p) {
+    const auto& g = perf.at(tp);
+    o.capacity += g.capacity_rps;
+    o.weighted_latency += g.capacity_rps * g.latency_s;
+  }
+  return o;
+}
+
+// Predicted mean latency of a layout with total SLO capacity c and sum C_g l_g = wl.
+double mean_latency_j(double wl, double c, double lambda) {
+  if (c <= 0 || lambda >= c) return std::numeric_limits<double>::infinity();
+  return (wl / c) / (1.0 - lambda / c);
+}
+
+// Overload beyond every SLO-feasible layout: no layout meets the target, so serve as many
+// requests per second as possible (saturated throughput), keeping current partitions on ties.
+reconfig_plan max_throughput_plan(const std::vector<int>& node_devices,
+                                  const std::vector<partition>& current,
+                                  std::map<int, std::vector<partition>>& parts_by_size,
+                                  const std::map<int, group_perf>& perf, double lambda, double tau) {
+  reconfig_plan plan;
+  plan.tau = tau;
+  plan.demand_rps = lambda;
+  plan.feasible = false;
+  plan.latency_score = std::numeric_limits<double>::infinity();
+  plan.current_score = plan.latency_score;
+  for (std::size_t i = 0; i < node_devices.size(); ++i) {
+    const auto& parts = parts_by_size[node_devices[i]];
+    const partition* best = nullptr;
+    double best_thr = -1;
+    for (const auto& p : parts) {
+      double thr = 0;
+      for (int tp : p) thr += perf.at(tp).max_rps;
+      const bool cur = i < current.size() && current[i] == p;
+      if (thr > best_thr * (1.0 + 1e-9) || (cur && thr >= best_thr * (1.0 - 1e-9))) {
+        best = &p;
+        best_thr = thr;
+      }
+    }
+    plan.nodes.push_back(*best);
+    for (int tp : *best) plan.capacity_rps += perf.at(tp).capacity_rps;
+    if (i < current.size() && !current[i].empty() && current[i] != *best) ++plan.changed_nodes;
+  }
+  plan.switch_layout = plan.changed_nodes > 0 || current.size() != node_devices.size();
+  return plan;
+}
+
+}  // namespace
+
+reconfig_plan optimize_layout(const std::vector<int>& node_devices,
+                              const std::vector<partition>& current, const forecast& load,
+                              const step_cost_model& m, const quality_model& q,
+                              const reconfig_config& cfg) {
+  const int n_nodes = static_cast<int>(node_devices.size());
+  std::vector<int> degrees = m.tp_degrees();
+  std::map<int, std::vector<partition>> parts_by_size;
+  for (int d : node_devices)
+    if (!parts_by_size.count(d)) parts_by_size[d] = enumerate_partitions(d, degrees);
+  const double lambda = load.arrival_rate;
+  const int units = std::max(1, cfg.capacity_units);
+  const double inf = std::numeric_limits<double>::infinity();
+  auto levels = cfg.tau_levels;
+  if (levels.empty()) levels.push_back(cfg.ref_tau);
+  auto is_current = [&](int i, const partition& p) {
+    return static_cast<std::size_t>(i) < current.size() && current[static_cast<std::size_t>(i)] == p;
+  };
+
+  reconfig_plan fallback;
+  for (std::size_t li = 0; li < levels.size(); ++li) {
+    const double tau = levels[li];
+    std::map<int, group_perf> perf;
+    for (int tp : degrees) perf[tp] = evaluate_group(m, q, load.mix, tp, tau, cfg);
+    std::vector<std::vector<option>> opts(static_cast<std::size_t>(n_nodes));
+    double cmax = 0;
+    for (int i = 0; i < n_nodes; ++i) {
+      double best = 0;
+      for (const auto& p : parts_by_size[node_devices[static_cast<std::size_t>(i)]]) {
+        opts[static_cast<std::size_t>(i)].push_back(evaluate_partition(p, perf));
+        best = std::max(best, opts[static_cast<std::size_t>(i)].back().capacity);
+      }
+      cmax += best;
+    }
+    const double unit = cmax > 0 ? cmax / units : 1.0;
+    // A tiny preference for a node's current partition makes ties keep the layout, so the
+    // plan does not permute equivalent nodes; the real switching cost is applied after.
+    const double keep_bonus = 1e-9 * (cmax > 0 ? cmax : 1.0);
+    std::vector<std::vector<int>> cu(static_cast<std::size_t>(n_nodes));
+    std::vector<std::vector<double>> cost(static_cast<std::size_t>(n_nodes));
+    for (int i = 0; i < n_nodes; ++i) {
+      const auto& parts = parts_by_size[node_devices[static_cast<std::size_t>(i)]];
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        const auto& o = opts[static_cast<std::size_t>(i)][k];
+        cu[static_cast<std::size_t>(i)].push_back(static_cast<int>(std::floor(o.capacity / unit + 1e-9)));
+        cost[static_cast<std::size_t>(i)].push_back(o.weighted_latency + (is_current(i, parts[k]) ? 0.0 : keep_bonus));
+      }
+    }
+    // fwd[i][u]: least sum of C_g l_g over nodes < i with total capacity u units. All rows are
+    // kept so the optimum can be backtracked without storing choices.
+    std::vector<std::vector<double>> fwd(static_cast<std::size_t>(n_nodes + 1),
+                                         std::vector<double>(static_cast<std::size_t>(units + 1), inf));
+    fwd[0][0] = 0;
+    for (int i = 0; i < n_nodes; ++i) {
+      const auto& c = cost[static_cast<std::size_t>(i)];
+      const auto& w = cu[static_cast<std::size_t>(i)];
+      const auto& cur = fwd[static_cast<std::size_t>(i)];
+      auto& nxt = fwd[static_cast<std::size_t>(i + 1)];
+      for (int u = 0; u <= units; ++u) {
+        const double base = cur[static_cast<std::size_t>(u)];
+        if (base == inf) continue;
+        for (std::size_t k = 0; k < c.size(); ++k) {
+          auto& cell = nxt[static_cast<std::size_t>(std::min(units, u + w[k]))];
+          cell = std::min(cell, base + c[k]);
+        }
+      }
+    }
+    const auto& last_row = fwd[static_cast<std::size_t>(n_nodes)];
+    int end = -1;
+    double best_j = inf;
+    for (int u = 0; u <= units; ++u) {
+      if (last_row[static_cast<std::size_t>(u)] == inf) continue;
+      const double c = u * unit;
+      if (c + 1e-12 < lambda) continue;
+      const double j = lambda > 0 ? mean_latency_j(last_row[static_cast<std::size_t>(u)], c, lambda)
+                                  : (c > 0 ? last_row[static_cast<std::size_t>(u)] / c : inf);
+      if (j < best_j) {
+        best_j = j;
+        end = u;
+      }
+    }
+    const bool last = li + 1 == levels.size();
+    const bool feasible = end >= 0 && best_j < inf;
+    if (!feasible && !last) continue;
+    if (!feasible) return max_throughput_plan(node_devices, current, parts_by_size, perf, lambda, tau);
+    reconfig_plan plan;
+    plan.tau = tau;
+    plan.demand_rps = lambda;
+    plan.feasible = feasible;
+    plan.nodes.assign(static_cast<std::size_t>(n_nodes), {});
+    double wl = 0;
+    int v = end;
+    for (int i = n_nodes - 1; i >= 0; --i) {
+      const auto& c = cost[static_cast<std::size_t>(i)];
+      const auto& w = cu[static_cast<std::size_t>(i)];
+      const auto& parts = parts_by_size[node_devices[static_cast<std::size_t>(i)]];
+      const double target = fwd[static_cast<std::size_t>(i + 1)][static_cast<std::size_t>(v)];
+      bool found = false;
+      // Deterministic: the first option (in enumeration order) that reproduces the optimum.
+      for (std::size_t k = 0; k < c.size() && !found; ++k)
+        for (int u = 0; u <= units; ++u) {
+          const double prev = fwd[static_cast<std::size_t>(i)][static_cast<std::size_t>(u)];
+          if (prev == inf || std::min(units, u + w[k]) != v || prev + c[k] != target) continue;
+          plan.nodes[static_cast<std::size_t>(i)] = parts[k];
+          plan.capacity_rps += opts[static_cast<std::size_t>(i)][k].capacity;
+          wl += opts[static_cast<std::size_t>(i)][k].weighted_latency;
+          v = u;
+          found = true;
+          break;
+        }
+    }
+    plan.latency_score = lambda > 0 ? mean_latency_j(wl, plan.capacity_rps, lambda)
+                                    : (plan.capacity_rps > 0 ? wl / plan.capacity_rps : inf);
+    // The current layout's score at this tau, for the hysteresis test.
+    double cur_c = 0, cur_wl = 0;
+    bool have_current = current.size() == static_cast<std::size_t>(n_nodes);
+    for (int i = 0; i < n_nodes && have_current; ++i) {
+      const auto& p = current[static_cast<std::size_t>(i)];
+      if (p.empty()) {
+        have_current = false;
+        break;
+      }
+      const auto o = evaluate_partition(p, perf);
+      cur_c += o.capacity;
+      cur_wl += o.weighted_latency;
+    }
+    plan.current_score = !have_current ? inf
+                         : lambda > 0 ? (cur_c + 1e-12 >= lambda ? mean_latency_j(cur_wl, cur_c, lambda) : inf)
+                                      : (cur_c > 0 ? cur_wl / cur_c : inf);
+    for (int i = 0; i < n_nodes; ++i)
+      if (!is_current(i, plan.nodes[static_cast<std::size_t>(i)]) && have_current) ++plan.changed_nodes;
+    if (!have_current) {
+      plan.switch_layout = true;
+    } else if (plan.changed_nodes > 0) {
+      const double penalty = cfg.switch_cost_s * plan.changed_nodes / std::max(1, n_nodes);
+      plan.switch_layout = plan.current_score == inf
+                               ? plan.capacity_rps > cur_c
+                               : plan.latency_score + penalty < plan.current_score;
+    }
+    return plan;
+  }
+  return fallback;
+}
+
+}  // namespace dls::policy

@@ -1,0 +1,90 @@
+#pragma once
+// Quality-aware reconfiguration optimizer: which multiset of TP degrees each node's devices
+// form, and at which tau level the cluster plans to run, for the forecast load.
+//
+// Group model (evaluate_group). A group of degree k at tau serves at most mu_k requests/s
+// (saturated batches, step-cost model) and a request of class c alone takes l_kc. Treating a
+// batching group as a processor-sharing server, a class-c request at utilisation rho takes
+// l_kc / (1 - rho) and meets its deadline d_c = S x isolated latency (TP 1, ref tau) iff
+// rho <= rho_kc = 1 - l_kc / d_c. rho*_k is the largest rho at which classes holding >= target
+// of the arrivals still meet; the group's SLO capacity is C_k = mu_k x min(rho*_k, u_max).
+//
+// Problem. Nodes i = 1..N each pick a partition p of their devices into allowed TP degrees
+// (8 GPUs: {8}, {4,4}, {4,2,2}, ..., {1 x 8}: 10 partitions) and the cluster a tau level.
+//   maximize  accuracy(tau)                                           (quality model)
+//   subject to  C = sum_i C(p_i, tau) >= lambda  (predicted attainment >= target everywhere)
+//   then minimize  J = (sum_g C_g l_g / C) / (1 - lambda / C)   (predicted mean latency)
+// where l_g is group g's mean isolated latency over the mix. A plan replaces the current
+// layout only if J_new + switch_cost_s x changed_nodes / N < J_current (hysteresis), or if
+// the current layout is infeasible.
+//
+// Solution. Stage 1 enumerates the partitions exactly and evaluates each (degree, tau).
+// Stage 2, per tau level from best accuracy down, is an exact dynamic program over nodes on
+// total capacity in U units of the cluster's largest possible capacity (capacities rounded
+// down, so a plan found is feasible): cell u keeps the least sum C_g l_g reaching u, then J is
+// evaluated for every u >= lambda. The first tau level with a feasible plan wins. If none is
+// feasible (overload), no layout meets the target and the plan maximizes saturated throughput
+// sum mu_g at tau_min instead.
+// Cost: O(T (N P U + |K| (B + M log M))) time and O(N U) memory for T tau levels, N nodes,
+// P partitions per node (10 for 8 devices in degrees {1,2,4,8}), U capacity units, |K|
+// degrees, B batch sizes and M length classes. At 1,024 devices (N = 128, P = 10, U = 2000,
+// T = 5): at most 12.8 M DP cell updates; docs/policies.md gives the measured time.
+#include "policies/quality.hpp"
+#include "policies/snapshot.hpp"
+#include "policies/step_cost.hpp"
+
+#include <vector>
+
+namespace dls::policy {
+
+using partition = std::vector<int>;  // TP degrees, non-increasing, summing to the node size
+
+/// All multisets of `degrees` summing to `devices`, largest parts first, in a fixed order.
+std::vector<partition> enumerate_partitions(int devices, std::vector<int> degrees);
+
+struct reconfig_config {
+  double slo_scale = 2.0;          // deadline = arrival + S x isolated latency (TP 1, ref tau)
+  double ref_tau = 0.9;
+  std::vector<double> tau_levels{0.9, 0.85, 0.8, 0.75, 0.7};  // best accuracy first
+  double attainment_target = 0.9;  // fraction of arrivals predicted to meet the SLO
+  double utilization_max = 0.9;    // never plan a group beyond this utilisation
+  double switch_cost_s = 0.02;     // hysteresis: J must drop by this x changed / N
+  int capacity_units = 2000;
+  int max_batch = 256;
+  double token_budget = 8192;
+};
+
+/// One group type's throughput and latency for the forecast length mix.
+struct group_perf {
+  int tp = 1;
+  double tau = 0.9;
+  double max_rps = 0;        // mu: saturated throughput
+  double batch = 0;          // the batch size reaching it
+  double rho_star = 0;       // utilisation up to which >= target of arrivals meet the SLO
+  double capacity_rps = 0;   // C = mu x min(rho*, utilization_max)
+  double latency_s = 0;      // mean isolated latency over the mix (batch 1)
+};
+group_perf evaluate_group(const step_cost_model& m, const quality_model& q,
+                          const std::vector<length_class>& mix, int tp, double tau,
+                          const reconfig_config& cfg);
+
+struct reconfig_plan {
+  std::vector<partition> nodes;    // chosen partition per node
+  double tau = 0.9;                // planned tau level
+  double capacity_rps = 0;
+  double demand_rps = 0;
+  double latency_score = 0;        // J, predicted mean latency (s)
+  double current_score = 0;        // J of the current layout at the same tau (inf: infeasible)
+  int changed_nodes = 0;
+  bool feasible = false;
+  bool switch_layout = false;      // hysteresis passed: apply `nodes`
+};
+
+/// Solves the problem above. `current[i]` is node i's partition now (may be empty: no
+/// preference). Pure and deterministic.
+reconfig_plan optimize_layout(const std::vector<int>& node_devices,
+                              const std::vector<partition>& current, const forecast& load,
+                              const step_cost_model& m, const quality_model& q,
+                              const reconfig_config& cfg);
+
+}  // namespace dls::policy

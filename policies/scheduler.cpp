@@ -1,0 +1,157 @@
+#include "policies/scheduler.hpp"
+
+#include "policies/predict.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+namespace dls::policy {
+
+double slack_s(const request_view& r, double now, const quality_model& q, double step_s) {
+  return r.deadline_s - now - remaining_steps(r, r.tau, q).total() * step_s;
+}
+
+namespace {
+
+int query_rows_of(const request_view& r) {
+  return r.next_kind == step_kind::refresh ? r.canvas_len() : r.block_len;
+}
+
+// Sort key: (late, value) so that late requests can be grouped after the on-time ones.
+// Ties break on id, which keeps the order deterministic whatever the input order.
+struct keyed {
+  int late;
+  double value;
+  std::uint64_t id;
+  int index;
+  double budget;   // delay this step may add to the request without making it miss
+  bool operator<(const keyed& o) const {
+    if (late != o.late) return late < o.late;
+    if (value != o.value) return value < o.value;
+    return id < o.id;
+  }
+};
+
+// Seconds the request still needs if every one of its steps ran alone on this group: the
+// best case. A request whose best case misses the deadline is late whatever we do.
+double best_case_remaining_s(const request_view& r, const quality_model& q,
+                             const step_cost_model& cost, int tp) {
+  const auto c = remaining_steps(r, r.tau, q);
+  batch_totals ref, reu;
+  ref.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
+  reu.add(step_item_of(step_kind::reuse, r.canvas_len(), r.block_len));
+  // A started block whose KV must be rebuilt still costs one refresh.
+  const double extra = r.next_kind == step_kind::refresh && r.steps_in_block > 0 ? 1.0 : 0.0;
+  return (c.refresh + extra) * cost.step_seconds(tp, ref) +
+         std::max(0.0, c.reuse - extra) * cost.step_seconds(tp, reu);
+}
+
+void order_indices(const std::vector<request_view>& reqs, double now, const scheduler_config& cfg,
+                   const quality_model& q, double step_s, std::vector<keyed>& keys,
+                   const step_cost_model* cost, int tp) {
+  keys.clear();
+  keys.reserve(reqs.size());
+  for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
+    const auto& r = reqs[static_cast<std::size_t>(i)];
+    if (cfg.order == queue_order::fcfs) {
+      keys.push_back({0, r.arrival_s, r.id, i, 0.0});
+      continue;
+    }
+    const double s = slack_s(r, now, q, step_s);
+    if (!cfg.demote_late || s >= 0) {
+      keys.push_back({0, s, r.id, i, std::max(0.0, s)});
+      continue;
+    }
+    // Negative slack at the group's current pace. With a cost model, check the best case:
+    // if it still makes it, it is urgent (keep its slack as key); if not it is late and goes
+    // after all on-time requests, shortest remaining work first (least mean latency).
+    if (cost) {
+      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double best_slack = r.deadline_s - now - best;
+      if (best_slack >= 0)
+        keys.push_back({0, s, r.id, i, best_slack});
+      else
+        keys.push_back({1, best, r.id, i, 0.0});
+    } else {
+      keys.push_back({1, remaining_steps(r, r.tau, q).total(), r.id, i, 0.0});
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+}
+
+}  // namespace
+
+void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
+                const quality_model& q, double step_s, std::vector<int>& out,
+                const step_cost_model* cost, int tp) {
+  out.clear();
+  if (active.empty()) return;
+  const bool budgeted = cfg.slack_budget && cost && cfg.order == queue_order::least_slack;
+  // Common case: everyone fits and nobody refreshes (so nobody can hold up the others), so
+  // order does not matter and sorting would be wasted work.
+  long rows = 0;
+  bool any_refresh = false;
+  for (const auto& r : active) {
+    rows += query_rows_of(r);
+    any_refresh |= r.next_kind == step_kind::refresh;
+  }
+  if (rows <= cfg.token_budget && static_cast<int>(active.size()) <= cfg.max_batch &&
+      (!budgeted || !any_refresh)) {
+    out.resize(active.size());
+    std::iota(out.begin(), out.end(), 0);
+    return;
+  }
+  static thread_local std::vector<keyed> keys;
+  order_indices(active, now, cfg, q, step_s, keys, budgeted ? cost : nullptr, tp);
+  long used = 0;
+  batch_totals totals;
+  double step = 0;
+  double budget = std::numeric_limits<double>::infinity();  // least slack left in the batch
+  for (const auto& k : keys) {
+    if (static_cast<int>(out.size()) >= cfg.max_batch) break;
+    const auto& r = active[static_cast<std::size_t>(k.index)];
+    const int qr = query_rows_of(r);
+    if (!out.empty() && used + qr > cfg.token_budget) continue;
+    if (budgeted) {
+      const auto item = next_step_item(r);
+      totals.add(item);
+      const double next = cost->step_seconds(tp, totals);
+      const double delta = next - step;
+      if (!out.empty() && delta > budget) {
+        totals.remove(item);
+        continue;
+      }
+      step = next;
+      budget -= out.empty() ? 0.0 : delta;
+      if (!k.late) budget = std::min(budget, k.budget);
+    }
+    used += qr;
+    out.push_back(k.index);
+  }
+}
+
+std::vector<int> admit(const std::vector<request_view>& queued, admission_room room, double now,
+                       const scheduler_config& cfg, const quality_model& q, double step_s,
+                       const step_cost_model* cost, int tp) {
+  std::vector<int> out;
+  if (queued.empty() || room.slots <= 0) return out;
+  std::vector<keyed> keys;
+  order_indices(queued, now, cfg, q, step_s, keys, cost, tp);
+  for (const auto& k : keys) {
+    if (room.slots <= 0) break;
+    const auto& r = queued[static_cast<std::size_t>(k.index)];
+    if (r.canvas_len() > room.kv_tokens) {
+      // FCFS blocks behind the head (no overtaking); least slack lets smaller ones pass.
+      if (cfg.order == queue_order::fcfs) break;
+      continue;
+    }
+    room.slots -= 1;
+    room.kv_tokens -= r.canvas_len();
+    out.push_back(k.index);
+  }
+  return out;
+}
+
+}  // namespace dls::policy

@@ -1,0 +1,61 @@
+#pragma once
+// Deadline scheduler: per group, which requests denoise in the next step (batch formation
+// within a token budget) and which queued requests become active (admission).
+//
+// Order keys: FCFS = arrival time (the static baseline). Least slack = deadline - now -
+// predicted remaining time at the request's own tau and the group's current step time. With
+// `demote_late`, late requests (those that miss even if each remaining step ran alone on the
+// group, or, without a cost model, those with negative slack) go after every request that can
+// still make it, shortest remaining work first; plain least-slack would serve the latest
+// first and let one overload cascade into everyone missing.
+//
+// Slack budget (least slack with a step-cost model): a step is atomic, so a long refresh
+// (up to ~100 ms for a 4k canvas on one H100) delays every request batched with it. Requests
+// are added in key order; adding request j raises the step time by d_j (step-cost model), and
+// j is added only if d_j fits the remaining slack of every on-time request already in the
+// batch (their budget shrinks by d_j). A deferred request's slack shrinks while it waits, so
+// it moves to the front of the order and cannot starve.
+#include "policies/quality.hpp"
+#include "policies/snapshot.hpp"
+#include "policies/step_cost.hpp"
+
+#include <vector>
+
+namespace dls::policy {
+
+enum class queue_order { fcfs, least_slack };
+
+struct scheduler_config {
+  queue_order order = queue_order::least_slack;
+  int token_budget = 8192;    // query rows per step (refresh = P + G rows, reuse = B rows)
+  int max_batch = 256;        // requests per step
+  bool demote_late = true;
+  bool slack_budget = true;   // least slack only, and only when a cost model is passed
+};
+
+/// Slack of a request: deadline - now - remaining_steps(tau) x step_s.
+double slack_s(const request_view& r, double now, const quality_model& q, double step_s);
+
+/// Fills `out` with indices into `active` forming the next step. Requests are taken in key
+/// order; one that would overflow the token budget is skipped and smaller ones after it may
+/// still fill the gap. The first request is always taken, so a step never starves.
+/// `cost` and `tp` enable the slack budget (nullptr: token budget only).
+void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
+                const quality_model& q, double step_s, std::vector<int>& out,
+                const step_cost_model* cost = nullptr, int tp = 1);
+
+/// Capacity left in a group for admitting requests.
+struct admission_room {
+  int slots = 0;              // max_active - active
+  double kv_tokens = 0;       // free canvas tokens of KV memory
+};
+
+/// Indices into `queued`, in admission order, of the requests to activate now. Requests are
+/// considered in key order and admitted while slots and KV memory remain; with least slack,
+/// requests that cannot meet their deadline even alone (`step_s` x steps at their tau) are
+/// considered only after all others.
+std::vector<int> admit(const std::vector<request_view>& queued, admission_room room, double now,
+                       const scheduler_config& cfg, const quality_model& q, double step_s,
+                       const step_cost_model* cost = nullptr, int tp = 1);
+
+}  // namespace dls::policy

@@ -1,0 +1,352 @@
+#include "policies/step_cost.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace dls::policy {
+
+step_item step_item_of(step_kind kind, int canvas_len, int block_len) {
+  step_item it;
+  it.kind = kind;
+  it.key_rows = canvas_len;
+  it.query_rows = kind == step_kind::refresh ? canvas_len : block_len;
+  it.logit_rows = block_len;
+  return it;
+}
+
+step_item next_step_item(const request_view& r) {
+  return step_item_of(r.next_kind, r.canvas_len(), r.block_len);
+}
+
+void batch_totals::add(const step_item& it) {
+  requests += 1;
+  query_rows += it.query_rows;
+  key_rows += it.key_rows;
+  qk += static_cast<double>(it.query_rows) * it.key_rows;
+  logit_rows += it.logit_rows;
+}
+
+void batch_totals::remove(const step_item& it) {
+  requests -= 1;
+  query_rows -= it.query_rows;
+  key_rows -= it.key_rows;
+  qk -= static_cast<double>(it.query_rows) * it.key_rows;
+  logit_rows -= it.logit_rows;
+}
+
+// -- model ------------------------------------------------------------------------------------
+
+step_cost_model step_cost_model::make_roofline(const roofline_params& p,
+                                               std::vector<int> tp_degrees) {
+  step_cost_model m;
+  m.form_ = form::roofline;
+  m.roof_ = p;
+  std::sort(tp_degrees.begin(), tp_degrees.end());
+  m.tps_ = std::move(tp_degrees);
+  m.memory.weight_bytes = p.weight_bytes;
+  m.memory.kv_bytes_per_token = p.kv_bytes_per_token;
+  return m;
+}
+
+step_cost_model step_cost_model::make_linear(std::map<int, linear_coeffs> coeffs) {
+  step_cost_model m;
+  m.form_ = form::linear;
+  for (auto& [tp, c] : coeffs) {
+    if (tp < 1 || tp >= static_cast<int>(m.lin_fast_.size()))
+      throw std::invalid_argument("step cost: tp degree out of range");
+    m.tps_.push_back(tp);
+    m.lin_fast_[static_cast<std::size_t>(tp)] = c;
+  }
+  m.lin_ = std::move(coeffs);
+  return m;
+}
+
+bool step_cost_model::supports(int tp) const {
+  return std::find(tps_.begin(), tps_.end(), tp) != tps_.end();
+}
+
+double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
+  if (t.requests <= 0) return 0.0;
+  if (form_ == form::linear) {
+    const auto& c = lin_fast_[static_cast<std::size_t>(tp)];
+    return c.fixed_s + c.per_request_s * t.requests + c.per_query_row_s * t.query_rows +
+           c.per_key_row_s * t.key_rows + c.per_qk_s * t.qk;
+  }
+  const auto& p = roof_;
+  const double k = tp;
+  // Linear layers over the query rows, attention scores and values (QK^T and PV, 2 FLOPs
+  // each per head dim per layer), and the LM head on the block rows only.
+  const double flops = 2.0 * p.nonembed_params * t.query_rows +
+                       4.0 * p.layers * p.d_model * t.qk + 2.0 * p.head_params * t.logit_rows;
+  const double bytes = p.weight_bytes + p.kv_bytes_per_token * t.key_rows;
+  const double compute_s = flops / (k * p.peak_flops * p.flops_efficiency);
+  const double memory_s = bytes / (k * p.hbm_bytes_per_s * p.bandwidth_efficiency);
+  double comm_s = 0.0;
+  if (tp > 1) {
+    // Megatron TP: one all-reduce after attention and one after the MLP, per layer. A ring
+    // moves 2 (k-1)/k of the activation bytes over each device's link.
+    const double ar_bytes = t.query_rows * p.d_model * p.activation_bytes;
+    const double per_ar = p.allreduce_latency_s + 2.0 * (k - 1.0) / k * ar_bytes / p.link_bytes_per_s;
+    comm_s = 2.0 * p.layers * per_ar;
+  }
+  return std::max(compute_s, memory_s) + comm_s + p.step_overhead_s;
+}
+
+double step_cost_model::step_seconds(int tp, const std::vector<step_item>& items) const {
+  batch_totals t;
+  for (const auto& it : items) t.add(it);
+  return step_seconds(tp, t);
+}
+
+double step_cost_model::kv_capacity_tokens(int tp) const {
+  const auto& m = memory;
+  if (m.kv_bytes_per_token <= 0 || m.device_bytes <= 0) return 1e18;  // unknown: unbounded
+  const double free_bytes = m.device_bytes - m.weight_bytes - m.reserve_bytes;
+  return std::max(0.0, free_bytes) * tp / m.kv_bytes_per_token;
+}
+
+// -- fitting ----------------------------------------------------------------------------------
+
+namespace {
+
+// Solves the normal equations of A restricted to the columns in `cols` (Gaussian elimination
+// with partial pivoting; n <= 5 here so this is exact enough and cheap).
+std::vector<double> least_squares_on(const std::vector<double>& a, const std::vector<double>& y,
+                                     int m, int n, const std::vector<int>& cols) {
+  const int p = static_cast<int>(cols.size());
+  std::vector<double> g(static_cast<std::size_t>(p * (p + 1)), 0.0);
+  auto at = [&](int r, int c) -> double& { return g[static_cast<std::size_t>(r * (p + 1) + c)]; };
+  for (int i = 0; i < m; ++i) {
+    for (int r = 0; r < p; ++r) {
+      const double ar = a[static_cast<std::size_t>(i * n + cols[r])];
+      for (int c = 0; c < p; ++c) at(r, c) += ar * a[static_cast<std::size_t>(i * n + cols[c])];
+      at(r, p) += ar * y[static_cast<std::size_t>(i)];
+    }
+  }
+  for (int c = 0; c < p; ++c) {
+    int piv = c;
+    for (int r = c + 1; r < p; ++r)
+      if (std::fabs(at(r, c)) > std::fabs(at(piv, c))) piv = r;
+    for (int k = 0; k <= p; ++k) std::swap(at(c, k), at(piv, k));
+    if (std::fabs(at(c, c)) < 1e-300) continue;  // singular column: leave its weight at 0
+    for (int r = 0; r < p; ++r) {
+      if (r == c) continue;
+      const double f = at(r, c) / at(c, c);
+      for (int k = c; k <= p; ++k) at(r, k) -= f * at(c, k);
+    }
+  }
+  std::vector<double> s(static_cast<std::size_t>(n), 0.0);
+  for (int r = 0; r < p; ++r)
+    s[static_cast<std::size_t>(cols[r])] = std::fabs(at(r, r)) < 1e-300 ? 0.0 : at(r, p) / at(r, r);
+  return s;
+}
+
+}  // namespace
+
+std::vector<double> nnls(const std::vector<double>& a, const std::vector<double>& y, int m, int n) {
+  std::vector<double> x(static_cast<std::size_t>(n), 0.0);
+  std::vector<bool> passive(static_cast<std::size_t>(n), false);
+  auto gradient = [&] {
+    std::vector<double> w(static_cast<std::size_t>(n), 0.0);
+    for (int i = 0; i < m; ++i) {
+      double r = y[static_cast<std::size_t>(i)];
+      for (int j = 0; j < n; ++j) r -= a[static_cast<std::size_t>(i * n + j)] * x[static_cast<std::size_t>(j)];
+      for (int j = 0; j < n; ++j) w[static_cast<std::size_t>(j)] += a[static_cast<std::size_t>(i * n + j)] * r;
+    }
+    return w;
+  };
+  for (int outer = 0; outer < 3 * n + 3; ++outer) {
+    auto w = gradient();
+    int best = -1;
+    double best_w = 1e-12;
+    for (int j = 0; j < n; ++j)
+      if (!passive[static_cast<std::size_t>(j)] && w[static_cast<std::size_t>(j)] > best_w) {
+        best = j;
+        best_w = w[static_cast<std::size_t>(j)];
+      }
+    if (best < 0) break;
+    passive[static_cast<std::size_t>(best)] = true;
+    for (int inner = 0; inner < 3 * n + 3; ++inner) {
+      std::vector<int> cols;
+      for (int j = 0; j < n; ++j)
+        if (passive[static_cast<std::size_t>(j)]) cols.push_back(j);
+      auto s = least_squares_on(a, y, m, n, cols);
+      bool all_pos = true;
+      for (int j : cols)
+        if (s[static_cast<std::size_t>(j)] <= 0) all_pos = false;
+      if (all_pos) {
+        x = s;
+        break;
+      }
+      // Step from x toward s until the first passive weight reaches zero, then drop it.
+      double alpha = 1.0;
+      for (int j : cols) {
+        const auto uj = static_cast<std::size_t>(j);
+        if (s[uj] <= 0) alpha = std::min(alpha, x[uj] / (x[uj] - s[uj]));
+      }
+      for (int j = 0; j < n; ++j) {
+        const auto uj = static_cast<std::size_t>(j);
+        x[uj] += alpha * (s[uj] - x[uj]);
+        if (passive[uj] && x[uj] <= 1e-15) {
+          passive[uj] = false;
+          x[uj] = 0;
+        }
+      }
+    }
+  }
+  return x;
+}
+
+std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_sample>& samples,
+                                                  std::vector<fit_report>* report) {
+  std::map<int, std::vector<const profile_sample*>> by_tp;
+  for (const auto& s : samples) {
+    if (s.seconds <= 0 || s.batch < 1) throw std::invalid_argument("profile sample: bad values");
+    by_tp[s.tp].push_back(&s);
+  }
+  std::map<int, linear_coeffs> out;
+  constexpr int n = 5;
+  for (auto& [tp, rows] : by_tp) {
+    if (rows.size() < 2) throw std::invalid_argument("profile: tp " + std::to_string(tp) + " needs >= 2 samples");
+    const int m = static_cast<int>(rows.size());
+    // Rows are divided by the measured time, so the fit minimises relative error: a 2 ms reuse
+    // step matters as much as a 60 ms refresh. Columns are scaled to unit norm for conditioning.
+    std::vector<double> a(static_cast<std::size_t>(m * n)), y(static_cast<std::size_t>(m), 1.0);
+    for (int i = 0; i < m; ++i) {
+      const auto& s = *rows[static_cast<std::size_t>(i)];
+      const double b = s.batch;
+      const double f[n] = {1.0, b, b * s.query_rows, b * s.key_rows,
+                           b * static_cast<double>(s.query_rows) * s.key_rows};
+      for (int j = 0; j < n; ++j) a[static_cast<std::size_t>(i * n + j)] = f[j] / s.seconds;
+    }
+    std::vector<double> scale(n, 0.0);
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < m; ++i) scale[static_cast<std::size_t>(j)] += a[static_cast<std::size_t>(i * n + j)] * a[static_cast<std::size_t>(i * n + j)];
+      scale[static_cast<std::size_t>(j)] = scale[static_cast<std::size_t>(j)] > 0 ? std::sqrt(scale[static_cast<std::size_t>(j)]) : 1.0;
+      for (int i = 0; i < m; ++i) a[static_cast<std::size_t>(i * n + j)] /= scale[static_cast<std::size_t>(j)];
+    }
+    auto x = nnls(a, y, m, n);
+    for (int j = 0; j < n; ++j) x[static_cast<std::size_t>(j)] /= scale[static_cast<std::size_t>(j)];
+    linear_coeffs c{x[0], x[1], x[2], x[3], x[4]};
+    out[tp] = c;
+    if (report) {
+      fit_report fr;
+      fr.tp = tp;
+      fr.samples = rows.size();
+      double mean = 0, ss_tot = 0, ss_res = 0;
+      for (auto* s : rows) mean += s->seconds;
+      mean /= m;
+      for (auto* s : rows) {
+        const double b = s->batch;
+        const double pred = c.fixed_s + c.per_request_s * b + c.per_query_row_s * b * s->query_rows +
+                            c.per_key_row_s * b * s->key_rows +
+                            c.per_qk_s * b * static_cast<double>(s->query_rows) * s->key_rows;
+        ss_res += (pred - s->seconds) * (pred - s->seconds);
+        ss_tot += (s->seconds - mean) * (s->seconds - mean);
+        fr.max_rel_error = std::max(fr.max_rel_error, std::fabs(pred - s->seconds) / s->seconds);
+      }
+      fr.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : 1.0;
+      report->push_back(fr);
+    }
+  }
+  return out;
+}
+
+// -- loading ----------------------------------------------------------------------------------
+
+namespace {
+
+double num(const YAML::Node& n, const char* key, double def, bool required = false) {
+  if (!n[key]) {
+    if (required) throw std::invalid_argument(std::string("step profile: missing '") + key + "'");
+    return def;
+  }
+  return n[key].as<double>();
+}
+
+step_kind parse_kind(const std::string& s) {
+  if (s == "refresh") return step_kind::refresh;
+  if (s == "reuse") return step_kind::reuse;
+  throw std::invalid_argument("step profile: kind must be refresh or reuse, got '" + s + "'");
+}
+
+}  // namespace
+
+step_cost_model parse_step_cost_profile(const std::string& text) {
+  YAML::Node root = YAML::Load(text);
+  if (!root.IsMap()) throw std::invalid_argument("step profile: top level must be a map");
+  const std::string kind = root["kind"] ? root["kind"].as<std::string>() : "measured";
+  step_cost_model m;
+  if (kind == "roofline") {
+    const auto r = root["roofline"];
+    if (!r) throw std::invalid_argument("step profile: roofline kind needs a 'roofline' map");
+    roofline_params p;
+    p.peak_flops = num(r, "peak_flops", 0, true);
+    p.flops_efficiency = num(r, "flops_efficiency", 1);
+    p.hbm_bytes_per_s = num(r, "hbm_bytes_per_s", 0, true);
+    p.bandwidth_efficiency = num(r, "bandwidth_efficiency", 1);
+    p.weight_bytes = num(r, "weight_bytes", 0, true);
+    p.kv_bytes_per_token = num(r, "kv_bytes_per_token", 0, true);
+    p.nonembed_params = num(r, "nonembed_params", 0, true);
+    p.head_params = num(r, "head_params", 0, true);
+    p.layers = num(r, "layers", 0, true);
+    p.d_model = num(r, "d_model", 0, true);
+    p.activation_bytes = num(r, "activation_bytes", 2);
+    p.allreduce_latency_s = num(r, "allreduce_latency_s", 0);
+    p.link_bytes_per_s = num(r, "link_bytes_per_s", 1e30);
+    p.step_overhead_s = num(r, "step_overhead_s", 0);
+    std::vector<int> tps = root["tp"] ? root["tp"].as<std::vector<int>>() : std::vector<int>{1};
+    m = step_cost_model::make_roofline(p, tps);
+  } else if (kind == "linear") {
+    std::map<int, linear_coeffs> coeffs;
+    for (const auto& kv : root["linear"]) {
+      const auto c = kv.second;
+      coeffs[kv.first.as<int>()] = {num(c, "fixed_s", 0), num(c, "per_request_s", 0),
+                                    num(c, "per_query_row_s", 0), num(c, "per_key_row_s", 0),
+                                    num(c, "per_qk_s", 0)};
+    }
+    if (coeffs.empty()) throw std::invalid_argument("step profile: linear kind needs 'linear'");
+    m = step_cost_model::make_linear(coeffs);
+  } else if (kind == "measured") {
+    std::vector<profile_sample> samples;
+    for (const auto& s : root["samples"]) {
+      profile_sample ps;
+      ps.tp = s["tp"] ? s["tp"].as<int>() : 1;
+      ps.kind = parse_kind(s["kind"].as<std::string>());
+      ps.batch = s["batch"] ? s["batch"].as<int>() : 1;
+      ps.query_rows = s["query_rows"].as<int>();
+      ps.key_rows = s["key_rows"].as<int>();
+      ps.seconds = s["seconds"].as<double>();
+      samples.push_back(ps);
+    }
+    if (samples.empty()) throw std::invalid_argument("step profile: measured kind needs samples");
+    m = step_cost_model::make_linear(fit_linear_step_cost(samples));
+  } else {
+    throw std::invalid_argument("step profile: unknown kind '" + kind + "'");
+  }
+  if (root["hardware"]) m.hardware = root["hardware"].as<std::string>();
+  if (root["model"]) m.model = root["model"].as<std::string>();
+  if (root["source"]) m.source = root["source"].as<std::string>();
+  if (const auto mem = root["memory"]) {
+    m.memory.device_bytes = num(mem, "device_bytes", 0);
+    m.memory.weight_bytes = num(mem, "weight_bytes", m.memory.weight_bytes);
+    m.memory.reserve_bytes = num(mem, "reserve_bytes", 0);
+    m.memory.kv_bytes_per_token = num(mem, "kv_bytes_per_token", m.memory.kv_bytes_per_token);
+  }
+  return m;
+}
+
+step_cost_model load_step_cost_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open step profile " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_step_cost_profile(ss.str());
+}
+
+}  // namespace dls::policy

@@ -1,0 +1,133 @@
+#pragma once
+// Step-cost model: the latency of one batched denoising step on a TP group of degree k.
+// Two forms share one interface because every form is a function of the same batch sums:
+//  - roofline: max(FLOPs / (k F eff), bytes / (k BW eff)) + per-layer all-reduces + overhead,
+//    for analytic profiles (LLaDA-8B on H100/H200 in configs/sim/profiles/);
+//  - linear: c0 + c_req n + c_q sum(q) + c_k sum(k) + c_qk sum(q k) per TP degree, fitted
+//    by non-negative least squares from measured samples (`dilaserve profile`, GPU checks).
+// File format: docs/policies.md, "Step-cost profiles".
+#include "policies/snapshot.hpp"
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dls::policy {
+
+/// One request's share of a step: query rows computed, key rows attended, logit rows.
+struct step_item {
+  step_kind kind = step_kind::reuse;
+  int query_rows = 0;
+  int key_rows = 0;
+  int logit_rows = 0;
+};
+
+/// The shape of the step a request takes next (dual cache): refresh q = k = P + G,
+/// reuse q = B, k = P + G; logits only for the B block rows.
+step_item next_step_item(const request_view& r);
+step_item step_item_of(step_kind kind, int canvas_len, int block_len);
+
+/// Sums over a batch; both model forms only need these, so a batch costs O(batch) once.
+struct batch_totals {
+  double requests = 0, query_rows = 0, key_rows = 0, qk = 0, logit_rows = 0;
+  void add(const step_item& it);
+  void remove(const step_item& it);
+};
+
+/// Analytic roofline constants; every value's source is stated in the profile file.
+struct roofline_params {
+  double peak_flops = 0;            // dense bf16 FLOP/s per device
+  double flops_efficiency = 1;      // achieved fraction of peak
+  double hbm_bytes_per_s = 0;       // per device
+  double bandwidth_efficiency = 1;
+  double weight_bytes = 0;          // read once per step (split over k devices)
+  double kv_bytes_per_token = 0;    // K and V, all layers
+  double nonembed_params = 0;       // 2 FLOPs per param per query row
+  double head_params = 0;           // 2 FLOPs per param per logit row
+  double layers = 0;
+  double d_model = 0;
+  double activation_bytes = 2;      // bytes per element all-reduced (bf16)
+  double allreduce_latency_s = 0;   // per all-reduce, two per layer when k > 1
+  double link_bytes_per_s = 0;      // per-direction NVLink bandwidth per device
+  double step_overhead_s = 0;       // launch and sampling overhead per step
+};
+
+/// Per-TP-degree coefficients of the linear model (seconds per unit).
+struct linear_coeffs {
+  double fixed_s = 0, per_request_s = 0, per_query_row_s = 0, per_key_row_s = 0, per_qk_s = 0;
+};
+
+/// One measured step: `batch` identical requests of the given kind and row counts.
+struct profile_sample {
+  int tp = 1;
+  step_kind kind = step_kind::reuse;
+  int batch = 1;
+  int query_rows = 0;   // per request
+  int key_rows = 0;     // per request
+  double seconds = 0;
+};
+
+struct fit_report {
+  int tp = 1;
+  std::size_t samples = 0;
+  double r2 = 0;                  // coefficient of determination on the samples
+  double max_rel_error = 0;       // worst |pred - t| / t
+};
+
+/// Fits `linear_coeffs` per TP degree by non-negative least squares on the features
+/// [1, b, b q, b k, b q k]. Throws std::invalid_argument when a degree has < 2 samples.
+std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_sample>& samples,
+                                                  std::vector<fit_report>* report = nullptr);
+
+/// Solves min |A x - y| subject to x >= 0 (Lawson-Hanson active set); A is row-major m x n.
+std::vector<double> nnls(const std::vector<double>& a, const std::vector<double>& y, int m, int n);
+
+/// Device memory facts used for KV admission (tokens of canvas a group can hold).
+struct memory_params {
+  double device_bytes = 0;
+  double weight_bytes = 0;        // every device keeps full weights (no movement on regroup)
+  double reserve_bytes = 0;       // activations, workspace
+  double kv_bytes_per_token = 0;
+};
+
+class step_cost_model {
+ public:
+  enum class form { roofline, linear };
+
+  static step_cost_model make_roofline(const roofline_params& p, std::vector<int> tp_degrees);
+  static step_cost_model make_linear(std::map<int, linear_coeffs> coeffs);
+
+  /// Seconds for one step of a batch with these totals on a TP-k group.
+  double step_seconds(int tp, const batch_totals& t) const;
+  double step_seconds(int tp, const std::vector<step_item>& items) const;
+  bool supports(int tp) const;
+  const std::vector<int>& tp_degrees() const { return tps_; }
+  form kind() const { return form_; }
+  const roofline_params& roofline() const { return roof_; }
+  const std::map<int, linear_coeffs>& linear() const { return lin_; }
+
+  /// Canvas tokens whose KV fits on a TP-k group (KV is split across the k devices).
+  double kv_capacity_tokens(int tp) const;
+
+  std::string hardware;
+  std::string model;
+  std::string source;
+  memory_params memory;
+
+ private:
+  form form_ = form::roofline;
+  roofline_params roof_{};
+  std::map<int, linear_coeffs> lin_;
+  std::vector<int> tps_;
+  std::array<linear_coeffs, 65> lin_fast_{};  // indexed by tp, avoids a map lookup per step
+};
+
+/// Loads a profile (YAML or JSON; yaml-cpp reads both). Relative paths are the caller's.
+/// Kinds: "roofline" (analytic), "linear" (coefficients), "measured" (samples, fitted here).
+step_cost_model load_step_cost_profile(const std::string& path);
+/// Same, from the text of a profile.
+step_cost_model parse_step_cost_profile(const std::string& text);
+
+}  // namespace dls::policy

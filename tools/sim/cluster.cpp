@@ -1,0 +1,125 @@
+#include "sim/cluster.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace dls::sim {
+
+int sim_cluster::devices() const { return std::accumulate(node_devices.begin(), node_devices.end(), 0); }
+
+int sim_cluster::groups_initial() const {
+  int n = 0;
+  for (const auto& p : initial_layout) n += static_cast<int>(p.size());
+  return n;
+}
+
+namespace {
+
+std::string resolve(const std::string& base, const std::string& p) {
+  if (p.empty() || p[0] == '/' || base.empty()) return p;
+  return base + "/" + p;
+}
+
+template <class T>
+void read(const YAML::Node& n, const char* key, T& out) {
+  if (n && n[key]) out = n[key].as<T>();
+}
+
+}  // namespace
+
+sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) {
+  YAML::Node root = YAML::Load(text);
+  sim_cluster c;
+  read(root, "name", c.name);
+  if (!root["profile"] || !root["quality"])
+    throw std::invalid_argument("cluster: 'profile' and 'quality' are required");
+  c.profile_path = resolve(base_dir, root["profile"].as<std::string>());
+  c.quality_path = resolve(base_dir, root["quality"].as<std::string>());
+  c.cost = policy::load_step_cost_profile(c.profile_path);
+  c.quality = policy::load_quality_curve(c.quality_path);
+
+  const auto model = root["model"];
+  read(model, "block_len", c.block_len);
+  read(model, "max_canvas", c.max_canvas);
+  read(model, "ref_tau", c.ref_tau);
+
+  if (!root["nodes"] || !root["nodes"].IsSequence())
+    throw std::invalid_argument("cluster: 'nodes' must be a list of {count, devices, layout}");
+  for (const auto& n : root["nodes"]) {
+    const int count = n["count"] ? n["count"].as<int>() : 1;
+    const int devices = n["devices"].as<int>();
+    policy::partition layout = n["layout"] ? n["layout"].as<std::vector<int>>() : policy::partition{1};
+    int sum = 0;
+    for (int tp : layout) {
+      if (!c.cost.supports(tp))
+        throw std::invalid_argument("cluster: layout uses TP " + std::to_string(tp) +
+                                    ", which the profile does not cover");
+      sum += tp;
+    }
+    if (sum != devices) throw std::invalid_argument("cluster: a node's layout must sum to its devices");
+    std::sort(layout.begin(), layout.end(), std::greater<int>());
+    for (int i = 0; i < count; ++i) {
+      c.node_devices.push_back(devices);
+      c.initial_layout.push_back(layout);
+    }
+  }
+
+  const auto s = root["scheduler"];
+  read(s, "token_budget", c.token_budget);
+  read(s, "max_batch", c.max_batch);
+  read(s, "max_active", c.max_active);
+
+  const auto l = root["links"];
+  read(l, "intra_node_bytes_per_s", c.link.intra_node_bytes_per_s);
+  read(l, "inter_node_bytes_per_s", c.link.inter_node_bytes_per_s);
+  read(l, "latency_s", c.link.latency_s);
+  c.link.kv_bytes_per_token = c.cost.memory.kv_bytes_per_token > 0 ? c.cost.memory.kv_bytes_per_token
+                                                                   : c.link.kv_bytes_per_token;
+
+  const auto t = root["threshold"];
+  read(t, "tau_min", c.threshold.tau_min);
+  read(t, "tau_max", c.threshold.tau_max);
+  read(t, "tau_step", c.threshold.tau_step);
+  read(root["control"], "interval_s", c.control_interval_s);
+
+  const auto r = root["reconfig"];
+  read(r, "interval_s", c.reconfig_interval_s);
+  read(r, "forecast_window_s", c.forecast_window_s);
+  read(r, "forecast_subwindow_s", c.forecast_subwindow_s);
+  read(r, "forecast_quantile", c.forecast_quantile);
+  read(r, "regroup_cost_s", c.regroup_cost_s);
+  read(r, "max_fraction", c.max_reconfig_fraction);
+  read(r, "attainment_target", c.reconfig.attainment_target);
+  read(r, "utilization_max", c.reconfig.utilization_max);
+  read(r, "switch_cost_s", c.reconfig.switch_cost_s);
+  read(r, "capacity_units", c.reconfig.capacity_units);
+  c.reconfig.ref_tau = c.ref_tau;
+  c.reconfig.max_batch = c.max_batch;
+  c.reconfig.token_budget = c.token_budget;
+  c.reconfig.tau_levels = policy::tau_levels(c.threshold);
+
+  const auto m = root["migration"];
+  read(m, "interval_s", c.migration_interval_s);
+  read(m, "max_moves", c.migration.max_moves);
+  read(m, "imbalance", c.migration.imbalance);
+  c.migration.token_budget = c.token_budget;
+  c.migration.max_active = c.max_active;
+
+  read(root, "drop_wait_factor", c.drop_wait_factor);
+  return c;
+}
+
+sim_cluster load_cluster(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open cluster file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto slash = path.find_last_of('/');
+  return parse_cluster(ss.str(), slash == std::string::npos ? std::string(".") : path.substr(0, slash));
+}
+
+}  // namespace dls::sim

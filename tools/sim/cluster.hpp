@@ -1,0 +1,58 @@
+#pragma once
+// A simulated GPU cluster: nodes and devices, the initial TP layout, the step-cost profile and
+// quality curve, and the policy knobs. Loaded from configs/sim/*.yaml (docs/simulator.md).
+#include "policies/migration.hpp"
+#include "policies/quality.hpp"
+#include "policies/reconfig.hpp"
+#include "policies/scheduler.hpp"
+#include "policies/step_cost.hpp"
+#include "policies/threshold.hpp"
+
+#include <string>
+#include <vector>
+
+namespace dls::sim {
+
+struct sim_cluster {
+  std::string name;
+  std::string profile_path;
+  std::string quality_path;
+  policy::step_cost_model cost;
+  policy::quality_model quality;
+
+  std::vector<int> node_devices;                 // devices per node
+  std::vector<policy::partition> initial_layout;  // per node
+
+  int block_len = 32;
+  int max_canvas = 4096;
+  double ref_tau = 0.9;                          // static tau and the SLO reference
+
+  int token_budget = 8192;
+  int max_batch = 256;
+  int max_active = 64;                           // per group
+
+  policy::link_params link;
+  policy::threshold_config threshold;
+  policy::reconfig_config reconfig;              // slo_scale is set per run
+  policy::migration_config migration;            // mode is set per policy
+
+  double control_interval_s = 0.02;    // tau controller per group, at most this often
+  double migration_interval_s = 0.1;
+  double reconfig_interval_s = 5.0;
+  double forecast_window_s = 5.0;      // history the forecast looks at
+  double forecast_subwindow_s = 0.5;   // rate samples within the window
+  double forecast_quantile = 0.9;      // forecast rate = this quantile of the samples
+  double regroup_cost_s = 2.0;         // after drain: NCCL re-init and graph capture
+  double max_reconfig_fraction = 0.25; // of nodes draining at once
+  double drop_wait_factor = 0.0;       // drop a request still queued after F x its SLO; 0 = never
+
+  int devices() const;
+  int groups_initial() const;
+};
+
+/// Loads the cluster YAML; profile and quality paths are relative to the YAML's folder.
+sim_cluster load_cluster(const std::string& path);
+/// Parses cluster YAML text; relative paths resolve against `base_dir`.
+sim_cluster parse_cluster(const std::string& text, const std::string& base_dir);
+
+}  // namespace dls::sim

@@ -1,0 +1,127 @@
+#pragma once
+// Internal state of one simulation run (simulator.cpp: events and steps; sim_control.cpp:
+// tau control, migration and reconfiguration ticks). Not part of the public interface.
+#include "sim/rng.hpp"
+#include "sim/simulator.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <queue>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace dls::sim::detail {
+
+enum class ev : std::uint8_t { step_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done };
+
+struct event {
+  double t;
+  std::uint64_t seq;   // insertion order breaks time ties, so runs are reproducible
+  ev type;
+  std::uint32_t a;
+  std::uint32_t b;
+  bool operator>(const event& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+};
+
+/// Per request, what only the simulator needs (the policy-visible part is a request_view).
+struct req_rt {
+  double deadline_s = 0;
+  double acc_sum = 0;
+  int tokens = 0;
+  int steps = 0;
+  int steps_left = 0;          // planned steps left in the current block at the current tau
+  int migrations = 0;
+  double finish_s = -1;
+  bool dropped = false;
+  bool leaving = false;        // chosen for migration, leaves at its group's step boundary
+  int leave_to = -1;
+  policy::transfer_cost leave_cost;
+  policy::marginal_cost marg;
+  int marg_tp = 0;
+  rng draw{1};
+};
+
+struct sim_group {
+  int id = 0;
+  int node = 0;
+  int tp = 1;
+  bool alive = true;
+  bool draining = false;
+  bool busy = false;
+  bool dirty = true;           // membership changed since the last tau control
+  bool at_risk = false;
+  double step_s = 0;           // expected step time (predict.hpp)
+  double tau_cap = 0.9;
+  double last_control = -1e300;
+  double kv_free = 0;
+  std::vector<policy::request_view> active;
+  std::vector<policy::request_view> queue;
+  policy::group_load load;
+  std::vector<int> batch;      // indices into `active` of the running step
+  std::pair<double, int> placed_key{0, -1};
+};
+
+struct sim_node {
+  std::vector<int> groups;     // alive group ids
+  policy::partition layout;
+  policy::partition target;    // non-empty while draining for a regroup
+  bool regrouping = false;
+};
+
+class engine {
+ public:
+  engine(const sim_cluster& c, const std::vector<sim_request>& in, const run_config& cfg);
+  run_result run();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  // simulator.cpp
+  void push(double t, ev type, std::uint32_t a = 0, std::uint32_t b = 0);
+  void on_arrival(std::uint32_t id);
+  void enqueue(int g, const policy::request_view& r);
+  void start_step(int g);
+  void on_step_done(int g);
+  void commit(policy::request_view& r);
+  int plan_steps(req_rt& rt, int masks, double tau);
+  void remove_active(int g, std::size_t idx);
+  void touch(int g);
+  int pick_group();
+  bool idle() const;
+  void finish_request(const policy::request_view& r);
+  int make_group(int node, int tp);
+  // sim_control.cpp
+  void control(int g);
+  void tick_migration();
+  void on_migrate_arrive(std::uint32_t id, int dst);
+  void depart(int g, std::size_t idx);
+  void tick_reconfig();
+  void maybe_regroup(int node);
+  void on_regroup_done(int node);
+  void refresh_marginals(policy::request_view& r, int tp);
+  double spb(double tau) const { return cl_.quality.steps_for(cl_.block_len, tau); }
+
+  const sim_cluster& cl_;
+  const std::vector<sim_request>& in_;
+  run_config cfg_;
+  policy::scheduler_config sched_;
+  policy::threshold_config thr_;
+  policy::reconfig_config rcfg_;
+  policy::migration_config mcfg_;
+  policy::batch_totals ref_batch_;
+  double now_ = 0;
+  std::uint64_t seq_ = 0;
+  std::size_t next_arrival_ = 0;
+  std::size_t in_system_ = 0;
+  std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
+  std::vector<req_rt> rt_;
+  std::vector<sim_group> groups_;
+  std::vector<sim_node> nodes_;
+  std::set<std::pair<double, int>> placement_;  // (requests per device, group id)
+  std::vector<policy::request_view> pending_;   // no group accepts arrivals (all draining)
+  std::vector<policy::request_view> pending_in_flight_;  // migrating, keyed by id
+  run_stats stats_;
+  std::vector<int> scratch_;
+};
+
+}  // namespace dls::sim::detail

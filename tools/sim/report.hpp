@@ -1,0 +1,41 @@
+#pragma once
+// Per-run summaries and their renderings: the console table, the JSON schema shared with the
+// live bench, a CSV, and an SVG plot of SLO attainment against load for each policy.
+#include "sim/simulator.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dls::sim {
+
+struct result_row {
+  std::string policy;
+  double load = 0;
+  double slo_scale = 0;
+  std::size_t requests = 0;
+  double slo_attainment = 0;     // fraction of all requests finished by their deadline
+  double mean_latency_s = 0;     // over finished requests
+  double p50_latency_s = 0, p90_latency_s = 0, p99_latency_s = 0;
+  double accuracy = 0;           // mean expected accuracy over finished requests, a fraction
+  double tokens_per_step = 0;    // committed tokens / request steps, finished requests
+  std::uint64_t migrations = 0;
+  std::uint64_t reconfigurations = 0;
+  std::size_t dropped = 0;
+  run_stats stats;
+};
+
+/// Summarises one run. A dropped request counts as a miss and has no latency.
+result_row summarize(const run_result& r, const std::string& policy, double load, double slo_scale);
+
+/// {"results": [{"policy", "load", "slo_scale", "requests", "slo_attainment", "mean_latency_s",
+///  "p50_latency_s", "p90_latency_s", "p99_latency_s", "accuracy", "tokens_per_step",
+///  "migrations", "reconfigurations"}, ...]}
+nlohmann::json results_json(const std::vector<result_row>& rows);
+std::string results_table(const std::vector<result_row>& rows);
+void write_results_csv(const std::string& path, const std::vector<result_row>& rows);
+/// One line chart per SLO scale: x = load, y = attainment (%), a line per policy.
+std::string attainment_svg(const std::vector<result_row>& rows, double slo_scale);
+
+}  // namespace dls::sim

@@ -1,0 +1,264 @@
+// The slower control loops of a simulation run: per-group tau control, the migration tick and
+// the reconfiguration tick with drain and regroup. Each calls the policy and applies its answer.
+#include "policies/predict.hpp"
+#include "policies/scheduler.hpp"
+#include "sim/engine.hpp"
+#include "sim/trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dls::sim::detail {
+
+namespace {
+template <class F>
+double timed(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void engine::control(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.last_control = now_;
+  g.dirty = false;
+  if (thr_.per_request || thr_.load_cap) {
+    // Active and queued requests both load the group, so the cap sees both.
+    std::vector<policy::request_view> all;
+    all.reserve(g.active.size() + g.queue.size());
+    all.insert(all.end(), g.active.begin(), g.active.end());
+    all.insert(all.end(), g.queue.begin(), g.queue.end());
+    std::vector<policy::marginal_cost> marg(all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      refresh_marginals(all[i], g.tp);
+      marg[i] = rt_[all[i].id].marg;
+    }
+    std::vector<double> tau;
+    policy::cap_result cap;
+    stats_.control_policy_s += timed([&] {
+      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau);
+    });
+    ++stats_.control_decisions;
+    g.tau_cap = cap.cap;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const bool is_active = i < g.active.size();
+      auto& r = is_active ? g.active[i] : g.queue[i - g.active.size()];
+      if (r.tau == tau[i]) continue;
+      r.tau = tau[i];
+      if (is_active && r.steps_in_block > 0)  // re-plan the rest of the block at the new tau
+        rt_[r.id].steps_left = plan_steps(rt_[r.id], r.masks_left_in_block, r.tau);
+    }
+  }
+  if (mcfg_.mode == policy::migration_mode::deadline) {
+    g.at_risk = false;
+    for (const auto& r : g.active)
+      if (policy::slack_s(r, now_, cl_.quality, g.step_s) < 0) {
+        g.at_risk = true;
+        break;
+      }
+  }
+}
+
+// -- migration --------------------------------------------------------------------------------
+
+void engine::tick_migration() {
+  std::vector<policy::group_summary> sums;
+  std::vector<const std::vector<policy::request_view>*> reqs;
+  std::vector<int> ids;
+  for (auto& g : groups_) {
+    if (!g.alive) continue;
+    policy::group_summary s;
+    s.id = g.id;
+    s.node = g.node;
+    s.tp = g.tp;
+    s.draining = g.draining;
+    s.load = g.load;
+    s.active = static_cast<int>(g.active.size());
+    s.kv_free_tokens = g.kv_free;
+    s.step_s = g.step_s;
+    s.steps_per_block = spb(g.tau_cap);
+    s.at_risk = g.at_risk;
+    sums.push_back(s);
+    reqs.push_back(&g.active);
+    ids.push_back(g.id);
+  }
+  std::vector<policy::migration_decision> moves;
+  stats_.migration_policy_s += timed([&] {
+    moves = policy::plan_migrations(sums, reqs, now_, cl_.cost, cl_.quality, mcfg_, cl_.link);
+  });
+  ++stats_.migration_decisions;
+  for (const auto& m : moves) {
+    auto& src = groups_[static_cast<std::size_t>(m.from)];
+    auto& rt = rt_[m.request];
+    rt.leaving = true;
+    rt.leave_to = m.to;
+    rt.leave_cost = m.cost;
+    if (!src.busy) {
+      for (std::size_t i = 0; i < src.active.size(); ++i)
+        if (src.active[i].id == m.request) {
+          depart(m.from, i);
+          break;
+        }
+      touch(m.from);
+      start_step(m.from);
+    }
+  }
+}
+
+void engine::depart(int gi, std::size_t idx) {
+  auto r = groups_[static_cast<std::size_t>(gi)].active[idx];
+  auto& rt = rt_[r.id];
+  remove_active(gi, idx);
+  rt.leaving = false;
+  rt.migrations += 1;
+  ++stats_.migrations;
+  // Rebuilding mid-block turns the next step into a refresh at the destination.
+  if (rt.leave_cost.rebuild) r.next_kind = policy::step_kind::refresh;
+  const int dst = rt.leave_to;
+  auto& d = groups_[static_cast<std::size_t>(dst)];
+  // Reserve the destination's memory now so concurrent moves cannot overfill it.
+  d.kv_free -= r.canvas_len();
+  d.load.add(r.canvas_len());
+  pending_in_flight_.push_back(r);
+  push(now_ + rt.leave_cost.seconds, ev::migrate_arrive, static_cast<std::uint32_t>(r.id),
+       static_cast<std::uint32_t>(dst));
+}
+
+void engine::on_migrate_arrive(std::uint32_t id, int dst) {
+  auto it = std::find_if(pending_in_flight_.begin(), pending_in_flight_.end(),
+                         [&](const policy::request_view& r) { return r.id == id; });
+  policy::request_view r = *it;
+  *it = pending_in_flight_.back();
+  pending_in_flight_.pop_back();
+  auto& d = groups_[static_cast<std::size_t>(dst)];
+  d.kv_free += r.canvas_len();
+  d.load.remove(r.canvas_len());
+  if (!d.alive || d.draining) {  // the destination went away meanwhile: place it anew
+    const int g = pick_group();
+    if (g < 0) {
+      pending_.push_back(r);
+      return;
+    }
+    enqueue(g, r);
+    return;
+  }
+  r.group = dst;
+  if (static_cast<int>(d.active.size()) < cl_.max_active && d.kv_free >= r.canvas_len()) {
+    d.load.add(r.canvas_len());
+    d.kv_free -= r.canvas_len();
+    d.active.push_back(r);
+    d.dirty = true;
+    touch(dst);
+    if (!d.busy) start_step(dst);
+  } else {
+    enqueue(dst, r);
+  }
+}
+
+// -- reconfiguration --------------------------------------------------------------------------
+
+void engine::tick_reconfig() {
+  // Forecast: a high quantile of the arrival rate over short sub-windows of the recent past,
+  // so the plan is sized for the bursts the SLO must survive rather than the mean.
+  const double w = cl_.forecast_window_s, sub = std::min(w, cl_.forecast_subwindow_s);
+  const int n_sub = std::max(1, static_cast<int>(std::lround(w / sub)));
+  std::vector<double> counts(static_cast<std::size_t>(n_sub), 0.0);
+  for (std::size_t i = next_arrival_; i-- > 0;) {
+    const double age = now_ - in_[i].arrival_s;
+    if (age >= n_sub * sub) break;
+    counts[static_cast<std::size_t>(std::min(n_sub - 1, static_cast<int>(age / sub)))] += 1;
+  }
+  std::sort(counts.begin(), counts.end());
+  const auto qi = static_cast<std::size_t>(std::min<double>(n_sub - 1, std::floor(cl_.forecast_quantile * n_sub)));
+  policy::forecast fc;
+  fc.arrival_rate = counts[qi] / sub;
+  std::vector<canvas_shape> shapes;
+  const std::size_t from = next_arrival_ > 512 ? next_arrival_ - 512 : 0;
+  for (std::size_t i = from; i < next_arrival_; ++i) shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
+  if (shapes.empty())
+    for (std::size_t i = 0; i < std::min<std::size_t>(in_.size(), 512); ++i)
+      shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
+  fc.mix = length_mix(shapes, 16);
+
+  std::vector<policy::partition> current;
+  for (const auto& n : nodes_) current.push_back(n.target.empty() ? n.layout : n.target);
+  policy::reconfig_plan plan;
+  const double dt = timed([&] {
+    plan = policy::optimize_layout(cl_.node_devices, current, fc, cl_.cost, cl_.quality, rcfg_);
+  });
+  stats_.reconfig_policy_s += dt;
+  stats_.reconfig_max_s = std::max(stats_.reconfig_max_s, dt);
+  ++stats_.reconfig_decisions;
+
+  // Drain at most a fraction of the nodes at once, the emptiest first, so capacity never
+  // drops by more than that fraction while regrouping.
+  std::vector<std::pair<std::size_t, int>> changed;  // (outstanding, node)
+  int busy_nodes = 0;
+  for (std::size_t n = 0; n < nodes_.size(); ++n) {
+    if (!nodes_[n].target.empty() || nodes_[n].regrouping) {
+      ++busy_nodes;
+      continue;
+    }
+    if (!plan.switch_layout || plan.nodes.size() <= n || plan.nodes[n] == nodes_[n].layout) continue;
+    std::size_t outstanding = 0;
+    for (int gid : nodes_[n].groups)
+      outstanding += groups_[static_cast<std::size_t>(gid)].active.size() +
+                     groups_[static_cast<std::size_t>(gid)].queue.size();
+    changed.push_back({outstanding, static_cast<int>(n)});
+  }
+  std::sort(changed.begin(), changed.end());
+  const int limit = std::max(1, static_cast<int>(cl_.max_reconfig_fraction * nodes_.size())) - busy_nodes;
+  for (int k = 0; k < limit && k < static_cast<int>(changed.size()); ++k) {
+    const int n = changed[static_cast<std::size_t>(k)].second;
+    auto& node = nodes_[static_cast<std::size_t>(n)];
+    node.target = plan.nodes[static_cast<std::size_t>(n)];
+    std::vector<policy::request_view> requeue;
+    for (int gid : node.groups) {
+      auto& g = groups_[static_cast<std::size_t>(gid)];
+      g.draining = true;
+      touch(gid);
+      requeue.insert(requeue.end(), g.queue.begin(), g.queue.end());
+      g.queue.clear();
+    }
+    for (const auto& r : requeue) {  // not started yet: place them elsewhere
+      const int g = pick_group();
+      if (g < 0)
+        pending_.push_back(r);
+      else
+        enqueue(g, r);
+    }
+    maybe_regroup(n);
+  }
+}
+
+void engine::maybe_regroup(int n) {
+  auto& node = nodes_[static_cast<std::size_t>(n)];
+  if (node.target.empty() || node.regrouping) return;
+  for (int gid : node.groups) {
+    const auto& g = groups_[static_cast<std::size_t>(gid)];
+    if (g.busy || !g.active.empty() || !g.queue.empty()) return;
+  }
+  for (int gid : node.groups) {
+    groups_[static_cast<std::size_t>(gid)].alive = false;
+    touch(gid);
+  }
+  node.groups.clear();
+  node.regrouping = true;
+  ++stats_.reconfigurations;
+  push(now_ + cl_.regroup_cost_s, ev::regroup_done, static_cast<std::uint32_t>(n));
+}
+
+void engine::on_regroup_done(int n) {
+  auto& node = nodes_[static_cast<std::size_t>(n)];
+  node.layout = node.target;
+  node.target.clear();
+  node.regrouping = false;
+  std::vector<int> fresh;
+  for (int tp : node.layout) fresh.push_back(make_group(n, tp));
+  auto waiting = std::move(pending_);
+  pending_.clear();
+  for (const auto& r : waiting) enqueue(pick_group(), r);
+}
+
+}  // namespace dls::sim::detail

@@ -1,0 +1,341 @@
+#include "sim/simulator.hpp"
+
+#include "policies/predict.hpp"
+#include "sim/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+namespace dls::sim {
+
+namespace detail {
+
+namespace {
+template <class F>
+double timed(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const run_config& cfg)
+    : cl_(c), in_(in), cfg_(cfg) {
+  const auto& p = cfg_.policy;
+  sched_.order = p.order;
+  sched_.demote_late = p.demote_late;
+  sched_.token_budget = c.token_budget;
+  sched_.max_batch = c.max_batch;
+  thr_ = c.threshold;
+  thr_.per_request = p.tau_per_request;
+  thr_.load_cap = p.tau_load_cap;
+  rcfg_ = c.reconfig;
+  rcfg_.slo_scale = cfg.slo_scale;
+  mcfg_ = c.migration;
+  mcfg_.mode = p.migration;
+
+  rt_.resize(in.size());
+  double mean_canvas = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto& r = in[i];
+    if (i > 0 && r.arrival_s < in[i - 1].arrival_s)
+      throw std::invalid_argument("simulate: requests must be sorted by arrival");
+    const double iso = policy::isolated_latency_s(c.cost, c.quality, r.prompt_len, r.gen_len,
+                                                  c.block_len, c.ref_tau, 1);
+    rt_[i].deadline_s = r.arrival_s + cfg.slo_scale * iso;
+    std::uint64_t s = cfg.seed * 0x9e3779b97f4a7c15ULL + i;
+    rt_[i].draw = rng(splitmix64(s));
+    mean_canvas += r.prompt_len + r.gen_len;
+  }
+  mean_canvas = in.empty() ? 1024 : mean_canvas / static_cast<double>(in.size());
+  ref_batch_ = policy::saturated_batch(static_cast<int>(mean_canvas), c.block_len, c.token_budget,
+                                       spb(c.ref_tau));
+  nodes_.resize(c.node_devices.size());
+  for (std::size_t n = 0; n < c.node_devices.size(); ++n) {
+    nodes_[n].layout = c.initial_layout[n];
+    for (int tp : c.initial_layout[n]) make_group(static_cast<int>(n), tp);
+  }
+}
+
+int engine::make_group(int node, int tp) {
+  sim_group g;
+  g.id = static_cast<int>(groups_.size());
+  g.node = node;
+  g.tp = tp;
+  g.kv_free = cl_.cost.kv_capacity_tokens(tp);
+  g.tau_cap = thr_.tau_max;
+  groups_.push_back(std::move(g));
+  nodes_[static_cast<std::size_t>(node)].groups.push_back(groups_.back().id);
+  touch(groups_.back().id);
+  return groups_.back().id;
+}
+
+void engine::push(double t, ev type, std::uint32_t a, std::uint32_t b) {
+  events_.push({t, seq_++, type, a, b});
+}
+
+void engine::touch(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  if (g.placed_key.second >= 0) placement_.erase(g.placed_key);
+  g.placed_key = {0, -1};
+  if (!g.alive || g.draining) return;
+  g.placed_key = {static_cast<double>(g.active.size() + g.queue.size()) / g.tp, g.id};
+  placement_.insert(g.placed_key);
+}
+
+int engine::pick_group() { return placement_.empty() ? -1 : placement_.begin()->second; }
+
+bool engine::idle() const { return in_system_ == 0 && next_arrival_ >= in_.size(); }
+
+void engine::on_arrival(std::uint32_t id) {
+  const auto& in = in_[id];
+  policy::request_view r;
+  r.id = id;
+  r.arrival_s = in.arrival_s;
+  r.deadline_s = rt_[id].deadline_s;
+  r.tau = cl_.ref_tau;
+  r.prompt_len = in.prompt_len;
+  r.gen_len = in.gen_len;
+  r.block_len = cl_.block_len;
+  ++in_system_;
+  const int g = pick_group();
+  if (g < 0) {
+    pending_.push_back(r);
+    return;
+  }
+  enqueue(g, r);
+}
+
+void engine::enqueue(int gi, const policy::request_view& r) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.queue.push_back(r);
+  g.queue.back().group = gi;
+  g.dirty = true;
+  touch(gi);
+  if (!g.busy) start_step(gi);
+}
+
+void engine::refresh_marginals(policy::request_view& r, int tp) {
+  auto& rt = rt_[r.id];
+  if (rt.marg_tp == tp) return;
+  rt.marg = policy::marginal_step_cost(cl_.cost, tp, ref_batch_, r.canvas_len(), r.block_len);
+  rt.marg_tp = tp;
+}
+
+int engine::plan_steps(req_rt& rt, int masks, double tau) {
+  // Stochastic rounding of masks / m(tau): the expected step count matches the published
+  // NFE at this tau, and each block draws its own integer count.
+  const double x = cl_.quality.steps_for(masks, tau);
+  const double fl = std::floor(x);
+  int n = static_cast<int>(fl) + (rt.draw.uniform() < x - fl ? 1 : 0);
+  return std::clamp(n, 1, std::max(1, masks));
+}
+
+void engine::start_step(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  if (g.busy || !g.alive) return;
+  if (cl_.drop_wait_factor > 0 && !g.queue.empty()) {
+    auto& q = g.queue;
+    auto end = std::remove_if(q.begin(), q.end(), [&](const policy::request_view& r) {
+      const double limit = r.arrival_s + cl_.drop_wait_factor * (r.deadline_s - r.arrival_s);
+      if (now_ <= limit) return false;
+      rt_[r.id].dropped = true;
+      --in_system_;
+      return true;
+    });
+    if (end != q.end()) {
+      q.erase(end, q.end());
+      touch(gi);
+    }
+  }
+  if (!g.queue.empty()) {
+    policy::admission_room room;
+    room.slots = cl_.max_active - static_cast<int>(g.active.size());
+    room.kv_tokens = g.kv_free;
+    std::vector<int> picked;
+    stats_.batch_policy_s += timed([&] {
+      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cl_.cost, g.tp);
+    });
+    if (!picked.empty()) {
+      std::vector<bool> taken(g.queue.size(), false);
+      for (int i : picked) {
+        auto r = g.queue[static_cast<std::size_t>(i)];
+        taken[static_cast<std::size_t>(i)] = true;
+        g.load.add(r.canvas_len());
+        g.kv_free -= r.canvas_len();
+        g.active.push_back(r);
+      }
+      std::size_t w = 0;
+      for (std::size_t i = 0; i < g.queue.size(); ++i)
+        if (!taken[i]) g.queue[w++] = g.queue[i];
+      g.queue.resize(w);
+      g.dirty = true;
+    }
+  }
+  if (g.active.empty()) {
+    if (g.draining) maybe_regroup(g.node);
+    return;
+  }
+  g.step_s = policy::expected_step_s(cl_.cost, g.tp, g.load, cl_.block_len, spb(g.tau_cap),
+                                     cl_.token_budget);
+  const bool needs_risk = mcfg_.mode == policy::migration_mode::deadline;
+  if ((thr_.per_request || thr_.load_cap || needs_risk) &&
+      (g.dirty || now_ - g.last_control >= cl_.control_interval_s))
+    control(gi);
+  stats_.batch_policy_s += timed([&] {
+    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp);
+  });
+  ++stats_.batch_decisions;
+  policy::batch_totals t;
+  for (int i : g.batch) t.add(policy::next_step_item(g.active[static_cast<std::size_t>(i)]));
+  const double dur = cl_.cost.step_seconds(g.tp, t);
+  g.busy = true;
+  ++stats_.group_steps;
+  stats_.request_steps += g.batch.size();
+  push(now_ + dur, ev::step_done, static_cast<std::uint32_t>(gi));
+}
+
+void engine::commit(policy::request_view& r) {
+  auto& rt = rt_[r.id];
+  if (r.steps_in_block == 0) {
+    r.masks_left_in_block = r.block_len;
+    rt.steps_left = plan_steps(rt, r.block_len, r.tau);
+  }
+  const int s = std::max(1, rt.steps_left);
+  const int c = (r.masks_left_in_block + s - 1) / s;  // finishes the block in exactly s steps
+  r.masks_left_in_block -= c;
+  rt.steps_left = s - 1;
+  r.steps_in_block += 1;
+  r.next_kind = policy::step_kind::reuse;
+  rt.tokens += c;
+  rt.acc_sum += c * cl_.quality.accuracy(r.tau);
+  rt.steps += 1;
+  if (r.masks_left_in_block <= 0) {
+    r.blocks_done += 1;
+    r.steps_in_block = 0;
+    r.masks_left_in_block = 0;
+    r.next_kind = policy::step_kind::refresh;
+  }
+}
+
+void engine::finish_request(const policy::request_view& r) {
+  rt_[r.id].finish_s = now_;
+  --in_system_;
+}
+
+void engine::remove_active(int gi, std::size_t idx) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  const auto& r = g.active[idx];
+  g.load.remove(r.canvas_len());
+  g.kv_free += r.canvas_len();
+  g.active[idx] = g.active.back();
+  g.active.pop_back();
+  g.dirty = true;
+}
+
+void engine::on_step_done(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.busy = false;
+  for (int i : g.batch) commit(g.active[static_cast<std::size_t>(i)]);
+  // Remove finished and departing requests; descending indices keep swap-removal valid.
+  bool changed = false;
+  for (std::size_t i = g.active.size(); i-- > 0;) {
+    auto& r = g.active[i];
+    if (r.finished()) {
+      finish_request(r);
+      remove_active(gi, i);
+      changed = true;
+    } else if (rt_[r.id].leaving) {
+      depart(gi, i);
+      changed = true;
+    }
+  }
+  if (changed) touch(gi);
+  start_step(gi);
+}
+
+run_result engine::run() {
+  const auto wall0 = clock::now();
+  if (mcfg_.mode != policy::migration_mode::none && groups_.size() > 1)
+    push(cl_.migration_interval_s, ev::tick_migration);
+  // The first plan needs one forecast window of history.
+  if (cfg_.policy.reconfigure) push(cl_.forecast_window_s, ev::tick_reconfig);
+  const std::size_t n = in_.size();
+  const std::size_t report_every = std::max<std::size_t>(1, n / 200);
+  for (;;) {
+    const bool have_arrival = next_arrival_ < n;
+    if (!have_arrival && events_.empty()) break;
+    if (have_arrival && (events_.empty() || in_[next_arrival_].arrival_s <= events_.top().t)) {
+      now_ = in_[next_arrival_].arrival_s;
+      on_arrival(static_cast<std::uint32_t>(next_arrival_++));
+      ++stats_.events;
+      if (cfg_.progress && next_arrival_ % report_every == 0)
+        cfg_.progress(static_cast<double>(next_arrival_) / static_cast<double>(n));
+      continue;
+    }
+    const event e = events_.top();
+    events_.pop();
+    now_ = e.t;
+    ++stats_.events;
+    switch (e.type) {
+      case ev::step_done: on_step_done(static_cast<int>(e.a)); break;
+      case ev::migrate_arrive: on_migrate_arrive(e.a, static_cast<int>(e.b)); break;
+      case ev::tick_migration:
+        if (idle()) break;
+        tick_migration();
+        push(now_ + cl_.migration_interval_s, ev::tick_migration);
+        break;
+      case ev::tick_reconfig:
+        if (idle()) break;
+        tick_reconfig();
+        push(now_ + cl_.reconfig_interval_s, ev::tick_reconfig);
+        break;
+      case ev::regroup_done: on_regroup_done(static_cast<int>(e.a)); break;
+    }
+  }
+  run_result res;
+  res.requests.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& o = res.requests[i];
+    const auto& rt = rt_[i];
+    o.arrival_s = in_[i].arrival_s;
+    o.deadline_s = rt.deadline_s;
+    o.finish_s = rt.finish_s;
+    o.dropped = rt.dropped;
+    o.tokens = rt.tokens;
+    o.steps = rt.steps;
+    o.migrations = rt.migrations;
+    o.accuracy = rt.tokens > 0 ? rt.acc_sum / rt.tokens : 0.0;
+  }
+  stats_.virtual_end_s = now_;
+  stats_.wall_s = std::chrono::duration<double>(clock::now() - wall0).count();
+  res.stats = stats_;
+  if (cfg_.progress) cfg_.progress(1.0);
+  return res;
+}
+
+}  // namespace detail
+
+run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& requests,
+                    const run_config& cfg) {
+  detail::engine e(cluster, requests, cfg);
+  return e.run();
+}
+
+double cluster_capacity_rps(const sim_cluster& c, const std::vector<policy::length_class>& mix) {
+  const policy::reconfig_config& rc = c.reconfig;
+  std::map<int, double> per_tp;
+  double total = 0;
+  for (const auto& node : c.initial_layout)
+    for (int tp : node) {
+      if (!per_tp.count(tp))
+        per_tp[tp] = policy::evaluate_group(c.cost, c.quality, mix, tp, c.ref_tau, rc).max_rps;
+      total += per_tp[tp];
+    }
+  return total;
+}
+
+}  // namespace dls::sim

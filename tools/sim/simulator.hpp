@@ -1,0 +1,70 @@
+#pragma once
+// Discrete-event simulator: drives the policies in policies/ under a virtual clock with a
+// step-cost profile, at cluster scale. Events: arrivals, step completions (timed by the
+// step-cost model, refresh at each block start and reuse otherwise), commits (the block's step
+// count drawn from the quality model at the current tau), migrations (timed by bytes over the
+// link) and reconfigurations (drain, then regroup after a fixed cost). docs/simulator.md.
+#include "policies/presets.hpp"
+#include "sim/cluster.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace dls::sim {
+
+/// One request to replay: arrival time and canvas shape (see trace.hpp::to_canvas).
+struct sim_request {
+  double arrival_s = 0;
+  int prompt_len = 0;
+  int gen_len = 0;
+};
+
+struct run_config {
+  policy::policy_set policy;
+  double slo_scale = 2.0;
+  std::uint64_t seed = 1;
+  /// Called now and then with the fraction of arrivals processed (progress bars).
+  std::function<void(double)> progress;
+};
+
+struct request_outcome {
+  double arrival_s = 0;
+  double deadline_s = 0;
+  double finish_s = -1;       // -1 when dropped
+  double accuracy = 0;        // token-weighted expected accuracy of the taus it ran at
+  int tokens = 0;             // committed canvas tokens (= gen_len when finished)
+  int steps = 0;              // denoising steps it took part in
+  int migrations = 0;
+  bool dropped = false;
+};
+
+/// Counters about the run itself; wall-clock figures never feed back into decisions.
+struct run_stats {
+  std::uint64_t events = 0;
+  std::uint64_t group_steps = 0;
+  std::uint64_t request_steps = 0;
+  std::uint64_t migrations = 0;
+  std::uint64_t reconfigurations = 0;     // nodes regrouped
+  std::uint64_t batch_decisions = 0, control_decisions = 0, migration_decisions = 0,
+                reconfig_decisions = 0;
+  double batch_policy_s = 0, control_policy_s = 0, migration_policy_s = 0, reconfig_policy_s = 0;
+  double reconfig_max_s = 0;              // slowest single optimizer call
+  double wall_s = 0;
+  double virtual_end_s = 0;
+};
+
+struct run_result {
+  std::vector<request_outcome> requests;  // in input order
+  run_stats stats;
+};
+
+/// Runs one policy over the requests. Deterministic: same inputs and seed, same outcomes.
+run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& requests,
+                    const run_config& cfg);
+
+/// Requests per second the cluster sustains in its initial layout at the reference tau, for
+/// this length mix (saturated batches, no SLO): what load 1.0 means.
+double cluster_capacity_rps(const sim_cluster& cluster, const std::vector<policy::length_class>& mix);
+
+}  // namespace dls::sim

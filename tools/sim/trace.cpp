@@ -1,0 +1,146 @@
+#include "sim/trace.hpp"
+
+#include "sim/rng.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace dls::sim {
+
+namespace {
+
+// Seconds since the epoch of "YYYY-MM-DD HH:MM:SS[.frac]" (UTC), or a plain number.
+double parse_time(const std::string& s) {
+  if (s.size() >= 19 && s[4] == '-' && s[7] == '-') {
+    std::tm tm{};
+    tm.tm_year = std::stoi(s.substr(0, 4)) - 1900;
+    tm.tm_mon = std::stoi(s.substr(5, 2)) - 1;
+    tm.tm_mday = std::stoi(s.substr(8, 2));
+    tm.tm_hour = std::stoi(s.substr(11, 2));
+    tm.tm_min = std::stoi(s.substr(14, 2));
+    tm.tm_sec = std::stoi(s.substr(17, 2));
+    double frac = 0;
+    if (s.size() > 19 && s[19] == '.') frac = std::stod("0" + s.substr(19));
+    return static_cast<double>(timegm(&tm)) + frac;
+  }
+  return std::stod(s);
+}
+
+}  // namespace
+
+std::vector<trace_row> load_azure_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open trace " + path);
+  std::vector<trace_row> rows;
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    if (header) {
+      header = false;
+      if (line.find("TIMESTAMP") != std::string::npos) continue;
+    }
+    std::stringstream ss(line);
+    std::string a, b, c;
+    if (!std::getline(ss, a, ',') || !std::getline(ss, b, ',') || !std::getline(ss, c, ','))
+      throw std::runtime_error("trace: bad row '" + line + "'");
+    rows.push_back({parse_time(a), std::stoi(b), std::stoi(c)});
+  }
+  if (rows.empty()) throw std::runtime_error("trace: no rows in " + path);
+  std::stable_sort(rows.begin(), rows.end(), [](const trace_row& x, const trace_row& y) { return x.t < y.t; });
+  const double t0 = rows.front().t;
+  for (auto& r : rows) r.t -= t0;
+  return rows;
+}
+
+std::vector<trace_row> synthetic_trace(const synthetic_spec& spec, std::size_t n, std::uint64_t seed) {
+  if (spec.rate <= 0) throw std::invalid_argument("synthetic: rate must be > 0");
+  rng gen(seed ^ 0x5eed5eedULL);
+  std::vector<trace_row> rows;
+  rows.reserve(n);
+  // Gamma gaps with shape k = 1 / cv^2 and mean 1 / rate; k = 1 is Poisson.
+  const double cv = spec.kind == "poisson" ? 1.0 : std::max(1e-3, spec.burstiness);
+  if (spec.kind != "poisson" && spec.kind != "gamma")
+    throw std::invalid_argument("synthetic: kind must be poisson or gamma");
+  const double shape = 1.0 / (cv * cv);
+  const double z99 = 2.3263478740408408;  // standard normal 99th percentile
+  auto lognormal = [&](double p50, double p99) {
+    const double mu = std::log(p50), sigma = std::log(p99 / p50) / z99;
+    return std::exp(mu + sigma * gen.normal());
+  };
+  double t = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i > 0) t += gen.gamma(shape) / (shape * spec.rate);
+    trace_row r;
+    r.t = t;
+    r.context_tokens = std::max(1, static_cast<int>(std::lround(lognormal(spec.context_p50, spec.context_p99))));
+    r.generated_tokens = std::max(1, static_cast<int>(std::lround(lognormal(spec.generated_p50, spec.generated_p99))));
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<trace_row> resize_trace(const std::vector<trace_row>& rows, std::size_t n) {
+  std::vector<trace_row> out;
+  if (rows.empty()) return out;
+  out.reserve(n);
+  // One copy spans the trace plus one mean gap, so the seam keeps the mean rate.
+  const double span = rows.back().t - rows.front().t;
+  const double period = span + (rows.size() > 1 ? span / static_cast<double>(rows.size() - 1) : 1.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    trace_row r = rows[i % rows.size()];
+    r.t += period * static_cast<double>(i / rows.size());
+    out.push_back(r);
+  }
+  return out;
+}
+
+double trace_rate(const std::vector<trace_row>& rows) {
+  if (rows.size() < 2) return 1.0;
+  const double span = rows.back().t - rows.front().t;
+  return span > 0 ? static_cast<double>(rows.size() - 1) / span : 1.0;
+}
+
+canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas) {
+  int blocks = std::max(1, (r.generated_tokens + block_len - 1) / block_len);
+  blocks = std::min(blocks, std::max(1, max_canvas / (2 * block_len)));  // keep room for a prompt
+  const int gen = blocks * block_len;
+  const int prompt = std::max(1, std::min(r.context_tokens, max_canvas - gen));
+  return {prompt, gen};
+}
+
+std::vector<policy::length_class> length_mix(std::vector<canvas_shape> shapes, int classes) {
+  std::vector<policy::length_class> out;
+  if (shapes.empty() || classes < 1) return out;
+  std::sort(shapes.begin(), shapes.end(), [](const canvas_shape& a, const canvas_shape& b) {
+    const int la = a.prompt_len + a.gen_len, lb = b.prompt_len + b.gen_len;
+    return la != lb ? la < lb : a.gen_len < b.gen_len;
+  });
+  const std::size_t n = shapes.size();
+  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(classes), n);
+  for (std::size_t c = 0; c < k; ++c) {
+    const std::size_t lo = c * n / k, hi = (c + 1) * n / k;
+    if (hi <= lo) continue;
+    // Mean prompt; generated length as the mean number of whole blocks, rounded.
+    double p = 0, g = 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      p += shapes[i].prompt_len;
+      g += shapes[i].gen_len;
+    }
+    const double cnt = static_cast<double>(hi - lo);
+    policy::length_class lc;
+    lc.prompt_len = static_cast<int>(std::lround(p / cnt));
+    lc.gen_len = std::max(32, static_cast<int>(std::lround(g / cnt / 32.0)) * 32);
+    lc.weight = cnt / static_cast<double>(n);
+    out.push_back(lc);
+  }
+  return out;
+}
+
+}  // namespace dls::sim
