@@ -1,0 +1,251 @@
+#define BOOST_TEST_MODULE policies_cluster
+#include <boost/test/unit_test.hpp>
+
+#include "fixtures.hpp"
+#include "policies/migration.hpp"
+#include "policies/presets.hpp"
+#include "policies/reconfig.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+using namespace dls;
+using policy::partition;
+using policy::step_kind;
+namespace tt = boost::test_tools;
+
+namespace {
+
+policy::forecast mix_forecast(double rate) {
+  policy::forecast f;
+  f.arrival_rate = rate;
+  f.mix = {{200, 32, 0.5}, {1500, 64, 0.3}, {3000, 128, 0.2}};
+  return f;
+}
+
+policy::reconfig_config reconfig_cfg() {
+  policy::reconfig_config c;
+  c.slo_scale = 2.0;
+  c.tau_levels = {0.9, 0.85, 0.8};
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reconfiguration)
+
+BOOST_AUTO_TEST_CASE(partitions_are_enumerated_exactly_once) {
+  auto p8 = policy::enumerate_partitions(8, {1, 2, 4, 8});
+  BOOST_TEST(p8.size() == 10u);
+  BOOST_TEST(p8.front() == partition({8}), tt::per_element());
+  BOOST_TEST(p8.back() == partition(8, 1), tt::per_element());
+  BOOST_TEST(std::count(p8.begin(), p8.end(), partition({4, 2, 2})) == 1);
+  auto p3 = policy::enumerate_partitions(3, {2, 1});
+  BOOST_TEST(p3.size() == 2u);
+  BOOST_TEST(p3[0] == partition({2, 1}), tt::per_element());
+  BOOST_TEST(policy::enumerate_partitions(5, {2, 4}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(idle_picks_tp8_and_a_burst_picks_tp1) {
+  auto m = test::h100_roofline();
+  auto q = test::fastdllm_quality();
+  auto cfg = reconfig_cfg();
+  std::vector<int> nodes(2, 8);
+  std::vector<partition> current(2, partition(8, 1));
+  // Idle: every layout is feasible; TP 8 has the lowest latency.
+  auto idle = policy::optimize_layout(nodes, current, mix_forecast(0.0), m, q, cfg);
+  BOOST_TEST(idle.feasible);
+  BOOST_TEST(idle.tau == 0.9);
+  for (const auto& p : idle.nodes) BOOST_TEST(p == partition({8}), tt::per_element());
+  BOOST_TEST(idle.switch_layout);
+  // A burst far above any SLO capacity: no layout is feasible, so maximise throughput. TP 1
+  // has no all-reduce, so eight TP-1 groups serve the most.
+  auto burst = policy::optimize_layout(nodes, current, mix_forecast(1e5), m, q, cfg);
+  BOOST_TEST(!burst.feasible);
+  for (const auto& p : burst.nodes) BOOST_TEST(p == partition(8, 1), tt::per_element());
+  BOOST_TEST(burst.changed_nodes == 0);
+  BOOST_TEST(!burst.switch_layout);
+}
+
+BOOST_AUTO_TEST_CASE(plans_meet_the_forecast_with_the_best_tau) {
+  auto m = test::h100_roofline();
+  auto q = test::fastdllm_quality();
+  auto cfg = reconfig_cfg();
+  std::vector<int> nodes(4, 8);
+  // Half of the largest SLO capacity at tau 0.9: feasible at 0.9 with capacity to spare.
+  double cmax = 0;
+  for (int tp : {1, 2, 4, 8})
+    cmax = std::max(cmax, 8.0 / tp * policy::evaluate_group(m, q, mix_forecast(0).mix, tp, 0.9, cfg).capacity_rps);
+  auto plan = policy::optimize_layout(nodes, {}, mix_forecast(0.5 * 4 * cmax), m, q, cfg);
+  BOOST_TEST(plan.feasible);
+  BOOST_TEST(plan.tau == 0.9);
+  BOOST_TEST(plan.capacity_rps >= 0.5 * 4 * cmax);
+  BOOST_TEST(plan.switch_layout);  // no current layout given
+  // Just above the best tau-0.9 capacity: the optimizer lowers tau rather than fail.
+  auto tight = policy::optimize_layout(nodes, {}, mix_forecast(4 * cmax * 1.03), m, q, cfg);
+  BOOST_TEST(tight.feasible);
+  BOOST_TEST(tight.tau < 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(hysteresis_keeps_a_feasible_layout_for_small_gains) {
+  auto m = test::h100_roofline();
+  auto q = test::fastdllm_quality();
+  auto cfg = reconfig_cfg();
+  std::vector<int> nodes(2, 8);
+  std::vector<partition> current(2, partition({4, 4}));
+  auto f = mix_forecast(20.0);
+  auto best = policy::optimize_layout(nodes, current, f, m, q, cfg);
+  BOOST_REQUIRE(best.feasible);
+  // Staying put costs nothing; the optimum is kept when it is already the layout.
+  auto again = policy::optimize_layout(nodes, best.nodes, f, m, q, cfg);
+  BOOST_TEST(again.changed_nodes == 0);
+  BOOST_TEST(!again.switch_layout);
+  // A switching cost larger than any latency gain blocks a change of a feasible layout.
+  cfg.switch_cost_s = 1e6;
+  auto sticky = policy::optimize_layout(nodes, current, f, m, q, cfg);
+  if (sticky.changed_nodes > 0) BOOST_TEST(!sticky.switch_layout);
+  BOOST_TEST(std::isfinite(sticky.current_score));
+}
+
+BOOST_AUTO_TEST_CASE(decision_time_at_1024_devices) {
+  auto m = test::h100_roofline();
+  auto q = test::fastdllm_quality();
+  auto cfg = reconfig_cfg();
+  cfg.tau_levels = {0.9, 0.85, 0.8, 0.75, 0.7};
+  std::vector<int> nodes(128, 8);
+  std::vector<partition> current(128, partition(8, 1));
+  // Overload: no tau level is feasible, so all five are solved before the fallback (the
+  // worst case); then a load that tau 0.9 already meets (one level).
+  for (double rate : {1e6, 3000.0}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto plan = policy::optimize_layout(nodes, current, mix_forecast(rate), m, q, cfg);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    BOOST_TEST_MESSAGE("optimize_layout, 128 nodes x 8 GPUs, rate " << rate << ": " << s * 1e3
+                       << " ms, tau " << plan.tau << ", feasible " << plan.feasible);
+    BOOST_TEST(plan.nodes.size() == 128u);
+  }
+  auto plan = policy::optimize_layout(nodes, current, mix_forecast(3000.0), m, q, cfg);
+  BOOST_TEST(plan.nodes.size() == 128u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(migration)
+
+BOOST_AUTO_TEST_CASE(refresh_boundary_moves_only_the_canvas) {
+  policy::link_params link;
+  auto r = test::request(1, 0, 1, 1968, 32);  // L = 2000, next step is a refresh
+  auto c = policy::move_cost(r, false, 0.05, link);
+  BOOST_TEST(c.bytes == 4.0 * 2000 + 64);
+  BOOST_TEST(!c.kv_moved);
+  BOOST_TEST(c.seconds == link.latency_s + c.bytes / link.inter_node_bytes_per_s, tt::tolerance(1e-12));
+  // Mid-block: 1 GB of KV at 50 GB/s = 21 ms against a 1 ms rebuild: rebuild.
+  r.steps_in_block = 1;
+  r.masks_left_in_block = 20;
+  r.next_kind = step_kind::reuse;
+  c = policy::move_cost(r, false, 0.001, link);
+  BOOST_TEST(c.rebuild);
+  BOOST_TEST(!c.kv_moved);
+  // Against a 1 s rebuild the KV moves: bytes = canvas + 512 KiB x L.
+  c = policy::move_cost(r, true, 1.0, link);
+  BOOST_TEST(c.kv_moved);
+  BOOST_TEST(c.bytes == 4.0 * 2000 + 64 + 524288.0 * 2000);
+}
+
+namespace {
+// Step time = 10 ms per request in the batch, so adding a request slows a group down.
+policy::step_cost_model per_request_cost() {
+  return policy::step_cost_model::make_linear({{1, {0.0, 0.01, 0.0, 0.0, 0.0}}});
+}
+policy::group_summary summary(int id, int node, const std::vector<policy::request_view>& reqs, double step) {
+  policy::group_summary s;
+  s.id = id;
+  s.node = node;
+  for (const auto& r : reqs) s.load.add(r.canvas_len());
+  s.active = static_cast<int>(reqs.size());
+  s.kv_free_tokens = 1e9;
+  s.step_s = step;
+  s.steps_per_block = 2;
+  return s;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(never_moves_a_request_to_a_group_that_would_then_miss) {
+  auto m = per_request_cost();
+  auto q = test::two_step_quality();
+  policy::migration_config cfg;
+  policy::link_params link;
+  // g0 is slow (100 ms steps): r needs 2 steps, 200 ms > its 50 ms budget, so it is at risk.
+  std::vector<policy::request_view> g0{test::request(1, 0, 0.05, 100, 32)};
+  // g2 holds a request that meets its 25 ms deadline alone (2 x 10 ms) but not with a second
+  // request in the batch (2 x 20 ms).
+  std::vector<policy::request_view> g1{}, g2{test::request(2, 0, 0.025, 100, 32)};
+  auto s0 = summary(0, 0, g0, 0.1);
+  s0.at_risk = true;
+  auto s1 = summary(1, 1, g1, 0.0), s2 = summary(2, 0, g2, 0.01);
+  auto moves = policy::plan_migrations({s0, s1, s2}, {&g0, &g1, &g2}, 0.0, m, q, cfg, link);
+  BOOST_REQUIRE_EQUAL(moves.size(), 1u);
+  BOOST_TEST(moves[0].request == 1u);
+  BOOST_TEST(moves[0].from == 0);
+  BOOST_TEST(moves[0].to == 1);
+  BOOST_TEST(!moves[0].cost.kv_moved);  // it sits at a refresh boundary
+  // Without the empty group the only destination would miss: no move at all.
+  moves = policy::plan_migrations({s0, s2}, {&g0, &g2}, 0.0, m, q, cfg, link);
+  BOOST_TEST(moves.empty());
+  // If g2's request had room, the move would be fine.
+  g2[0].deadline_s = 1.0;
+  moves = policy::plan_migrations({s0, s2}, {&g0, &g2}, 0.0, m, q, cfg, link);
+  BOOST_REQUIRE_EQUAL(moves.size(), 1u);
+  BOOST_TEST(moves[0].to == 2);
+  // Groups not at risk are left alone.
+  s0.at_risk = false;
+  BOOST_TEST(policy::plan_migrations({s0, s2}, {&g0, &g2}, 0.0, m, q, cfg, link).empty());
+}
+
+BOOST_AUTO_TEST_CASE(balance_mode_evens_out_requests_per_device) {
+  auto q = test::two_step_quality();
+  policy::migration_config cfg;
+  cfg.mode = policy::migration_mode::balance;
+  policy::link_params link;
+  std::vector<policy::request_view> g0, g1;
+  for (int i = 0; i < 6; ++i) {
+    auto r = test::request(i, 0, 10, 100, 32);
+    if (i % 2 == 0) {  // mid-block: costs more to move
+      r.steps_in_block = 1;
+      r.masks_left_in_block = 16;
+      r.next_kind = step_kind::reuse;
+    }
+    g0.push_back(r);
+  }
+  // Refresh costs 10 us per query row more than reuse, so a mid-block move is dearer.
+  auto flat = test::flat_cost(0.001, 1e-5);
+  auto moves = policy::plan_migrations({summary(0, 0, g0, 0.06), summary(1, 0, g1, 0.0)}, {&g0, &g1}, 0.0,
+                                       flat, q, cfg, link);
+  // 6 vs 0 -> 5 vs 1 -> 4 vs 2, where 4 <= 1.5 x 2 + 1 stops it.
+  BOOST_REQUIRE_EQUAL(moves.size(), 2u);
+  for (const auto& mv : moves) {
+    BOOST_TEST(mv.request % 2 == 1u);  // canvas-only moves first
+    BOOST_TEST(mv.to == 1);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(presets)
+
+BOOST_AUTO_TEST_CASE(each_policy_switches_the_documented_mechanisms) {
+  auto s = policy::make_policy_set("static");
+  BOOST_TEST((s.order == policy::queue_order::fcfs && !s.tau_per_request && !s.reconfigure &&
+              s.migration == policy::migration_mode::none));
+  auto d = policy::make_policy_set("dilaserve");
+  BOOST_TEST((d.order == policy::queue_order::least_slack && d.tau_per_request && d.tau_load_cap &&
+              d.reconfigure && d.migration == policy::migration_mode::deadline));
+  BOOST_TEST((policy::make_policy_set("migration").migration == policy::migration_mode::balance));
+  BOOST_TEST(!policy::make_policy_set("no-reconfig").reconfigure);
+  BOOST_TEST(policy::make_policy_set("tau-only").tau_load_cap);
+  for (const auto& n : policy::policy_set_names()) BOOST_TEST(policy::make_policy_set(n).name == n);
+  BOOST_CHECK_THROW(policy::make_policy_set("fastest"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,186 @@
+#define BOOST_TEST_MODULE policies_models
+#include <boost/test/unit_test.hpp>
+
+#include "fixtures.hpp"
+#include "policies/predict.hpp"
+
+#include <cmath>
+
+using namespace dls;
+using policy::step_kind;
+
+BOOST_AUTO_TEST_SUITE(step_cost)
+
+// The notes' roofline at full peak (989 TFLOP/s, 3.35 TB/s, no overhead): P = 128, G = 256,
+// B = 32 gives refresh 5.5 ms and reuse 4.5 ms at batch 1.
+BOOST_AUTO_TEST_CASE(roofline_reproduces_the_notes_table) {
+  policy::roofline_params p;
+  p.peak_flops = 989e12;
+  p.hbm_bytes_per_s = 3.35e12;
+  p.weight_bytes = 16.04e9;
+  p.kv_bytes_per_token = 524288;
+  p.nonembed_params = 6.98e9;
+  p.head_params = 0.518e9;
+  p.layers = 32;
+  p.d_model = 4096;
+  auto m = policy::step_cost_model::make_roofline(p, {1});
+  const double refresh = m.step_seconds(1, {policy::step_item_of(step_kind::refresh, 384, 32)});
+  const double reuse = m.step_seconds(1, {policy::step_item_of(step_kind::reuse, 384, 32)});
+  BOOST_TEST(refresh * 1e3 == 5.5, boost::test_tools::tolerance(0.02));
+  BOOST_TEST(reuse * 1e3 == 4.85, boost::test_tools::tolerance(0.08));
+  // P = 3840: refresh 66.7 ms, compute-bound, so about 13x the reuse step.
+  const double r2 = m.step_seconds(1, {policy::step_item_of(step_kind::refresh, 4096, 32)});
+  BOOST_TEST(r2 * 1e3 == 66.7, boost::test_tools::tolerance(0.02));
+}
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_divides_work_and_adds_all_reduces) {
+  auto m = test::h100_roofline();
+  const auto item = policy::step_item_of(step_kind::refresh, 2048, 32);
+  const double t1 = m.step_seconds(1, {item}), t8 = m.step_seconds(8, {item});
+  const auto& p = m.roofline();
+  const double compute1 = (2 * p.nonembed_params * 2048 + 4 * p.layers * p.d_model * 2048.0 * 2048 +
+                           2 * p.head_params * 32) / (p.peak_flops * p.flops_efficiency);
+  BOOST_TEST(t1 == compute1 + p.step_overhead_s, boost::test_tools::tolerance(1e-9));
+  const double ar = 2 * p.layers * (p.allreduce_latency_s + 2 * 7.0 / 8 * 2048 * 4096 * 2 / p.link_bytes_per_s);
+  BOOST_TEST(t8 == compute1 / 8 + ar + p.step_overhead_s, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(m.supports(8));
+  BOOST_TEST(!m.supports(16));
+}
+
+BOOST_AUTO_TEST_CASE(batch_totals_are_order_free_and_reversible) {
+  policy::batch_totals t;
+  auto a = policy::step_item_of(step_kind::refresh, 1000, 32);
+  auto b = policy::step_item_of(step_kind::reuse, 500, 32);
+  t.add(a);
+  t.add(b);
+  t.remove(a);
+  BOOST_TEST(t.requests == 1.0);
+  BOOST_TEST(t.query_rows == 32.0);
+  BOOST_TEST(t.qk == 32.0 * 500);
+}
+
+BOOST_AUTO_TEST_CASE(fit_recovers_known_coefficients_exactly) {
+  // Samples from t = 2 ms + 0.1 ms/request + 5 us/query row + 1e-9 s/(q k), TP 1; TP 2 half.
+  std::vector<policy::profile_sample> s;
+  for (int tp : {1, 2})
+    for (int batch : {1, 4, 16})
+      for (auto kind : {step_kind::refresh, step_kind::reuse})
+        for (int l : {256, 1024, 4096}) {
+          const int q = kind == step_kind::refresh ? l : 32;
+          const double t = (2e-3 + 1e-4 * batch + 5e-6 * batch * q + 1e-9 * batch * double(q) * l) / tp;
+          s.push_back({tp, kind, batch, q, l, t});
+        }
+  std::vector<policy::fit_report> rep;
+  auto c = policy::fit_linear_step_cost(s, &rep);
+  BOOST_TEST(c.at(1).fixed_s == 2e-3, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).per_request_s == 1e-4, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).per_query_row_s == 5e-6, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).per_qk_s == 1e-9, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).per_key_row_s == 0.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(c.at(2).fixed_s == 1e-3, boost::test_tools::tolerance(1e-6));
+  BOOST_REQUIRE_EQUAL(rep.size(), 2u);
+  BOOST_TEST(rep[0].r2 > 0.999999);
+  BOOST_TEST(rep[0].max_rel_error < 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(nnls_keeps_weights_non_negative) {
+  // y = 5 - x on columns [1, x]: the unconstrained slope is -1, so NNLS drops the slope and
+  // the intercept becomes the mean of y, 3.
+  std::vector<double> a, y;
+  for (int i = 0; i < 5; ++i) {
+    a.push_back(1.0);
+    a.push_back(i);
+    y.push_back(5.0 - i);
+  }
+  auto x = policy::nnls(a, y, 5, 2);
+  BOOST_TEST(x[1] == 0.0);
+  BOOST_TEST(x[0] == 3.0, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(measured_profile_loads_from_yaml_and_json) {
+  const std::string yaml = R"(
+kind: measured
+hardware: cpu-test
+samples:
+  - {tp: 1, kind: refresh, batch: 1, query_rows: 100, key_rows: 100, seconds: 0.011}
+  - {tp: 1, kind: reuse, batch: 1, query_rows: 32, key_rows: 100, seconds: 0.0042}
+  - {tp: 1, kind: refresh, batch: 2, query_rows: 100, key_rows: 100, seconds: 0.021}
+)";
+  auto m = policy::parse_step_cost_profile(yaml);
+  BOOST_TEST((m.kind() == policy::step_cost_model::form::linear));
+  BOOST_TEST(m.hardware == "cpu-test");
+  BOOST_TEST(m.step_seconds(1, {policy::step_item_of(step_kind::refresh, 100, 32)}) == 0.011,
+             boost::test_tools::tolerance(0.05));
+  const std::string json = R"({"kind": "linear", "linear": {"1": {"fixed_s": 0.5, "per_query_row_s": 0.001}}})";
+  auto j = policy::parse_step_cost_profile(json);
+  BOOST_TEST(j.step_seconds(1, {policy::step_item_of(step_kind::reuse, 100, 32)}) == 0.532,
+             boost::test_tools::tolerance(1e-12));
+  BOOST_CHECK_THROW(policy::parse_step_cost_profile("kind: guess\n"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(shipped_profiles_load_with_sources) {
+  auto h100 = test::h100_roofline();
+  auto h200 = policy::load_step_cost_profile(std::string(DLS_SOURCE_DIR) +
+                                             "/configs/sim/profiles/llada8b-h200-roofline.yaml");
+  BOOST_TEST(h100.tp_degrees() == std::vector<int>({1, 2, 4, 8}));
+  BOOST_TEST(!h100.source.empty());
+  // Reuse is memory-bound, so more HBM bandwidth makes it faster; refresh is compute-bound.
+  const auto reuse = policy::step_item_of(step_kind::reuse, 1500, 32);
+  const auto refresh = policy::step_item_of(step_kind::refresh, 4000, 32);
+  BOOST_TEST(h200.step_seconds(1, {reuse}) < h100.step_seconds(1, {reuse}));
+  BOOST_TEST(h200.step_seconds(1, {refresh}) == h100.step_seconds(1, {refresh}), boost::test_tools::tolerance(1e-9));
+  // (80 - 16.04 - 6) GB / 512 KiB per token on one H100.
+  BOOST_TEST(h100.kv_capacity_tokens(1) == (80e9 - 16.04e9 - 6e9) / 524288, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(quality)
+
+BOOST_AUTO_TEST_CASE(published_curve_and_interpolation) {
+  auto q = test::fastdllm_quality();
+  BOOST_TEST(q.accuracy(0.9) == 0.792, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(q.tokens_per_step(0.9) == 3.25, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(q.accuracy(0.85) == (0.777 + 0.792) / 2, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(q.tokens_per_step(2.0) == 1.0);       // clamped at the ends
+  BOOST_TEST(q.steps_for(32, 0.9) == 32 / 3.25, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(q.steps_for(2, 0.5) == 1.0);          // at least one step
+  BOOST_TEST(q.source.find("2505.22618") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(eval_json_array_and_yaml_list) {
+  // `dilaserve eval --json` objects; null threshold = one token per step; percent accuracy.
+  const std::string json = R"([
+    {"threshold": null, "accuracy": 0.40, "tokens_per_step": 1.0, "steps": 64, "per_task": {}},
+    {"threshold": 0.9, "accuracy": 38.0, "tokens_per_step": 2.5, "steps": 26, "per_task": {"a": 1}},
+    {"threshold": 0.9, "accuracy": 0.40, "tokens_per_step": 3.5, "steps": 20, "per_task": {}}])";
+  auto q = policy::parse_quality_curve(json);
+  BOOST_REQUIRE_EQUAL(q.points().size(), 2u);
+  BOOST_TEST(q.tau_max() == 1.0);
+  BOOST_TEST(q.accuracy(0.9) == 0.39, boost::test_tools::tolerance(1e-12));   // averaged
+  BOOST_TEST(q.tokens_per_step(0.9) == 3.0, boost::test_tools::tolerance(1e-12));
+  auto y = policy::parse_quality_curve("- {tau: 0.5, accuracy: 0.5, tokens_per_step: 4}\n"
+                                       "- {tau: 1.0, accuracy: 0.6, tokens_per_step: 1}\n");
+  BOOST_TEST(y.tokens_per_step(0.75) == 2.5, boost::test_tools::tolerance(1e-12));
+  BOOST_CHECK_THROW(policy::parse_quality_curve("[]"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(remaining_steps_and_isolated_latency) {
+  auto q = test::two_step_quality();  // 2 steps per block
+  auto r = test::request(1, 0, 1, 100, 96);  // 3 blocks
+  auto c = policy::remaining_steps(r, 0.9, q);
+  BOOST_TEST(c.refresh == 3.0);
+  BOOST_TEST(c.reuse == 3.0);
+  r.blocks_done = 1;
+  r.steps_in_block = 1;
+  r.masks_left_in_block = 16;
+  c = policy::remaining_steps(r, 0.9, q);
+  BOOST_TEST(c.refresh == 1.0);   // the last block
+  BOOST_TEST(c.reuse == 2.0);     // 16 masks now (1 step) + 1 in the last block
+  auto m = test::flat_cost(0.01, 1e-5);
+  // 3 blocks x (refresh 0.01 + 196e-5, reuse 0.01 + 32e-5)
+  BOOST_TEST(policy::isolated_latency_s(m, q, 100, 96, 32, 0.9) == 3 * (0.01196 + 0.01032),
+             boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,176 @@
+#define BOOST_TEST_MODULE policies_scheduling
+#include <boost/test/unit_test.hpp>
+
+#include "fixtures.hpp"
+#include "policies/predict.hpp"
+#include "policies/scheduler.hpp"
+#include "policies/threshold.hpp"
+
+using namespace dls;
+using policy::step_kind;
+namespace tt = boost::test_tools;
+
+namespace {
+policy::request_view in_reuse(policy::request_view r) {
+  r.steps_in_block = 1;
+  r.masks_left_in_block = 16;
+  r.next_kind = step_kind::reuse;
+  return r;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(deadline_scheduler)
+
+BOOST_AUTO_TEST_CASE(fcfs_fills_the_token_budget_in_arrival_order) {
+  auto q = test::two_step_quality();
+  policy::scheduler_config cfg;
+  cfg.order = policy::queue_order::fcfs;
+  cfg.token_budget = 8192;
+  // Three refreshes of 3,000 rows: only two fit; arrival order decides, not slack.
+  std::vector<policy::request_view> a{test::request(7, 0.2, 0.3, 2968, 32),
+                                      test::request(8, 0.1, 9.0, 2968, 32),
+                                      test::request(9, 0.3, 0.31, 2968, 32)};
+  std::vector<int> out;
+  policy::form_batch(a, 0.3, cfg, q, 0.01, out);
+  BOOST_TEST(out == std::vector<int>({1, 0}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(least_slack_first_and_small_requests_fill_gaps) {
+  auto q = test::two_step_quality();
+  policy::scheduler_config cfg;
+  cfg.token_budget = 8192;
+  cfg.demote_late = false;
+  // Slack = deadline - now - 2 steps x 0.01: ids 1, 2 are tight, 3 is loose. 1 and 3 are
+  // 5,000-row refreshes, so after 2 (5,000) the next refresh overflows and a reuse fills in.
+  std::vector<policy::request_view> a{test::request(1, 0, 0.30, 4968, 32), test::request(2, 0, 0.25, 4968, 32),
+                                      test::request(3, 0, 5.00, 4968, 32), in_reuse(test::request(4, 0, 9, 100, 32))};
+  std::vector<int> out;
+  policy::form_batch(a, 0.0, cfg, q, 0.01, out);
+  BOOST_TEST(out == std::vector<int>({1, 3}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(late_requests_go_after_every_on_time_one) {
+  auto q = test::two_step_quality();
+  policy::scheduler_config cfg;
+  cfg.token_budget = 5000;
+  // id 1 already missed (deadline before now): plain least slack would serve it first.
+  std::vector<policy::request_view> a{test::request(1, 0, 0.5, 4968, 32), test::request(2, 0, 2.0, 4968, 32)};
+  std::vector<int> out;
+  policy::form_batch(a, 1.0, cfg, q, 0.01, out);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  cfg.demote_late = false;
+  policy::form_batch(a, 1.0, cfg, q, 0.01, out);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(slack_budget_defers_a_refresh_that_would_make_an_urgent_request_miss) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
+  policy::scheduler_config cfg;
+  // Urgent: one reuse step left (16 masks = 1 step), alone it takes 1.32 ms, slack 5 ms.
+  // Loose: a 4,096-row refresh would add 41 ms to the shared step.
+  const double now = 0.0, step_s = 0.0;
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.005, 4064, 32)),
+                                      test::request(2, 0, 10.0, 4064, 32)};
+  std::vector<int> out;
+  policy::form_batch(a, now, cfg, q, step_s, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // With room in the urgent request's slack the refresh joins the step.
+  a[0].deadline_s = 0.1;
+  policy::form_batch(a, now, cfg, q, step_s, out, &cost, 1);
+  BOOST_TEST(out.size() == 2u);
+  // Without a cost model only the token budget applies.
+  a[0].deadline_s = 0.005;
+  policy::form_batch(a, now, cfg, q, step_s, out);
+  BOOST_TEST(out.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(admission_respects_slots_and_kv_memory) {
+  auto q = test::two_step_quality();
+  policy::scheduler_config cfg;
+  std::vector<policy::request_view> queued{test::request(1, 0.0, 9, 3000, 32), test::request(2, 0.1, 1, 500, 32),
+                                           test::request(3, 0.2, 2, 500, 32)};
+  policy::admission_room room{2, 1200};
+  // Least slack: 2 (deadline 1) then 3; 1 does not fit the KV left.
+  auto in = policy::admit(queued, room, 0.0, cfg, q, 0.01);
+  BOOST_TEST(in == std::vector<int>({1, 2}), tt::per_element());
+  // FCFS does not overtake the head of the queue.
+  cfg.order = policy::queue_order::fcfs;
+  in = policy::admit(queued, room, 0.0, cfg, q, 0.01);
+  BOOST_TEST(in.empty());
+  room.kv_tokens = 1e9;
+  room.slots = 1;
+  in = policy::admit(queued, room, 0.0, cfg, q, 0.01);
+  BOOST_TEST(in == std::vector<int>({0}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(threshold_controller)
+
+BOOST_AUTO_TEST_CASE(tau_drops_exactly_when_slack_runs_out) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;  // 0.9 down to 0.7 in 0.05 steps
+  BOOST_TEST(policy::tau_levels(cfg) == std::vector<double>({0.9, 0.85, 0.8, 0.75, 0.7}), tt::per_element());
+  const double step = 0.01;
+  auto r = test::request(1, 0, 0, 100, 32);
+  const double need_09 = q.steps_for(32, 0.9) * step;    // 9.846 steps
+  const double need_085 = q.steps_for(32, 0.85) * step;  // 8.545 steps
+  r.deadline_s = need_09;
+  BOOST_TEST(policy::tau_from_slack(r, 0.0, q, step, cfg) == 0.9);
+  r.deadline_s = need_09 - 1e-9;
+  BOOST_TEST(policy::tau_from_slack(r, 0.0, q, step, cfg) == 0.85);
+  r.deadline_s = need_085;
+  BOOST_TEST(policy::tau_from_slack(r, 0.0, q, step, cfg) == 0.85);
+  r.deadline_s = 0.0;  // nothing meets it: fewest steps
+  BOOST_TEST(policy::tau_from_slack(r, 0.0, q, step, cfg) == 0.7);
+  cfg.per_request = false;
+  BOOST_TEST(policy::tau_from_slack(r, 0.0, q, step, cfg) == 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(load_cap_engages_under_overload_only) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  // Each one-block request costs 10 ms of group time per step: 98.5 ms at tau 0.9, 85.4 ms
+  // at 0.85. Ten with deadlines at 0.9 s: 0.985 s of work does not fit at 0.9 but 0.854 does.
+  std::vector<policy::request_view> reqs;
+  for (int i = 0; i < 10; ++i) reqs.push_back(test::request(i, 0, 0.9, 100, 32));
+  std::vector<policy::marginal_cost> marg(reqs.size(), {0.01, 0.01});
+  std::vector<double> tau;
+  auto cap = policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau);
+  BOOST_TEST(cap.cap == 0.85);
+  BOOST_TEST(cap.infeasible_prefixes == 0);
+  for (double t : tau) BOOST_TEST(t == 0.85);
+  // Two requests fit easily: no cap, every tau stays at 0.9.
+  reqs.resize(2);
+  marg.resize(2);
+  cap = policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau);
+  BOOST_TEST(cap.cap == 0.9);
+  for (double t : tau) BOOST_TEST(t == 0.9);
+  cfg.load_cap = false;
+  reqs.assign(10, test::request(0, 0, 0.9, 100, 32));
+  marg.assign(10, {0.01, 0.01});
+  cap = policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau);
+  BOOST_TEST(cap.cap == 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(hopeless_requests_do_not_drag_the_cap_down) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  std::vector<policy::request_view> reqs{test::request(1, 0, 0.5, 100, 32), test::request(2, 0, 0.005, 100, 32)};
+  std::vector<policy::marginal_cost> marg(2, {0.01, 0.01});
+  std::vector<double> tau;
+  auto cap = policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau);
+  BOOST_TEST(cap.excluded == 1);
+  BOOST_TEST(cap.cap == 0.9);
+  BOOST_TEST(tau[0] == 0.9);
+  BOOST_TEST(tau[1] == 0.7);  // its own slack says: fewest steps
+  // When no cap level rescues anyone, the cap stays at the top.
+  std::vector<policy::request_view> two{test::request(1, 0, 0.10, 100, 32), test::request(2, 0, 0.11, 100, 32)};
+  cap = policy::control_group(two, marg, 0.0, q, 0.001, cfg, tau);
+  // Prefix 2 needs >= 0.125 s at tau 0.7 > 0.11: infeasible at every level, so no cap.
+  BOOST_TEST(cap.infeasible_prefixes == 1);
+  BOOST_TEST(cap.cap == 0.9);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,199 @@
+#define BOOST_TEST_MODULE policies_simulator
+#include <boost/test/unit_test.hpp>
+
+#include "sim/report.hpp"
+#include "sim/simulator.hpp"
+#include "sim/trace.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+using namespace dls;
+namespace tt = boost::test_tools;
+
+namespace {
+
+const std::string src = DLS_SOURCE_DIR;
+
+// A one-GPU cluster where every step takes exactly 10 ms and every block takes exactly two
+// steps (16 tokens per step at any tau), so completion times can be worked out by hand.
+sim::sim_cluster hand_cluster() {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "flat.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01}}\n";
+  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
+                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
+  return sim::parse_cluster("name: hand\nprofile: flat.yaml\nquality: q.yaml\n"
+                            "nodes: [{count: 1, devices: 1, layout: [1]}]\n",
+                            dir.string());
+}
+
+std::vector<sim::sim_request> sample_requests(double load, const sim::sim_cluster& c, std::size_t n = 400) {
+  auto rows = sim::load_azure_csv(src + "/configs/sim/traces/azure_llm_2023_code_first400.csv");
+  rows = sim::resize_trace(rows, n);
+  std::vector<sim::canvas_shape> shapes;
+  for (const auto& r : rows) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
+  const double cap = sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
+  const double f = sim::trace_rate(rows) / (load * cap);
+  std::vector<sim::sim_request> out;
+  for (std::size_t i = 0; i < rows.size(); ++i) out.push_back({rows[i].t * f, shapes[i].prompt_len, shapes[i].gen_len});
+  return out;
+}
+
+sim::run_result run(const sim::sim_cluster& c, const std::vector<sim::sim_request>& reqs,
+                    const std::string& policy, std::uint64_t seed = 1) {
+  sim::run_config rc;
+  rc.policy = policy::make_policy_set(policy);
+  rc.seed = seed;
+  rc.slo_scale = 2.0;
+  return sim::simulate(c, reqs, rc);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tiny_scenario_matches_the_hand_computed_timeline) {
+  auto c = hand_cluster();
+  // A (2 blocks) at t = 0; B (1 block) at 15 ms while A's second step runs.
+  // 0-10 ms A refresh, 10-20 A reuse (block 1 done), B admitted at 20 ms:
+  // 20-30 {A refresh, B refresh}, 30-40 {A reuse, B reuse}: both finish at 40 ms.
+  std::vector<sim::sim_request> reqs{{0.0, 100, 64}, {0.015, 100, 32}};
+  for (const char* p : {"static", "dilaserve"}) {
+    auto r = run(c, reqs, p);
+    BOOST_TEST(r.requests[0].finish_s == 0.04, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].finish_s == 0.04, tt::tolerance(1e-12));
+    // Deadlines: S = 2 x isolated (blocks x 2 steps x 10 ms).
+    BOOST_TEST(r.requests[0].deadline_s == 0.08, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.055, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[0].steps == 4);
+    BOOST_TEST(r.requests[1].steps == 2);
+    BOOST_TEST(r.stats.group_steps == 4u);
+    auto row = sim::summarize(r, p, 1.0, 2.0);
+    BOOST_TEST(row.slo_attainment == 1.0);
+    BOOST_TEST(row.mean_latency_s == 0.0325, tt::tolerance(1e-12));
+    BOOST_TEST(row.p50_latency_s == 0.025, tt::tolerance(1e-12));
+    BOOST_TEST(row.p99_latency_s == 0.04, tt::tolerance(1e-12));
+    BOOST_TEST(row.tokens_per_step == 16.0, tt::tolerance(1e-12));
+    BOOST_TEST(row.accuracy == 0.9, tt::tolerance(1e-12));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  c.node_devices = {2};
+  c.initial_layout = {{1, 1}};
+  c.max_active = 8;
+  c.drop_wait_factor = 1.0;  // queued past its SLO budget: dropped
+  const auto reqs = sample_requests(3.0, c);
+  for (const auto& name : policy::policy_set_names()) {
+    auto r = run(c, reqs, name);
+    std::size_t done = 0, dropped = 0;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const auto& o = r.requests[i];
+      BOOST_TEST((o.dropped != (o.finish_s >= 0)), name << " request " << i);
+      if (o.dropped) {
+        ++dropped;
+      } else {
+        ++done;
+        BOOST_TEST(o.finish_s >= o.arrival_s);
+        BOOST_TEST(o.tokens == reqs[i].gen_len);
+      }
+    }
+    BOOST_TEST(done + dropped == reqs.size());
+    BOOST_TEST(sim::summarize(r, name, 3.0, 2.0).dropped == dropped);
+    if (name == "static") BOOST_TEST(dropped > 0u);  // the drop path is exercised
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_fixed_seed_reproduces_the_numbers_exactly) {
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  const auto reqs = sample_requests(0.5, c);
+  auto a = run(c, reqs, "dilaserve", 7), b = run(c, reqs, "dilaserve", 7), d = run(c, reqs, "dilaserve", 8);
+  bool differs = false;
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    BOOST_TEST(a.requests[i].finish_s == b.requests[i].finish_s);  // bitwise, no tolerance
+    BOOST_TEST(a.requests[i].steps == b.requests[i].steps);
+    differs |= a.requests[i].finish_s != d.requests[i].finish_s;
+  }
+  BOOST_TEST(a.stats.events == b.stats.events);
+  BOOST_TEST(a.stats.migrations == b.stats.migrations);
+  BOOST_TEST(differs);  // the seed does drive the commit draws
+  const auto ja = sim::results_json({sim::summarize(a, "dilaserve", 0.5, 2.0)}).dump();
+  const auto jb = sim::results_json({sim::summarize(b, "dilaserve", 0.5, 2.0)}).dump();
+  BOOST_TEST(ja == jb);
+}
+
+BOOST_AUTO_TEST_CASE(report_schema_csv_and_svg) {
+  auto c = hand_cluster();
+  std::vector<sim::sim_request> reqs{{0.0, 100, 64}, {0.015, 100, 32}};
+  std::vector<sim::result_row> rows;
+  for (double load : {0.5, 1.0})
+    for (const char* p : {"static", "dilaserve"}) rows.push_back(sim::summarize(run(c, reqs, p), p, load, 2.0));
+  auto j = sim::results_json(rows);
+  const std::set<std::string> want{"policy", "load", "slo_scale", "requests", "slo_attainment",
+                                   "mean_latency_s", "p50_latency_s", "p90_latency_s", "p99_latency_s",
+                                   "accuracy", "tokens_per_step", "migrations", "reconfigurations"};
+  BOOST_TEST(j.size() == 1u);
+  BOOST_REQUIRE_EQUAL(j["results"].size(), 4u);
+  for (const auto& r : j["results"]) {
+    std::set<std::string> keys;
+    for (auto it = r.begin(); it != r.end(); ++it) keys.insert(it.key());
+    BOOST_TEST((keys == want));
+  }
+  const auto svg = sim::attainment_svg(rows, 2.0);
+  std::size_t lines = 0;
+  for (auto p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1)) ++lines;
+  BOOST_TEST(lines == 2u);
+  BOOST_TEST(sim::attainment_svg(rows, 3.0).empty());
+  const auto csv = std::filesystem::temp_directory_path() / "dls_sim_test" / "r.csv";
+  sim::write_results_csv(csv.string(), rows);
+  std::ifstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  BOOST_TEST(header.rfind("policy,load,slo_scale,requests,slo_attainment", 0) == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(traces_and_workloads) {
+  auto rows = sim::load_azure_csv(src + "/configs/sim/traces/azure_llm_2023_code_first400.csv");
+  BOOST_TEST(rows.size() == 400u);
+  BOOST_TEST(rows[0].t == 0.0);
+  BOOST_TEST(rows[0].context_tokens == 4808);
+  BOOST_TEST(rows[1].t == 0.052, tt::tolerance(1e-6));
+  for (std::size_t i = 1; i < rows.size(); ++i) BOOST_TEST(rows[i].t >= rows[i - 1].t);
+  auto shape = sim::to_canvas(rows[0], 32, 4096);
+  BOOST_TEST(shape.gen_len == 32);
+  BOOST_TEST(shape.prompt_len == 4064);
+  auto big = sim::resize_trace(rows, 1200);  // three whole copies keep the mean rate
+  BOOST_TEST(big.size() == 1200u);
+  BOOST_TEST(big[400].t > big[399].t);
+  BOOST_TEST(sim::trace_rate(big) == sim::trace_rate(rows), tt::tolerance(0.01));
+
+  sim::synthetic_spec spec;
+  spec.rate = 10.0;
+  auto p = sim::synthetic_trace(spec, 20000, 3);
+  BOOST_TEST(sim::trace_rate(p) == 10.0, tt::tolerance(0.03));
+  spec.kind = "gamma";
+  spec.burstiness = 3.0;
+  auto g = sim::synthetic_trace(spec, 20000, 3);
+  double mean = 0, sq = 0;
+  for (std::size_t i = 1; i < g.size(); ++i) mean += g[i].t - g[i - 1].t;
+  mean /= static_cast<double>(g.size() - 1);
+  for (std::size_t i = 1; i < g.size(); ++i) sq += (g[i].t - g[i - 1].t - mean) * (g[i].t - g[i - 1].t - mean);
+  const double cv = std::sqrt(sq / static_cast<double>(g.size() - 1)) / mean;
+  BOOST_TEST(cv == 3.0, tt::tolerance(0.15));
+  auto g2 = sim::synthetic_trace(spec, 20000, 3);
+  BOOST_TEST(g2.back().t == g.back().t);
+  spec.kind = "uniform";
+  BOOST_CHECK_THROW(sim::synthetic_trace(spec, 10, 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(shipped_clusters_load) {
+  auto c64 = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  BOOST_TEST(c64.devices() == 64);
+  BOOST_TEST(c64.groups_initial() == 64);
+  auto c1k = sim::load_cluster(src + "/configs/sim/llada8b-h100x1024.yaml");
+  BOOST_TEST(c1k.devices() == 1024);
+  BOOST_TEST(c1k.cost.supports(8));
+  BOOST_CHECK_THROW(sim::parse_cluster("profile: x.yaml\n", "."), std::exception);
+}
