@@ -1,0 +1,445 @@
+// The CUDA backend: the CPU backend's forward (gpu/cpu_backend.cpp) on the device. Query rows
+// [q0, q1) of each request attend to all key rows of its cache; fresh K/V land in cache rows
+// [q0, q1) first. Logits only for the rows that need them, reduced on the device to
+// (token, confidence); the shared canvas::apply picks the commits on the host.
+#include "gpu/cuda/kernels.cuh"
+#include "gpu/cuda/nccl.cuh"
+#include "gpu/dtype.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace dls::gpu {
+
+namespace {
+
+using cuda::bf16;
+using cuda::device_buffer;
+using cuda::device_context;
+using cuda::device_guard;
+
+/// Page-locked host memory for the per-step upload and download.
+class pinned_buffer {
+ public:
+  pinned_buffer() = default;
+  ~pinned_buffer() {
+    if (p_) (void)cudaFreeHost(p_);
+  }
+  pinned_buffer(const pinned_buffer&) = delete;
+  pinned_buffer& operator=(const pinned_buffer&) = delete;
+  void grow(std::size_t bytes) {
+    if (bytes <= n_) return;
+    if (p_) DLS_CUDA(cudaFreeHost(p_));
+    p_ = nullptr;
+    n_ = 0;
+    DLS_CUDA(cudaMallocHost(&p_, bytes));
+    n_ = bytes;
+  }
+  unsigned char* get() const { return static_cast<unsigned char*>(p_); }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// -- KV cache --------------------------------------------------------------------------------
+
+/// K and V of one request on one shard, bf16 [layer][row][width] each, in device memory from
+/// the owning backend's pool. Exports in the CPU cache's format (three int32 dims, then K and
+/// V as f32), so caches migrate between CPU and CUDA workers.
+class cuda_kv_cache final : public kv_cache {
+ public:
+  explicit cuda_kv_cache(std::shared_ptr<device_context> ctx)
+      : ctx_(std::move(ctx)), k_(ctx_->pool), v_(ctx_->pool) {}
+
+  const device_context* context() const { return ctx_.get(); }
+  bf16* k() const { return k_.as<bf16>(); }
+  bf16* v() const { return v_.as<bf16>(); }
+  std::size_t count() const {
+    return static_cast<std::size_t>(layers_) * static_cast<std::size_t>(rows_) * static_cast<std::size_t>(width_);
+  }
+
+  /// Sizes the cache for a canvas; a change of shape starts from zeros (as the CPU cache).
+  void ensure(int layers, int rows, int width) {
+    if (layers == layers_ && rows == rows_ && width == width_ && (count() == 0 || k_.get())) return;
+    device_guard g(ctx_->device);
+    k_.reset();
+    v_.reset();
+    layers_ = layers;
+    rows_ = rows;
+    width_ = width;
+    const std::size_t bytes = count() * sizeof(bf16);
+    if (bytes == 0) return;
+    k_.grow(bytes);
+    v_.grow(bytes);
+    DLS_CUDA(cudaMemsetAsync(k_.get(), 0, bytes, ctx_->stream));
+    DLS_CUDA(cudaMemsetAsync(v_.get(), 0, bytes, ctx_->stream));
+  }
+
+  std::size_t bytes() const override { return 2 * count() * sizeof(bf16); }
+
+  std::string export_bytes() const override {
+    device_guard g(ctx_->device);
+    const std::size_t n = count();
+    std::vector<uint16_t> hk(n), hv(n);
+    if (n) {
+      DLS_CUDA(cudaMemcpyAsync(hk.data(), k_.get(), n * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream));
+      DLS_CUDA(cudaMemcpyAsync(hv.data(), v_.get(), n * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream));
+      DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    }
+    std::string out(12 + 2 * n * sizeof(float), '\0');
+    const int32_t dims[3] = {layers_, rows_, width_};
+    std::memcpy(out.data(), dims, 12);
+    auto* f = reinterpret_cast<unsigned char*>(out.data()) + 12;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float a = bf16_to_f32(hk[i]), b = bf16_to_f32(hv[i]);
+      std::memcpy(f + i * sizeof(float), &a, sizeof(float));
+      std::memcpy(f + (n + i) * sizeof(float), &b, sizeof(float));
+    }
+    return out;
+  }
+
+  void import_bytes(const std::string& bytes) override {
+    if (bytes.size() < 12) throw std::invalid_argument("kv cache bytes truncated at byte 0");
+    int32_t dims[3];
+    std::memcpy(dims, bytes.data(), 12);
+    if (dims[0] < 0 || dims[1] < 0 || dims[2] < 0) throw std::invalid_argument("kv cache bytes: negative dimension");
+    const std::size_t n = static_cast<std::size_t>(dims[0]) * static_cast<std::size_t>(dims[1]) *
+                          static_cast<std::size_t>(dims[2]);
+    if (bytes.size() != 12 + 2 * n * sizeof(float))
+      throw std::invalid_argument("kv cache bytes: size does not match its dimensions");
+    layers_ = rows_ = width_ = -1;  // force a fresh allocation
+    ensure(dims[0], dims[1], dims[2]);
+    if (!n) return;
+    std::vector<uint16_t> hk(n), hv(n);
+    const auto* f = reinterpret_cast<const unsigned char*>(bytes.data()) + 12;
+    for (std::size_t i = 0; i < n; ++i) {
+      float a, b;
+      std::memcpy(&a, f + i * sizeof(float), sizeof(float));
+      std::memcpy(&b, f + (n + i) * sizeof(float), sizeof(float));
+      hk[i] = f32_to_bf16(a);
+      hv[i] = f32_to_bf16(b);
+    }
+    device_guard g(ctx_->device);
+    DLS_CUDA(cudaMemcpyAsync(k_.get(), hk.data(), n * sizeof(bf16), cudaMemcpyHostToDevice, ctx_->stream));
+    DLS_CUDA(cudaMemcpyAsync(v_.get(), hv.data(), n * sizeof(bf16), cudaMemcpyHostToDevice, ctx_->stream));
+    DLS_CUDA(cudaStreamSynchronize(ctx_->stream));  // the host vectors die here
+  }
+
+ private:
+  std::shared_ptr<device_context> ctx_;
+  device_buffer k_, v_;
+  int layers_ = 0, rows_ = 0, width_ = 0;
+};
+
+// -- backend ---------------------------------------------------------------------------------
+
+std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
+
+class cuda_backend final : public backend {
+ public:
+  cuda_backend(std::shared_ptr<const cuda_weights> w, const cuda_backend_options& o)
+      : ctx_(std::make_shared<device_context>(w ? w->device : 0)), w_(std::move(w)), opt_(o) {
+    const auto& c = w_->config;
+    const auto s = o.shard;
+    if (s.world < 1 || s.rank < 0 || s.rank >= s.world) throw std::invalid_argument("bad shard spec");
+    if (c.n_heads % s.world || c.n_kv_heads % s.world)
+      throw std::invalid_argument("TP degree " + std::to_string(s.world) + " does not divide the head count");
+    if (s.world > 1) {
+      if (!o.group || o.group->world() != s.world)
+        throw std::invalid_argument("TP degree > 1 needs an nccl_group of the same world size");
+      if (!o.group->has_rank(s.rank) || o.group->device(s.rank) != w_->device)
+        throw std::invalid_argument("the nccl_group's rank " + std::to_string(s.rank) + " is not on device " +
+                                    std::to_string(w_->device));
+    }
+    hd_ = c.head_dim();
+    heads_ = c.n_heads / s.world;
+    kv_heads_ = c.n_kv_heads / s.world;
+    h0_ = heads_ * s.rank;
+    kvh0_ = kv_heads_ * s.rank;
+    f0_ = c.mlp_hidden * s.rank / s.world;
+    f1_ = c.mlp_hidden * (s.rank + 1) / s.world;
+    switch (o.attention) {
+      case cuda_attention::automatic:
+        impl_ = cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core : cuda::attention_impl::scalar;
+        break;
+      case cuda_attention::tensor_core: impl_ = cuda::attention_impl::tensor_core; break;
+      case cuda_attention::scalar: impl_ = cuda::attention_impl::scalar; break;
+    }
+    if (impl_ == cuda::attention_impl::tensor_core && !cuda::tensor_core_head_dim(hd_))
+      throw std::invalid_argument("tensor-core attention needs head dim 32, 64 or 128, not " + std::to_string(hd_));
+    if (!cuda::scalar_head_dim(hd_))
+      throw std::invalid_argument("the CUDA backend supports even head dims up to 256, not " + std::to_string(hd_));
+    device_guard g(ctx_->device);
+    for (auto* b : {&x_, &y_, &h_, &qf_, &kf_, &vf_, &qb_, &ob_, &g_, &u_, &part_o_, &part_ml_, &z_, &logits_,
+                    &props_, &desc_, &inv_freq_})
+      *b = device_buffer(ctx_->pool);
+    // theta^(-2i/hd) exactly as the CPU's rope() computes it.
+    std::vector<float> inv(static_cast<std::size_t>(hd_ / 2));
+    for (int i = 0; i < hd_ / 2; ++i)
+      inv[static_cast<std::size_t>(i)] = static_cast<float>(
+          1.0 / std::pow(static_cast<double>(c.rope_theta), (2.0 * i) / static_cast<double>(hd_)));
+    inv_freq_.grow(inv.size() * sizeof(float));
+    DLS_CUDA(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+
+  ~cuda_backend() override {
+    int prev = -1;
+    (void)cudaGetDevice(&prev);
+    (void)cudaSetDevice(ctx_->device);
+    (void)cudaStreamSynchronize(ctx_->stream);
+    if (prev >= 0) (void)cudaSetDevice(prev);
+  }
+
+  std::string name() const override { return "cuda"; }
+  shard_spec shard() const override { return opt_.shard; }
+  std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cuda_kv_cache>(ctx_); }
+
+  void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
+    device_guard g(ctx_->device);
+    prepare(items, false);
+    run_layers();
+    const int M = static_cast<int>(logit_src_.size());
+    proposals.assign(items.size(), {});
+    if (M == 0) return;
+    run_head(M);
+    auto* dev = props_.as<cuda::proposal_dev>();
+    cuda::propose(logits_.as<float>(), M, w_->config.vocab_size, desc_logits(), dev, ctx_->stream);
+    host_props_.grow(sizeof(cuda::proposal_dev) * static_cast<std::size_t>(M));
+    DLS_CUDA(cudaMemcpyAsync(host_props_.get(), dev, sizeof(cuda::proposal_dev) * static_cast<std::size_t>(M),
+                             cudaMemcpyDeviceToHost, ctx_->stream));
+    DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    const auto* hp = reinterpret_cast<const cuda::proposal_dev*>(host_props_.get());
+    for (int j = 0; j < M; ++j) {
+      const auto& d = logit_host_[static_cast<std::size_t>(j)];
+      proposals[logit_owner_[static_cast<std::size_t>(j)]].push_back({d.row, hp[j].token, hp[j].confidence});
+    }
+  }
+
+  std::vector<float> logits(const canvas& cv, const step_plan& plan, kv_cache& cache) override {
+    device_guard g(ctx_->device);
+    std::vector<forward_item> items{{&cv, plan, &cache}};
+    prepare(items, true);
+    run_layers();
+    const int M = static_cast<int>(logit_src_.size());
+    const std::size_t n = static_cast<std::size_t>(M) * static_cast<std::size_t>(w_->config.vocab_size);
+    std::vector<float> out(n);
+    if (M == 0) return out;
+    run_head(M);
+    DLS_CUDA(cudaMemcpyAsync(out.data(), logits_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, ctx_->stream));
+    DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    return out;
+  }
+
+ private:
+  // Builds the step's tables on the host, sizes the workspace and uploads the tables in one copy.
+  void prepare(const std::vector<forward_item>& items, bool all_rows) {
+    const auto& c = w_->config;
+    const int kvs = kv_heads_ * hd_;
+    // The pinned tables may still feed an earlier step's upload.
+    DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    tok_.clear();
+    pos_.clear();
+    row_item_.clear();
+    item_desc_.clear();
+    tiles_.clear();
+    logit_src_.clear();
+    logit_host_.clear();
+    logit_owner_.clear();
+    int R = 0, max_l = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      const auto& p = it.plan;
+      if (!it.c) throw std::invalid_argument("forward item without a canvas");
+      const canvas& cv = *it.c;
+      if (p.q0 < 0 || p.q1 > cv.length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
+      auto* cache = dynamic_cast<cuda_kv_cache*>(it.cache);
+      if (!cache || cache->context() != ctx_.get())
+        throw std::invalid_argument("forward item " + std::to_string(i) +
+                                    ": its KV cache was not made by this CUDA backend");
+      cache->ensure(c.n_layers, cv.length(), kvs);
+      const int T = p.query_rows();
+      cuda::item_desc d;
+      d.q_off = R;
+      d.T = T;
+      d.q0 = p.q0;
+      d.L = cv.length();
+      d.k = cache->k();
+      d.v = cache->v();
+      item_desc_.push_back(d);
+      max_l = std::max(max_l, d.L);
+      for (int r = p.q0; r < p.q1; ++r) {
+        const int32_t id = cv.ids[static_cast<std::size_t>(r)];
+        if (id < 0 || id >= c.vocab_size) throw std::invalid_argument("token id out of the vocabulary");
+        tok_.push_back(id);
+        pos_.push_back(r);
+        row_item_.push_back(static_cast<int32_t>(i));
+      }
+      for (int t0 = 0; t0 < T; t0 += cuda::attention_rows) tiles_.push_back({static_cast<int32_t>(i), t0});
+      auto add_logit_row = [&](int r) {
+        cuda::logit_desc ld;
+        ld.src = R + (r - p.q0);
+        ld.row = r;
+        ld.suppressed = cv.mask_id;
+        ld.temperature = cv.params.temperature;
+        ld.seed = cv.params.seed;
+        ld.counter = static_cast<uint64_t>(cv.steps);
+        logit_src_.push_back(ld.src);
+        logit_host_.push_back(ld);
+        logit_owner_.push_back(i);
+      };
+      if (all_rows) {
+        for (int r = p.q0; r < p.q1; ++r) add_logit_row(r);
+      } else {
+        for (int r = p.block0; r < p.block1; ++r) {
+          if (cv.ids[static_cast<std::size_t>(r)] != cv.mask_id) continue;
+          if (r < p.q0 || r >= p.q1) throw std::invalid_argument("step plan: a block row is not a query row");
+          add_logit_row(r);
+        }
+      }
+      R += T;
+    }
+    rows_ = R;
+    n_tiles_ = static_cast<int>(tiles_.size());
+    splits_ = choose_splits(n_tiles_, max_l);
+
+    // One upload: tok, pos, row_item, items, tiles, logit src, logit descs (16-byte aligned).
+    const std::size_t n_items = item_desc_.size(), M = logit_src_.size(), Rz = static_cast<std::size_t>(R);
+    off_tok_ = 0;
+    off_pos_ = off_tok_ + align16(Rz * 4);
+    off_row_item_ = off_pos_ + align16(Rz * 4);
+    off_items_ = off_row_item_ + align16(Rz * 4);
+    off_tiles_ = off_items_ + align16(n_items * sizeof(cuda::item_desc));
+    off_src_ = off_tiles_ + align16(tiles_.size() * sizeof(cuda::tile_desc));
+    off_logit_ = off_src_ + align16(M * 4);
+    const std::size_t total = off_logit_ + align16(M * sizeof(cuda::logit_desc));
+    host_desc_.grow(total);
+    auto* h = host_desc_.get();
+    std::memcpy(h + off_tok_, tok_.data(), Rz * 4);
+    std::memcpy(h + off_pos_, pos_.data(), Rz * 4);
+    std::memcpy(h + off_row_item_, row_item_.data(), Rz * 4);
+    std::memcpy(h + off_items_, item_desc_.data(), n_items * sizeof(cuda::item_desc));
+    std::memcpy(h + off_tiles_, tiles_.data(), tiles_.size() * sizeof(cuda::tile_desc));
+    std::memcpy(h + off_src_, logit_src_.data(), M * 4);
+    std::memcpy(h + off_logit_, logit_host_.data(), M * sizeof(cuda::logit_desc));
+    desc_.grow(total);
+    DLS_CUDA(cudaMemcpyAsync(desc_.get(), h, total, cudaMemcpyHostToDevice, ctx_->stream));
+
+    // Workspace for R rows (grows only).
+    const std::size_t d = static_cast<std::size_t>(c.d_model), qs = static_cast<std::size_t>(heads_ * hd_),
+                      kv = static_cast<std::size_t>(kvs), fs = static_cast<std::size_t>(f1_ - f0_);
+    x_.grow(Rz * d * sizeof(float));
+    y_.grow(Rz * d * sizeof(float));
+    h_.grow(Rz * d * sizeof(bf16));
+    qf_.grow(Rz * qs * sizeof(float));
+    kf_.grow(Rz * kv * sizeof(float));
+    vf_.grow(Rz * kv * sizeof(float));
+    qb_.grow(Rz * qs * sizeof(bf16));
+    ob_.grow(Rz * qs * sizeof(bf16));
+    g_.grow(Rz * fs * sizeof(bf16));
+    u_.grow(Rz * fs * sizeof(bf16));
+    if (splits_ > 1) {
+      part_o_.grow(static_cast<std::size_t>(splits_) * Rz * qs * sizeof(float));
+      part_ml_.grow(static_cast<std::size_t>(splits_) * Rz * static_cast<std::size_t>(heads_) * 2 * sizeof(float));
+    }
+    if (M) {
+      z_.grow(M * d * sizeof(bf16));
+      logits_.grow(M * static_cast<std::size_t>(c.vocab_size) * sizeof(float));
+      props_.grow(M * sizeof(cuda::proposal_dev));
+    }
+  }
+
+  int choose_splits(int n_tiles, int max_l) const {
+    return cuda::choose_kv_splits(n_tiles, heads_, max_l, ctx_->sm_count, opt_.max_kv_splits);
+  }
+
+  const int32_t* desc_i32(std::size_t off) const {
+    return reinterpret_cast<const int32_t*>(desc_.as<unsigned char>() + off);
+  }
+  const cuda::logit_desc* desc_logits() const {
+    return reinterpret_cast<const cuda::logit_desc*>(desc_.as<unsigned char>() + off_logit_);
+  }
+
+  void gemm(const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y, cudaDataType yt,
+            int ldy) {
+    cuda::gemm_xwt(ctx_->blas, x, rows, in, ldx, w, out, ldw, y, yt, ldy);
+  }
+
+  void reduce(float* y, std::size_t n) {
+    if (opt_.shard.world > 1) cuda::nccl_sum(*opt_.group, opt_.shard.rank, y, n, ctx_->stream);
+  }
+
+  void run_layers() {
+    const auto& c = w_->config;
+    const int R = rows_, d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    const cudaStream_t s = ctx_->stream;
+    const auto* items = reinterpret_cast<const cuda::item_desc*>(desc_.as<unsigned char>() + off_items_);
+    const auto* tiles = reinterpret_cast<const cuda::tile_desc*>(desc_.as<unsigned char>() + off_tiles_);
+    float* x = x_.as<float>();
+    float* y = y_.as<float>();
+    bf16* h = h_.as<bf16>();
+    cuda::embed(desc_i32(off_tok_), R, w_->wte, d, x, s);
+    for (int l = 0; l < c.n_layers; ++l) {
+      const auto& w = w_->layers[static_cast<std::size_t>(l)];
+      // The previous layer's MLP output joins the residual stream here.
+      cuda::add_rmsnorm(x, l == 0 ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
+      gemm(h, R, d, d, w.q + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, qf_.get(), CUDA_R_32F, qs);
+      gemm(h, R, d, d, w.k + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, kf_.get(), CUDA_R_32F, kvs);
+      gemm(h, R, d, d, w.v + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, vf_.get(), CUDA_R_32F, kvs);
+      cuda::rope_scatter(qf_.as<float>(), kf_.as<float>(), vf_.as<float>(), desc_i32(off_pos_), desc_i32(off_row_item_),
+                         items, l, R, heads_, kv_heads_, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
+      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, l, R, heads_, kv_heads_, hd_, splits_, impl_,
+                      part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
+      gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(h0_) * hd_, d, d, y, CUDA_R_32F, d);
+      reduce(y, static_cast<std::size_t>(R) * d);
+      cuda::add_rmsnorm(x, y, w.ff_norm, h, R, d, c.rms_eps, s);
+      gemm(h, R, d, d, w.gate + static_cast<std::size_t>(f0_) * d, fs, d, g_.get(), CUDA_R_16BF, fs);
+      gemm(h, R, d, d, w.up + static_cast<std::size_t>(f0_) * d, fs, d, u_.get(), CUDA_R_16BF, fs);
+      cuda::swiglu(g_.as<bf16>(), u_.as<bf16>(), g_.as<bf16>(), static_cast<std::size_t>(R) * fs, s);
+      gemm(g_.as<bf16>(), R, fs, fs, w.down + f0_, d, c.mlp_hidden, y, CUDA_R_32F, d);
+      reduce(y, static_cast<std::size_t>(R) * d);
+    }
+    // y still holds the last MLP output; run_head adds it to the rows it reads.
+  }
+
+  // Final norm of x + y on the logit rows, then the LM head (full vocabulary on every rank).
+  void run_head(int M) {
+    const auto& c = w_->config;
+    const int d = c.d_model;
+    cuda::gather_rmsnorm(x_.as<float>(), c.n_layers > 0 ? y_.as<float>() : nullptr, desc_i32(off_src_), M, w_->ln_f,
+                         z_.as<bf16>(), d, c.rms_eps, ctx_->stream);
+    gemm(z_.as<bf16>(), M, d, d, w_->head, c.vocab_size, d, logits_.get(), CUDA_R_32F, c.vocab_size);
+  }
+
+  std::shared_ptr<device_context> ctx_;  // first: outlives every buffer below
+  std::shared_ptr<const cuda_weights> w_;
+  cuda_backend_options opt_;
+  cuda::attention_impl impl_ = cuda::attention_impl::scalar;
+  int hd_ = 0, heads_ = 0, kv_heads_ = 0, h0_ = 0, kvh0_ = 0, f0_ = 0, f1_ = 0;
+  int rows_ = 0, n_tiles_ = 0, splits_ = 1;
+
+  std::vector<int32_t> tok_, pos_, row_item_, logit_src_;
+  std::vector<cuda::item_desc> item_desc_;
+  std::vector<cuda::tile_desc> tiles_;
+  std::vector<cuda::logit_desc> logit_host_;
+  std::vector<std::size_t> logit_owner_;
+  std::size_t off_tok_ = 0, off_pos_ = 0, off_row_item_ = 0, off_items_ = 0, off_tiles_ = 0, off_src_ = 0,
+              off_logit_ = 0;
+  pinned_buffer host_desc_, host_props_;
+  device_buffer x_, y_, h_, qf_, kf_, vf_, qb_, ob_, g_, u_, part_o_, part_ml_, z_, logits_, props_, desc_,
+      inv_freq_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cuda_backend(std::shared_ptr<const cuda_weights> w, const cuda_backend_options& o) {
+  if (!w) throw std::invalid_argument("make_cuda_backend: no weights");
+  return std::make_unique<cuda_backend>(std::move(w), o);
+}
+
+std::unique_ptr<backend> make_cuda_backend(const model& m, int device, const cuda_backend_options& o) {
+  return make_cuda_backend(upload_weights(m, device), o);
+}
+
+}  // namespace dls::gpu

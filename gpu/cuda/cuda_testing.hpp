@@ -1,0 +1,58 @@
+#pragma once
+// Host-side entry points to the CUDA backend's kernels, one call each, for kernel parity tests
+// against the CPU kernels and for the benchmark's peak measurements. Inputs are f32 on the
+// host; where the backend stores bf16, inputs are rounded to bf16 on upload and outputs are
+// the bf16 values the backend would pass on, widened to f32. Plain C++ (no CUDA types).
+#include "gpu/cuda/cuda_backend.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace dls::gpu::cuda_testing {
+
+/// y = bf16(rmsnorm(x + add) * w); `add` may be empty. Also returns x + add in `sum` if given.
+std::vector<float> rmsnorm(int device, const std::vector<float>& x, const std::vector<float>& add,
+                           const std::vector<float>& w, int rows, int d, float eps, std::vector<float>* sum = nullptr);
+
+/// Y[rows, out] = X W^T through cuBLAS, X and W rounded to bf16, fp32 accumulation and output.
+std::vector<float> gemm_xwt(int device, const std::vector<float>& x, int rows, int in, const std::vector<float>& w,
+                            int out);
+
+/// The backend's fused RoPE + KV-scatter kernel for one request whose query rows are
+/// positions[0..rows): returns rotated q (bf16), and fills rotated k and copied v (bf16) as
+/// they land in the cache.
+struct rope_result {
+  std::vector<float> q, k, v;
+};
+rope_result rope(int device, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                 const std::vector<int32_t>& positions, int heads, int kv_heads, int hd, float theta);
+
+/// Attention of several requests in one launch: request i has tq[i] query rows (stacked in
+/// `q`, [sum tq, heads*hd]) and tk[i] cached key/value rows (k[i], v[i]: [tk, kv_heads*hd]).
+/// Returns [sum tq, heads*hd]. splits = 0 lets the backend choose.
+std::vector<float> attention(int device, const std::vector<float>& q, const std::vector<int>& tq,
+                             const std::vector<std::vector<float>>& k, const std::vector<std::vector<float>>& v,
+                             const std::vector<int>& tk, int heads, int kv_heads, int hd, cuda_attention impl,
+                             int splits);
+
+/// a = bf16(silu(g) * u) with g and u rounded to bf16 first.
+std::vector<float> swiglu(int device, const std::vector<float>& g, const std::vector<float>& u);
+
+/// The fused softmax-max-argmax over `n` logits per row: token (after optional Gumbel noise of
+/// scale `temperature`, counter `counter`, canvas row rows[j]) and clean softmax confidence.
+struct proposal {
+  int32_t token;
+  double confidence;
+};
+std::vector<proposal> propose(int device, const std::vector<float>& logits, int n, int32_t suppressed,
+                              double temperature, uint64_t seed, uint64_t counter, const std::vector<int32_t>& rows);
+
+/// Best measured dense bf16 GEMM throughput (FLOP/s) of an n x n x n cuBLAS GEMM with fp32
+/// accumulation, the same call the backend uses.
+double measure_gemm_bf16_flops(int device, int n = 8192, int reps = 20);
+
+/// Best measured device-to-device cudaMemcpy bandwidth, counting read + write (2 x bytes per
+/// copy, as CUDA's bandwidthTest does), in bytes/s.
+double measure_copy_bytes_per_s(int device, std::size_t bytes = std::size_t{1} << 30, int reps = 20);
+
+}  // namespace dls::gpu::cuda_testing

@@ -1,0 +1,92 @@
+#pragma once
+// Internal: the CUDA backend's kernels and their launchers. Every launcher enqueues on
+// `stream` and checks the launch.
+#include "gpu/cuda/common.cuh"
+
+#include <cstdint>
+
+namespace dls::gpu::cuda {
+
+/// One request of a batched step. Its query rows are rows [q_off, q_off + T) of the step's
+/// activations and canvas rows [q0, q0 + T); it attends to all L key rows of its cache.
+/// k and v point at layer 0 of its cache: bf16 [layer][L][kv_width].
+struct item_desc {
+  int32_t q_off = 0, T = 0, q0 = 0, L = 0;
+  bf16* k = nullptr;
+  bf16* v = nullptr;
+};
+
+/// A tile of up to attention_rows query rows of one item, starting at item row t0.
+struct tile_desc {
+  int32_t item = 0, t0 = 0;
+};
+constexpr int attention_rows = 64;
+/// Key ranges of a split are multiples of this.
+constexpr int attention_key_granule = 64;
+
+/// One row that needs a proposal: activation row `src`, canvas row `row`.
+struct logit_desc {
+  int32_t src = 0, row = 0, suppressed = 0, pad = 0;
+  double temperature = 0;
+  uint64_t seed = 0, counter = 0;
+};
+
+struct proposal_dev {
+  int32_t token;
+  int32_t pad;
+  double confidence;
+};
+
+enum class attention_impl : uint8_t { tensor_core, scalar };
+
+/// Whether the tensor-core kernel supports this head dim (32, 64, 128).
+bool tensor_core_head_dim(int hd);
+/// Whether the scalar kernel supports it (even, <= 256).
+bool scalar_head_dim(int hd);
+
+/// x[r] = f32(wte[tok[r]]).
+void embed(const int32_t* tok, int rows, const bf16* wte, int d, float* x, cudaStream_t s);
+
+/// If y: x += y. Then h = bf16(x * rsqrt(mean(x^2) + eps) * w), row by row.
+void add_rmsnorm(float* x, const float* y, const float* w, bf16* h, int rows, int d, float eps, cudaStream_t s);
+
+/// z[j] = bf16(rmsnorm(x[src[j]] + y[src[j]]) * w); y may be null. x is not modified.
+void gather_rmsnorm(const float* x, const float* y, const int32_t* src, int rows, const float* w, bf16* z, int d,
+                    float eps, cudaStream_t s);
+
+/// RoPE (non-interleaved half split, fp32) of q into qb (bf16), RoPE of k and a copy of v into
+/// each item's cache rows at layer `layer` (bf16). q: [R, heads*hd]; k, v: [R, kv_heads*hd].
+/// inv_freq: hd/2 values theta^(-2i/hd) as the CPU computes them.
+void rope_scatter(const float* q, const float* k, const float* v, const int32_t* pos, const int32_t* row_item,
+                  const item_desc* items, int layer, int rows, int heads, int kv_heads, int hd, const float* inv_freq,
+                  bf16* qb, cudaStream_t s);
+
+/// Bidirectional attention of each tile's query rows against all key rows of its item's cache
+/// at `layer`. qb, out: [R, heads*hd] bf16. With splits > 1 the key range is split and the
+/// partial results (part_o: [splits][R][heads*hd] f32, part_ml: [splits][R][heads][2]) are
+/// combined by a second kernel.
+void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
+               int heads, int kv_heads, int hd, int splits, attention_impl impl, float* part_o, float* part_ml,
+               bf16* out, cudaStream_t s);
+
+/// Y[rows, out] = X[rows, in] W^T with W row-major [out, in] (leading dim ldw, so a shard can
+/// pass a slice of the full weight): bf16 inputs, fp32 accumulation, output type `yt`.
+void gemm_xwt(cublasHandle_t blas, const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y,
+              cudaDataType yt, int ldy);
+
+/// Key-range splits for a launch of n_tiles x heads blocks: enough blocks for about two per
+/// SM, at least 256 keys per split, at most max_splits.
+int choose_kv_splits(int n_tiles, int heads, int max_l, int sm_count, int max_splits);
+
+/// a = bf16(silu(g) * u), elementwise (a may alias g).
+void swiglu(const bf16* g, const bf16* u, bf16* a, std::size_t n, cudaStream_t s);
+
+/// Per row j of logits [rows, n]: token = argmax over v != suppressed of l + T * gumbel(seed,
+/// counter, row, v) (lowest index on ties), confidence = clean softmax probability (double).
+void propose(const float* logits, int rows, int n, const logit_desc* desc, proposal_dev* out, cudaStream_t s);
+
+/// p[i] = bf16(scale * u(seed, i)) with u uniform in [-1, 1) from a counter-based hash.
+void fill_uniform_bf16(bf16* p, std::size_t n, uint64_t seed, float scale, cudaStream_t s);
+void fill_f32(float* p, std::size_t n, float value, cudaStream_t s);
+
+}  // namespace dls::gpu::cuda

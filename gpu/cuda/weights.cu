@@ -1,0 +1,146 @@
+// Resident bf16 weights: one pool block per device holding every tensor, 256-byte aligned.
+#include "gpu/cuda/kernels.cuh"
+#include "gpu/dtype.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace dls::gpu {
+
+namespace {
+
+using cuda::bf16;
+
+struct tensor_slot {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+  bool f32 = false;  // norm weights stay f32
+  int fan_in = 1;
+};
+
+constexpr std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
+
+/// Lays out every tensor in llada_tensor_shapes order and binds the pointers after allocation.
+std::shared_ptr<cuda_weights> allocate(const model_config& cfg, int device, std::vector<tensor_slot>& slots) {
+  auto w = std::make_shared<cuda_weights>();
+  w->config = cfg;
+  w->device = device;
+  std::size_t total = 0;
+  for (const auto& [name, shape] : llada_tensor_shapes(cfg)) {
+    tensor_slot s;
+    s.count = 1;
+    for (auto d : shape) s.count *= static_cast<std::size_t>(d);
+    s.f32 = shape.size() == 1;
+    s.fan_in = shape.size() == 2 ? static_cast<int>(shape[1]) : 1;
+    s.offset = total;
+    total += align_up(s.count * (s.f32 ? sizeof(float) : sizeof(bf16)));
+    slots.push_back(s);
+  }
+  // Weights are allocated once and read by every stream, so their pool needs no stream.
+  w->pool = std::make_shared<cuda::device_pool>(device, nullptr);
+  w->storage = cuda::device_buffer(w->pool, total);
+  auto* base = w->storage.as<unsigned char>();
+  std::size_t k = 0;
+  auto next_bf = [&] { return reinterpret_cast<const bf16*>(base + slots[k++].offset); };
+  auto next_f = [&] { return reinterpret_cast<const float*>(base + slots[k++].offset); };
+  w->wte = next_bf();
+  w->layers.resize(static_cast<std::size_t>(cfg.n_layers));
+  for (auto& l : w->layers) {
+    l.attn_norm = next_f();
+    l.q = next_bf();
+    l.k = next_bf();
+    l.v = next_bf();
+    l.o = next_bf();
+    l.ff_norm = next_f();
+    l.gate = next_bf();
+    l.up = next_bf();
+    l.down = next_bf();
+  }
+  w->ln_f = next_f();
+  w->head = next_bf();
+  return w;
+}
+
+std::vector<const float*> host_pointers(const model& m) {
+  std::vector<const float*> p{m.wte};
+  for (const auto& l : m.layers) {
+    for (const float* t : {l.attn_norm, l.q_proj, l.k_proj, l.v_proj, l.attn_out, l.ff_norm, l.ff_proj, l.up_proj,
+                           l.ff_out})
+      p.push_back(t);
+  }
+  p.push_back(m.ln_f);
+  p.push_back(m.head);
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<const cuda_weights> upload_weights(const model& m, int device) {
+  if (cuda_device_count() <= device || device < 0)
+    throw cuda_error("upload_weights: CUDA device " + std::to_string(device) + " does not exist");
+  cuda::device_guard g(device);
+  std::vector<tensor_slot> slots;
+  auto w = allocate(m.config, device, slots);
+  w->source = m.source;
+  auto host = host_pointers(m);
+  if (host.size() != slots.size()) throw std::logic_error("upload_weights: tensor count mismatch");
+  // Convert to bf16 on the host through a pinned staging buffer, in chunks.
+  constexpr std::size_t chunk = std::size_t{16} << 20;  // elements
+  void* staging = nullptr;
+  DLS_CUDA(cudaMallocHost(&staging, chunk * sizeof(float)));
+  try {
+    auto* base = w->storage.as<unsigned char>();
+    for (std::size_t t = 0; t < slots.size(); ++t) {
+      const auto& s = slots[t];
+      if (!host[t]) throw std::invalid_argument("upload_weights: the model has a null tensor");
+      for (std::size_t i = 0; i < s.count; i += chunk) {
+        const std::size_t n = std::min(chunk, s.count - i);
+        std::size_t bytes;
+        if (s.f32) {
+          std::memcpy(staging, host[t] + i, n * sizeof(float));
+          bytes = n * sizeof(float);
+          DLS_CUDA(cudaMemcpy(base + s.offset + i * sizeof(float), staging, bytes, cudaMemcpyHostToDevice));
+        } else {
+          auto* dst = static_cast<uint16_t*>(staging);
+          for (std::size_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(host[t][i + j]);
+          bytes = n * sizeof(uint16_t);
+          DLS_CUDA(cudaMemcpy(base + s.offset + i * sizeof(bf16), staging, bytes, cudaMemcpyHostToDevice));
+        }
+      }
+    }
+  } catch (...) {
+    (void)cudaFreeHost(staging);
+    throw;
+  }
+  DLS_CUDA(cudaFreeHost(staging));
+  return w;
+}
+
+std::shared_ptr<const cuda_weights> make_random_cuda_weights(const model_config& cfg, uint64_t seed, int device) {
+  if (cuda_device_count() <= device || device < 0)
+    throw cuda_error("make_random_cuda_weights: CUDA device " + std::to_string(device) + " does not exist");
+  cuda::device_guard g(device);
+  std::vector<tensor_slot> slots;
+  auto w = allocate(cfg, device, slots);
+  w->source = "random-bf16(seed=" + std::to_string(seed) + ")";
+  auto* base = w->storage.as<unsigned char>();
+  for (std::size_t t = 0; t < slots.size(); ++t) {
+    const auto& s = slots[t];
+    if (s.f32) {
+      cuda::fill_f32(reinterpret_cast<float*>(base + s.offset), s.count, 1.0f, nullptr);
+    } else {
+      // Uniform on [-a, a) has standard deviation a / sqrt(3); match 1 / sqrt(fan_in).
+      const float a = std::sqrt(3.0f / static_cast<float>(s.fan_in));
+      cuda::fill_uniform_bf16(reinterpret_cast<bf16*>(base + s.offset), s.count,
+                              seed * 0x100000001B3ull + t * 0x9E3779B97F4A7C15ull, a, nullptr);
+    }
+  }
+  DLS_CUDA(cudaDeviceSynchronize());
+  return w;
+}
+
+const model_config& weights_config(const cuda_weights& w) { return w.config; }
+int weights_device(const cuda_weights& w) { return w.device; }
+std::size_t weights_bytes(const cuda_weights& w) { return w.storage.bytes(); }
+
+}  // namespace dls::gpu

@@ -1,0 +1,178 @@
+// Whole-model parity of the CUDA backend against the CPU backend on the shipped tiny model
+// (a random tiny-shaped model until it exists): logits of refresh and reuse steps within
+// tolerance, token-identical temperature-0 threshold decodes for every cache mode (single and
+// batched), Gumbel sampling, KV cache export/import, and error reporting.
+#define BOOST_TEST_MODULE cuda_model
+#include "cuda_test_support.hpp"
+#include "model_fixture.hpp"
+
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+
+using namespace dls::gpu;
+using namespace dls_test;
+
+DLS_CUDA_TEST_MAIN(1)
+
+namespace {
+
+// bf16 activations (norm outputs, attention inputs and outputs, MLP hidden) against f32.
+constexpr double logits_tolerance = 3e-2;
+
+const test_model& fixture() {
+  static test_model t = load_test_model();
+  return t;
+}
+
+std::shared_ptr<const cuda_weights> device_weights() {
+  static auto w = upload_weights(*fixture().m, 0);
+  return w;
+}
+
+std::unique_ptr<backend> cpu() { return make_cpu_backend(fixture().m); }
+std::unique_ptr<backend> gpu(cuda_attention a = cuda_attention::automatic) {
+  cuda_backend_options o;
+  o.attention = a;
+  return make_cuda_backend(device_weights(), o);
+}
+
+decode_params params(cache_mode mode, double temperature = 0.0) {
+  decode_params p;
+  p.gen_length = fixture().gen_length;
+  p.block_length = fixture().block_length;
+  p.rule = commit_rule::threshold;
+  p.threshold = 0.9;
+  p.cache = mode;
+  p.temperature = temperature;
+  p.seed = 99;
+  return p;
+}
+
+canvas start(const std::vector<int32_t>& prompt, const decode_params& p) {
+  const auto& c = fixture().m->config;
+  return canvas::start(prompt, p, c.mask_id, c.eos_id);
+}
+
+/// Decodes every prompt to completion; max_batch > 1 steps them together.
+std::vector<canvas> decode(std::unique_ptr<backend> b, const decode_params& p, int max_batch) {
+  engine e(std::move(b));
+  std::vector<request_slot> slots;
+  for (const auto& prompt : fixture().prompts) slots.push_back(e.admit(start(prompt, p)));
+  decode_all(e, slots, max_batch);
+  std::vector<canvas> out;
+  for (auto& s : slots) out.push_back(s.c);
+  return out;
+}
+
+void expect_same_decodes(const std::vector<canvas>& got, const std::vector<canvas>& ref, const std::string& what) {
+  BOOST_REQUIRE_EQUAL(got.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    BOOST_TEST_CONTEXT(what << ", prompt " << i) {
+      BOOST_TEST(got[i].finished);
+      BOOST_TEST(got[i].ids == ref[i].ids, boost::test_tools::per_element());
+      BOOST_TEST(got[i].steps == ref[i].steps);
+      BOOST_TEST(got[i].refresh_steps == ref[i].refresh_steps);
+      BOOST_TEST(got[i].reuse_steps == ref[i].reuse_steps);
+    }
+  }
+}
+
+step_plan reuse_plan(const canvas& c, cache_mode mode) {
+  step_plan p;
+  p.kind = step_kind::reuse;
+  p.block0 = c.block_begin();
+  p.block1 = c.block_end();
+  p.key_rows = c.length();
+  p.q0 = p.block0;
+  p.q1 = mode == cache_mode::dual ? p.block1 : c.length();
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(logits_match_cpu_on_refresh_and_reuse_steps) {
+  for (auto attn : {cuda_attention::automatic, cuda_attention::scalar}) {
+    auto cb = cpu();
+    auto gb = gpu(attn);
+    for (std::size_t i = 0; i < std::min<std::size_t>(2, fixture().prompts.size()); ++i) {
+      canvas c = start(fixture().prompts[i], params(cache_mode::dual));
+      auto cc = cb->make_cache();
+      auto gc = gb->make_cache();
+      const step_plan refresh = c.next_step();
+      BOOST_REQUIRE(refresh.kind == step_kind::refresh);
+      auto lc = cb->logits(c, refresh, *cc);
+      auto lg = gb->logits(c, refresh, *gc);
+      BOOST_TEST_MESSAGE("refresh logits rel err " << rel_l2(lg, lc));
+      BOOST_TEST(rel_l2(lg, lc) < logits_tolerance);
+      BOOST_TEST(lg.size() == static_cast<std::size_t>(c.length()) * fixture().m->config.vocab_size);
+      // Reuse steps read the K/V the refresh left in each backend's cache.
+      for (auto mode : {cache_mode::dual, cache_mode::prefix}) {
+        const step_plan p = reuse_plan(c, mode);
+        auto rc = cb->logits(c, p, *cc);
+        auto rg = gb->logits(c, p, *gc);
+        BOOST_TEST_CONTEXT("attention " << static_cast<int>(attn) << " prompt " << i << " mode " << to_string(mode)) {
+          BOOST_TEST(rg.size() == rc.size());
+          BOOST_TEST(rel_l2(rg, rc) < logits_tolerance);
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(threshold_decodes_are_token_identical_for_each_cache_mode) {
+  bool saw_reuse = false;
+  for (auto mode : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    const auto p = params(mode);
+    auto ref = decode(cpu(), p, 1);
+    for (const auto& c : ref) saw_reuse |= c.reuse_steps > 0;
+    expect_same_decodes(decode(gpu(), p, 1), ref, std::string("single, cache ") + to_string(mode));
+    // Batched: requests of different lengths, mixing refresh and reuse steps in one batch.
+    expect_same_decodes(decode(gpu(), p, 3), ref, std::string("batch 3, cache ") + to_string(mode));
+  }
+  BOOST_TEST(saw_reuse);  // the cache modes really took reuse steps
+}
+
+BOOST_AUTO_TEST_CASE(gumbel_sampling_matches_cpu) {
+  const auto p = params(cache_mode::dual, 0.8);
+  expect_same_decodes(decode(gpu(), p, 2), decode(cpu(), p, 2), "temperature 0.8");
+}
+
+BOOST_AUTO_TEST_CASE(kv_cache_export_import_round_trips_and_interoperates_with_cpu) {
+  auto gb = gpu();
+  auto cb = cpu();
+  canvas c = start(fixture().prompts[0], params(cache_mode::dual));
+  auto gc = gb->make_cache();
+  (void)gb->logits(c, c.next_step(), *gc);
+  const std::string bytes = gc->export_bytes();
+  BOOST_TEST(gc->bytes() > 0u);
+  auto gc2 = gb->make_cache();
+  gc2->import_bytes(bytes);
+  BOOST_TEST(gc2->export_bytes() == bytes);
+  // The CPU cache reads the same format; a reuse step on either side then agrees.
+  auto cc = cb->make_cache();
+  cc->import_bytes(bytes);
+  const step_plan p = reuse_plan(c, cache_mode::dual);
+  auto lg = gb->logits(c, p, *gc2);
+  auto lc = cb->logits(c, p, *cc);
+  BOOST_TEST(rel_l2(lg, lc) < logits_tolerance);
+  BOOST_CHECK_THROW(gc2->import_bytes(bytes.substr(0, bytes.size() - 1)), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_problem) {
+  auto gb = gpu();
+  auto cb = cpu();
+  canvas c = start(fixture().prompts[0], params(cache_mode::dual));
+  auto foreign = cb->make_cache();
+  std::vector<forward_item> items{{&c, c.next_step(), foreign.get()}};
+  std::vector<std::vector<row_proposal>> props;
+  BOOST_CHECK_THROW(gb->forward(items, props), std::invalid_argument);
+  try {
+    (void)upload_weights(*fixture().m, cuda_device_count() + 3);
+    BOOST_FAIL("expected cuda_error");
+  } catch (const cuda_error& e) {
+    BOOST_TEST(std::string(e.what()).find("does not exist") != std::string::npos);
+  }
+  cuda_backend_options o;
+  o.shard = {0, 2};  // TP without a group
+  BOOST_CHECK_THROW(make_cuda_backend(device_weights(), o), std::invalid_argument);
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One-command GPU check for the CUDA backend (docs/cuda.md), for whoever has an NVIDIA GPU:
+#   1. configure and build the CUDA backend, its tests and the step benchmark;
+#   2. run the `gpu` tests (kernel parity, whole-model parity, TP=2 when two GPUs exist);
+#   3. benchmark a LLaDA-8B-shaped model with random bf16 weights at prompt lengths
+#      512/1024/2048, gen 256, block 32: refresh and dual-cache reuse steps at batch 1 and 8,
+#      each beside the roofline from the GEMM peak and copy bandwidth measured in the same run;
+#   4. print the table and write a measured step-cost profile for the simulator.
+# Budget: under 5 minutes on one H200. Usage:
+#   tools/gpu_check.sh [build-dir]        (default: build-gpu; OUT=<dir> for the outputs)
+# Environment: JOBS (build parallelism, default nproc), DEVICE (benchmark device, default 0).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:-$ROOT/build-gpu}
+OUT=${OUT:-$BUILD/gpu_check}
+JOBS=${JOBS:-$(nproc)}
+DEVICE=${DEVICE:-0}
+mkdir -p "$OUT"
+start=$(date +%s)
+stamp() { echo "[gpu_check +$(( $(date +%s) - start ))s] $*"; }
+
+stamp "GPU(s):"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "  (nvidia-smi unavailable)"
+
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+stamp "configure $BUILD"
+cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DDLS_WITH_CUDA=ON -DDLS_NATIVE=OFF \
+  | tee "$OUT/configure.log" | grep -E "CUDA backend|NCCL" || true
+if ! grep -q "DiLaServe CUDA backend: ON" "$OUT/configure.log"; then
+  echo "gpu_check: CMake did not enable the CUDA backend (is nvcc at /usr/local/cuda/bin or on PATH?)" >&2
+  exit 1
+fi
+
+stamp "build (-j$JOBS)"
+cmake --build "$BUILD" -j "$JOBS" --target dls_gpu_cuda bench_cuda_step test_cuda_kernels test_cuda_model test_cuda_tp
+
+count=$("$BUILD/gpu/cuda/bench_cuda_step" --count)
+if [ "$count" -lt 1 ]; then
+  echo "gpu_check: no usable CUDA device on this machine; the gpu tests would only report SKIPPED" >&2
+  exit 2
+fi
+stamp "$count CUDA device(s)"
+
+stamp "gpu tests"
+tests_rc=0
+ctest --test-dir "$BUILD" -L cuda --output-on-failure --timeout 240 2>&1 | tee "$OUT/ctest.log" || tests_rc=$?
+
+stamp "benchmark"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$DEVICE" 2>/dev/null | head -1 | tr ' ' '_' || true)
+profile="$OUT/step_cost_${gpu_name:-cuda}_llada8b.yaml"
+bench_rc=0
+timeout 200 "$BUILD/gpu/cuda/bench_cuda_step" --device "$DEVICE" --prompts 512,1024,2048 --gen 256 --block 32 \
+  --batches 1,8 --reps 5 --profile "$profile" 2>&1 | tee "$OUT/bench.txt" || bench_rc=$?
+
+stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc"
+echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"))"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
