@@ -324,9 +324,9 @@ __global__ void __launch_bounds__(128) attn_wmma_kernel(const bf16* qb, const it
 #pragma unroll 8
     for (int c = 0; c < 32; ++c) {
       const int col = 32 * half + c;
-      const float p = col < nk ? expf(srow[col] * scale - m_new) : 0.0f;
-      prow[col] = to_bf(p);
-      psum += p;
+      const bf16 p = to_bf(col < nk ? expf(srow[col] * scale - m_new) : 0.0f);
+      prow[col] = p;
+      psum += to_f(p);  // normalise by the weights P V actually uses
     }
     psum += __shfl_xor_sync(0xffffffffu, psum, 1);
     l_i = l_i * corr + psum;

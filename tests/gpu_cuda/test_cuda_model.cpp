@@ -119,6 +119,45 @@ BOOST_AUTO_TEST_CASE(logits_match_cpu_on_refresh_and_reuse_steps) {
   }
 }
 
+// Both backends step the same canvases (the CPU's proposals drive the commits), so this
+// measures per-step agreement even where a near-tie at tau would make whole decodes diverge;
+// when the token-identity test below fails, this one says by how much the backends differ.
+BOOST_AUTO_TEST_CASE(lockstep_proposals_agree) {
+  for (auto mode : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    auto cb = cpu();
+    auto gb = gpu();
+    std::size_t rows = 0, token_mismatch = 0;
+    double max_dconf = 0;
+    for (const auto& prompt : fixture().prompts) {
+      canvas c = start(prompt, params(mode));
+      auto cc = cb->make_cache();
+      auto gc = gb->make_cache();
+      while (!c.finished) {
+        const step_plan plan = c.next_step();
+        std::vector<std::vector<row_proposal>> pc, pg;
+        cb->forward({{&c, plan, cc.get()}}, pc);
+        gb->forward({{&c, plan, gc.get()}}, pg);
+        BOOST_REQUIRE_EQUAL(pg.size(), 1u);
+        BOOST_REQUIRE_EQUAL(pg[0].size(), pc[0].size());
+        for (std::size_t j = 0; j < pc[0].size(); ++j) {
+          BOOST_REQUIRE_EQUAL(pg[0][j].position, pc[0][j].position);
+          ++rows;
+          token_mismatch += pg[0][j].token != pc[0][j].token;
+          max_dconf = std::max(max_dconf, std::fabs(pg[0][j].confidence - pc[0][j].confidence));
+        }
+        c.apply(pc[0]);
+      }
+    }
+    BOOST_TEST_MESSAGE("cache " << to_string(mode) << ": " << rows << " proposals, " << token_mismatch
+                                << " token mismatches, max |confidence difference| " << max_dconf);
+    BOOST_TEST_CONTEXT("cache " << to_string(mode)) {
+      BOOST_TEST(rows > 0u);
+      BOOST_TEST(max_dconf < 0.05);
+      BOOST_TEST(token_mismatch * 100 <= rows);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(threshold_decodes_are_token_identical_for_each_cache_mode) {
   bool saw_reuse = false;
   for (auto mode : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
