@@ -1,0 +1,284 @@
+// The head core: membership (join, heartbeats, DEAD detection), the actor directory,
+// and cluster status. The step loop never passes through here.
+#include "actors/directory.hpp"
+#include "actors/spawn.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+
+namespace dls::actors {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+using json = nlohmann::json;
+namespace rt = dls::runtime;
+
+namespace {
+
+struct node_entry {
+  std::string name;
+  std::string host;
+  int32_t pid = 0;
+  caf::actor agent;
+  std::string state = "PENDING";  // PENDING (never joined) | ALIVE | DEAD
+  std::string reason;              // why it is DEAD
+  bool ready = false;              // workers and groups registered
+  uint64_t dir_id = 0;
+  uint32_t joins = 0;
+  clock_type::time_point last_beat;
+};
+
+struct head_state {
+  rt::cluster_config cfg;
+  directory dir;
+  std::map<std::string, node_entry> nodes;
+  caf::actor supervisor;
+  std::vector<caf::response_promise> awaiting;  // `await`: all nodes ready
+  std::function<void()> on_shutdown;
+  bool stopping = false;
+  static inline const char* name = "dls.head";
+};
+
+using head_ptr = caf::stateful_actor<head_state>*;
+
+bool all_ready(const head_state& st) {
+  for (const auto& [name, n] : st.nodes)
+    if (n.state != "ALIVE" || !n.ready) return false;
+  return true;
+}
+
+void answer_waiters(head_state& st) {
+  if (!all_ready(st)) return;
+  for (auto& rp : st.awaiting) rp.deliver(std::string(R"({"ok":true})"));
+  st.awaiting.clear();
+}
+
+void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
+  if (n.state != "ALIVE") return;
+  n.state = "DEAD";
+  n.reason = reason;
+  n.ready = false;
+  int rows = self->state.dir.mark_node_dead(n.name);
+  rt::log_line("head", "node '" + n.name + "' is DEAD: " + reason + " (" + std::to_string(rows) +
+                           " actors marked DEAD)");
+  if (n.agent) {
+    // If it was only hung, it learns on waking that it was replaced and exits.
+    self->send(n.agent, rt::node_dead_atom::value);
+    self->demonitor(n.agent);
+  }
+  n.agent = nullptr;
+  if (self->state.supervisor) self->send(self->state.supervisor, rt::node_dead_atom::value, n.name);
+}
+
+std::string status_json(const head_state& st) {
+  json j;
+  j["cluster"] = st.cfg.name;
+  j["nodes"] = json::array();
+  auto now = clock_type::now();
+  for (const auto& cfg_node : st.cfg.nodes) {
+    const auto& n = st.nodes.at(cfg_node.name);
+    json node{{"name", n.name},
+              {"host", n.host.empty() ? cfg_node.host : n.host},
+              {"pid", n.pid},
+              {"state", n.state},
+              {"devices", {{"kind", cfg_node.devices.kind}, {"slots", cfg_node.devices.slots()}}},
+              {"joins", n.joins}};
+    if (n.state == "ALIVE")
+      node["heartbeat_age_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
+    if (!n.reason.empty()) node["reason"] = n.reason;
+    j["nodes"].push_back(node);
+  }
+  j["groups"] = json::array();
+  int in_flight = 0, finished = 0, failed = 0;
+  for (const auto& row : st.dir.list()) {
+    if (row.kind == "tp_group" && row.state == "ALIVE") {
+      auto d = json::parse(row.details, nullptr, false);
+      json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
+      if (d.is_object()) g.update(d);
+      j["groups"].push_back(g);
+    } else if (row.kind == "request") {
+      auto d = json::parse(row.details, nullptr, false);
+      auto status = d.is_object() ? d.value("status", "") : "";
+      if (status == "FINISHED")
+        ++finished;
+      else if (status == "FAILED")
+        ++failed;
+      else
+        ++in_flight;
+    }
+  }
+  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}};
+  return j.dump();
+}
+
+caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<void()> on_shutdown) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.on_shutdown = std::move(on_shutdown);
+  for (const auto& n : st.cfg.nodes) {
+    node_entry e;
+    e.name = n.name;
+    st.nodes.emplace(n.name, e);
+  }
+  self->set_down_handler([=](caf::down_msg& dm) {
+    for (auto& [name, n] : self->state.nodes)
+      if (n.agent && n.agent.address() == dm.source)
+        mark_dead(self, n, "connection lost (" + to_string(dm.reason) + ")");
+  });
+  self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_interval_ms / 2), rt::check_atom::value);
+  return {
+      [=](rt::node_join_atom, rt::node_hello& hello) -> rt::join_reply {
+        auto& st = self->state;
+        rt::join_reply r;
+        auto* spec = st.cfg.find_node(hello.node);
+        if (!spec) {
+          r.error = "node '" + hello.node + "' is not in the cluster file " + st.cfg.file;
+        } else if (st.nodes[hello.node].state == "ALIVE") {
+          r.error = "node '" + hello.node + "' has already joined (pid " +
+                    std::to_string(st.nodes[hello.node].pid) + ")";
+        } else if (st.stopping) {
+          r.error = "the cluster is shutting down";
+        }
+        if (!r.error.empty()) {
+          rt::log_line("head", "refused join from pid " + std::to_string(hello.pid) + ": " + r.error);
+          return r;
+        }
+        auto& n = st.nodes[hello.node];
+        n.host = hello.host;
+        n.pid = hello.pid;
+        n.agent = hello.agent;
+        n.state = "ALIVE";
+        n.reason.clear();
+        n.ready = false;
+        n.last_beat = clock_type::now();
+        ++n.joins;
+        self->monitor(n.agent);
+        json details{{"host", hello.host}, {"devices", spec->devices.slots()}, {"kind", spec->devices.kind}};
+        if (n.dir_id == 0) {
+          n.dir_id = st.dir.add({0, "node", n.name, n.name, hello.pid, "ALIVE", 0, details.dump()});
+        } else if (auto* row = st.dir.find(n.dir_id)) {
+          row->pid = hello.pid;
+          row->state = "ALIVE";
+          row->restarts += 1;
+          row->details = details.dump();
+        }
+        rt::log_line("head", "node '" + n.name + "' joined from " + hello.host + " (pid " +
+                                 std::to_string(hello.pid) + ")");
+        r.ok = true;
+        r.cluster = st.cfg.name;
+        r.node = *spec;
+        r.engine = st.cfg.engine;
+        r.model_path = st.cfg.model_path;
+        r.heartbeat_interval_ms = st.cfg.heartbeat_interval_ms;
+        r.head = caf::actor_cast<caf::actor>(self);
+        r.supervisor = st.supervisor;
+        return r;
+      },
+      // A node's current groups (at join and after every regroup), plus its workers at
+      // join. Earlier groups of that node are retired in the directory.
+      [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups,
+          std::vector<rt::actor_info>& workers) -> caf::message {
+        auto& st = self->state;
+        auto it = st.nodes.find(node);
+        if (it == st.nodes.end() || it->second.state != "ALIVE")
+          return caf::make_message(std::vector<rt::group_info>{});
+        for (auto& row_copy : st.dir.list())
+          if (row_copy.kind == "tp_group" && row_copy.node == node && row_copy.state == "ALIVE")
+            st.dir.update(row_copy.id, "DEAD", "");
+        for (auto& w : workers) st.dir.add(w);
+        for (auto& g : groups) {
+          std::string devs;
+          for (auto d : g.devices) devs += (devs.empty() ? "" : ",") + std::to_string(d);
+          json details{{"degree", g.degree}, {"devices", g.devices}, {"queue", 0}};
+          g.id = st.dir.add({0, "tp_group", g.name, node, it->second.pid, "ALIVE", 0, details.dump()});
+        }
+        it->second.ready = true;
+        self->send(st.supervisor, rt::groups_atom::value, node, groups);
+        answer_waiters(st);
+        return caf::make_message(groups);
+      },
+      [=](rt::register_atom, rt::actor_info& row) -> uint64_t {
+        if (row.pid == 0) row.pid = static_cast<int32_t>(::getpid());
+        return self->state.dir.add(std::move(row));
+      },
+      [=](rt::detail_atom, uint64_t id, const std::string& state, const std::string& details) {
+        self->state.dir.update(id, state, details);
+      },
+      [=](rt::beat_atom, const std::string& node) {
+        auto it = self->state.nodes.find(node);
+        if (it == self->state.nodes.end()) return;
+        auto& n = it->second;
+        if (n.state == "ALIVE" && n.agent && n.agent == caf::actor_cast<caf::actor>(self->current_sender()))
+          n.last_beat = clock_type::now();
+      },
+      [=](rt::check_atom) {
+        auto& st = self->state;
+        auto now = clock_type::now();
+        for (auto& [name, n] : st.nodes) {
+          auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
+          if (n.state == "ALIVE" && age > st.cfg.dead_after_ms)
+            mark_dead(self, n, "no heartbeat for " + std::to_string(age) + " ms");
+        }
+        self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_interval_ms / 2),
+                           rt::check_atom::value);
+      },
+      // The reconfigurer asks which agent runs `node` and whether `groups` fit it.
+      [=](rt::check_atom, const rt::regroup_spec& spec) -> caf::message {
+        auto& st = self->state;
+        auto* node_cfg = st.cfg.find_node(spec.node);
+        if (!node_cfg) return caf::make_message(std::string("unknown node '" + spec.node + "'"), caf::actor{});
+        auto& n = st.nodes[spec.node];
+        if (n.state != "ALIVE" || !n.ready)
+          return caf::make_message(std::string("node '" + spec.node + "' is " + n.state), caf::actor{});
+        int used = 0;
+        for (auto g : spec.groups) {
+          if (g < 1) return caf::make_message(std::string("group sizes must be at least 1"), caf::actor{});
+          used += g;
+        }
+        if (spec.groups.empty() || used > node_cfg->devices.slots())
+          return caf::make_message(std::string("groups use " + std::to_string(used) + " devices but node '" +
+                                               spec.node + "' has " +
+                                               std::to_string(node_cfg->devices.slots())),
+                                   caf::actor{});
+        return caf::make_message(std::string{}, n.agent);
+      },
+      [=](rt::status_atom) -> std::string { return status_json(self->state); },
+      [=](rt::actors_atom) -> std::vector<rt::actor_info> { return self->state.dir.list(); },
+      [=](rt::await_atom) {
+        auto rp = self->make_response_promise();
+        self->state.awaiting.push_back(rp);
+        answer_waiters(self->state);
+        return rp;
+      },
+      [=](rt::register_atom, caf::actor supervisor) { self->state.supervisor = std::move(supervisor); },
+      [=](rt::shutdown_atom) -> std::string {
+        auto& st = self->state;
+        st.stopping = true;
+        int told = 0;
+        for (auto& [name, n] : st.nodes)
+          if (n.state == "ALIVE" && n.agent) {
+            self->demonitor(n.agent);
+            self->send(n.agent, rt::shutdown_atom::value);
+            ++told;
+          }
+        rt::log_line("head", "shutdown requested; told " + std::to_string(told) + " nodes");
+        if (st.on_shutdown) st.on_shutdown();
+        return json{{"ok", true}, {"nodes", told}}.dump();
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_head_core(caf::actor_system& sys, const rt::cluster_config& cfg,
+                           std::function<void()> on_shutdown) {
+  return sys.spawn(head_core, cfg, std::move(on_shutdown));
+}
+
+}  // namespace dls::actors

@@ -1,0 +1,63 @@
+#pragma once
+// Messages between a TP group and its workers. They never leave the node process (the
+// group and its workers always share it, as the shared-memory all-reduce requires),
+// so they carry pointers and engine structs without serialization.
+#include "gpu/allreduce.hpp"
+#include "gpu/engine.hpp"
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dls::actors {
+
+using configure_atom = caf::atom_constant<caf::atom("configure")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
+using evict_atom = caf::atom_constant<caf::atom("evict")>;
+using drop_atom = caf::atom_constant<caf::atom("drop")>;
+
+/// Which shard a worker computes from now on. A new all-reduce group per TP group.
+struct shard_setup {
+  int rank = 0;
+  int world = 1;
+  std::shared_ptr<gpu::shm_allreduce_group> group;
+};
+
+struct step_order {
+  std::vector<uint64_t> ids;
+};
+
+/// What rank 0 reports for one request after a step. Every rank holds identical
+/// canvases, so one rank's view is the group's view.
+struct step_outcome {
+  uint64_t id = 0;
+  gpu::step_report report;
+  bool boundary = false;  // the next step is a refresh: the canvas alone can move
+  int32_t block = 0;
+  int64_t steps = 0;
+  int64_t committed = 0;
+  std::string canvas;           // set at a refresh boundary or when finished
+  std::vector<int32_t> answer;  // set when a block completed or the request finished
+};
+
+struct step_result {
+  std::vector<step_outcome> outcomes;  // rank 0 only
+  std::string error;
+  double seconds = 0;  // inside engine::step on this worker
+};
+
+struct canvas_bundle {
+  std::vector<std::pair<uint64_t, std::string>> canvases;
+};
+
+}  // namespace dls::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::shard_setup)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::step_order)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::step_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::canvas_bundle)

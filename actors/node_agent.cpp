@@ -1,0 +1,219 @@
+// The node agent: joins the head with the token, loads the model once for all of the
+// node's workers, spawns one worker per device slot and the initial TP groups, sends
+// heartbeats, and regroups its workers on the reconfigurer's command.
+#include "actors/local_messages.hpp"
+#include "actors/node_parts.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+
+namespace dls::actors {
+
+namespace rt = dls::runtime;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct live_group {
+  std::string name;
+  caf::actor handle;
+  std::vector<int32_t> devices;
+};
+
+struct agent_state {
+  std::string node;
+  node_hooks hooks;
+  rt::join_reply info;
+  std::shared_ptr<const gpu::model> model;
+  std::shared_ptr<const gpu::tokenizer> tokenizer;
+  std::vector<caf::actor> workers;
+  std::vector<live_group> groups;
+  int next_group = 0;
+  bool exiting = false;
+  static inline const char* name = "dls.node_agent";
+};
+
+using agent_ptr = caf::stateful_actor<agent_state>*;
+
+void leave(agent_ptr self, int code, const std::string& why) {
+  auto& st = self->state;
+  if (st.exiting) return;
+  st.exiting = true;
+  rt::log_line("node " + st.node, why);
+  for (auto& g : st.groups) self->send_exit(g.handle, caf::exit_reason::user_shutdown);
+  for (auto& w : st.workers) self->send_exit(w, caf::exit_reason::user_shutdown);
+  st.groups.clear();
+  st.workers.clear();
+  if (st.hooks.on_exit) st.hooks.on_exit(code, why);
+  self->quit();
+}
+
+// Splits the node's workers into groups of the given sizes, in device order.
+std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_t>& sizes) {
+  auto& st = self->state;
+  std::vector<rt::group_info> out;
+  std::size_t next = 0;
+  for (auto size : sizes) {
+    group_setup g;
+    g.name = st.node + "/g" + std::to_string(st.next_group++);
+    g.node = st.node;
+    for (int32_t i = 0; i < size; ++i, ++next) {
+      g.workers.push_back(st.workers[next]);
+      g.devices.push_back(static_cast<int32_t>(next));
+    }
+    g.model = st.model;
+    g.tokenizer = st.tokenizer;
+    g.defaults = st.info.engine;
+    g.supervisor = st.info.supervisor;
+    rt::group_info info;
+    info.name = g.name;
+    info.node = st.node;
+    info.degree = size;
+    info.devices = g.devices;
+    auto devices = g.devices;
+    info.handle = spawn_tp_group(self->system(), std::move(g));
+    st.groups.push_back({info.name, info.handle, devices});
+    out.push_back(info);
+  }
+  return out;
+}
+
+void start_node(agent_ptr self, rt::join_reply reply) {
+  auto& st = self->state;
+  st.info = std::move(reply);
+  self->monitor(st.info.head);
+  try {
+    st.model = gpu::load_model(st.info.model_path);
+    st.tokenizer = gpu::load_tokenizer(st.info.model_path);
+  } catch (const std::exception& e) {
+    leave(self, 1, std::string("cannot load the model: ") + e.what());
+    return;
+  }
+  const auto& devices = st.info.node.devices;
+  if (devices.kind != "cpu") {
+    leave(self, 1, "device kind '" + devices.kind + "' needs the CUDA backend, which this runtime does not drive yet");
+    return;
+  }
+  std::vector<rt::actor_info> rows;
+  auto pid = static_cast<int32_t>(::getpid());
+  for (int i = 0; i < devices.slots(); ++i) {
+    auto who = st.node + "/w" + std::to_string(i);
+    st.workers.push_back(spawn_worker(self->system(), st.model, who));
+    rows.push_back({0, "worker", who, st.node, pid, "ALIVE", 0,
+                    json{{"device", devices.kind + ":" + std::to_string(i)}}.dump()});
+  }
+  std::vector<int32_t> sizes(st.info.node.groups.begin(), st.info.node.groups.end());
+  auto groups = make_groups(self, sizes);
+  self->request(st.info.head, std::chrono::seconds(30), rt::groups_atom::value, st.node, groups, rows)
+      .then(
+          [=](const std::vector<rt::group_info>& registered) {
+            rt::log_line("node " + self->state.node, "ready: " + std::to_string(self->state.workers.size()) +
+                                                           " workers, " + std::to_string(registered.size()) +
+                                                           " groups, model " + self->state.info.model_path);
+            if (self->state.hooks.on_ready) self->state.hooks.on_ready("joined " + self->state.info.cluster);
+          },
+          [=](caf::error& e) { leave(self, 1, "the head did not register this node's actors: " + to_string(e)); });
+  self->send(self, rt::beat_atom::value);
+}
+
+// Drains every group (requests pause at refresh boundaries), regroups the workers and
+// resumes every request from its canvas on the new groups. Replies with the new
+// groups and the measured times.
+void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
+  auto& st = self->state;
+  auto t0 = clock_type::now();
+  auto old = st.groups;
+  auto items = std::make_shared<std::vector<rt::work_item>>();
+  auto left = std::make_shared<std::size_t>(old.size());
+  auto resume = [=]() mutable {
+    auto& st = self->state;
+    auto t_drained = clock_type::now();
+    for (auto& g : old) self->send_exit(g.handle, caf::exit_reason::user_shutdown);
+    st.groups.clear();
+    auto groups = make_groups(self, spec.groups);
+    // Spread the moved requests over the new groups, most work first to the emptiest.
+    std::vector<double> load(groups.size(), 0.0);
+    std::sort(items->begin(), items->end(),
+              [](const auto& a, const auto& b) { return a.request_id < b.request_id; });
+    for (auto& item : *items) {
+      auto best = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+      load[best] += static_cast<double>(item.gen_length) / groups[best].degree;
+      self->send(groups[best].handle, rt::enqueue_atom::value, item);
+    }
+    auto ms = [](clock_type::time_point a, clock_type::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    json stats{{"moved", items->size()}, {"drain_ms", ms(t0, t_drained)}, {"regroup_ms", ms(t_drained, clock_type::now())}};
+    rp.deliver(groups, stats.dump());
+  };
+  if (old.empty()) {
+    resume();
+    return;
+  }
+  for (auto& g : old) {
+    self->request(g.handle, std::chrono::minutes(5), rt::drain_atom::value)
+        .then(
+            [=](std::vector<rt::work_item>& drained) mutable {
+              for (auto& i : drained) items->push_back(std::move(i));
+              if (--*left == 0) resume();
+            },
+            [=](caf::error& e) mutable {
+              rt::log_line("node " + self->state.node, "drain of " + g.name + " failed: " + to_string(e));
+              if (--*left == 0) resume();
+            });
+  }
+}
+
+caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token, std::string node, node_hooks hooks) {
+  auto& st = self->state;
+  st.node = node;
+  st.hooks = std::move(hooks);
+  self->set_exit_handler([=](caf::exit_msg&) { leave(self, 0, "stopping"); });
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source == self->state.info.head.address()) leave(self, 1, "lost the head (" + to_string(dm.reason) + ")");
+  });
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  rt::node_hello hello{token, node, host, static_cast<int32_t>(::getpid()), 0, caf::actor_cast<caf::actor>(self)};
+  self->request(gate, std::chrono::seconds(30), rt::node_join_atom::value, hello)
+      .then(
+          [=](rt::join_reply& r) {
+            if (!r.ok) {
+              leave(self, 2, "the head refused node '" + self->state.node + "': " + r.error);
+              return;
+            }
+            rt::log_line("node " + self->state.node, "joined cluster '" + r.cluster + "'");
+            start_node(self, std::move(r));
+          },
+          [=](caf::error& e) { leave(self, 1, "join failed: " + to_string(e)); });
+  return {
+      [=](rt::beat_atom) {
+        auto& st = self->state;
+        if (st.exiting) return;
+        self->send(st.info.head, rt::beat_atom::value, st.node);
+        self->delayed_send(self, std::chrono::milliseconds(st.info.heartbeat_interval_ms), rt::beat_atom::value);
+      },
+      [=](rt::regroup_atom, rt::regroup_spec& spec) {
+        auto rp = self->make_response_promise();
+        regroup(self, std::move(spec), rp);
+        return rp;
+      },
+      [=](rt::node_dead_atom) { leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting"); },
+      [=](rt::shutdown_atom) { leave(self, 0, "shutdown requested by the head"); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_node_agent(caf::actor_system& sys, rt::gate_actor gate, std::string token, std::string node,
+                            node_hooks hooks) {
+  return sys.spawn(node_agent, std::move(gate), std::move(token), std::move(node), std::move(hooks));
+}
+
+}  // namespace dls::actors

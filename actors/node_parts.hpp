@@ -1,0 +1,45 @@
+#pragma once
+// Factories for the actors of a node process: the agent, its workers and TP groups.
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+#include "runtime/messages.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dls::actors {
+
+/// One device slot: a detached actor (its own thread) holding an engine shard.
+caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const gpu::model> model, std::string who);
+
+struct group_setup {
+  std::string name;  // unique within the cluster: "<node>/g<n>"
+  std::string node;
+  std::vector<caf::actor> workers;  // rank order
+  std::vector<int32_t> devices;
+  std::shared_ptr<const gpu::model> model;
+  std::shared_ptr<const gpu::tokenizer> tokenizer;
+  runtime::engine_defaults defaults;
+  caf::actor supervisor;
+};
+
+/// The step loop over a queue of requests; its workers run each step in lockstep.
+caf::actor spawn_tp_group(caf::actor_system& sys, group_setup setup);
+
+/// Callbacks of a node process. `on_ready` runs once the node has joined and
+/// registered its actors; `on_exit` asks the process to end with that status.
+struct node_hooks {
+  std::function<void(const std::string&)> on_ready;
+  std::function<void(int, const std::string&)> on_exit;
+};
+
+/// Joins the cluster through `gate` with `token` as node `node`, then runs it.
+caf::actor spawn_node_agent(caf::actor_system& sys, runtime::gate_actor gate, std::string token, std::string node,
+                            node_hooks hooks);
+
+}  // namespace dls::actors

@@ -1,0 +1,82 @@
+#include "actors/processes.hpp"
+
+#include "actors/node_parts.hpp"
+#include "actors/spawn.hpp"
+#include "runtime/caf_setup.hpp"
+#include "runtime/log.hpp"
+#include "runtime/process.hpp"
+#include "runtime/stop_signal.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <iostream>
+#include <memory>
+#include <mutex>
+
+namespace dls::actors {
+
+namespace rt = dls::runtime;
+
+int run_head(const rt::cluster_config& cfg, const head_options& opts) {
+  rt::stop_signal stop;  // before any CAF thread exists, so they inherit the signal mask
+  caf::actor_system_config caf_cfg;
+  rt::configure_caf(caf_cfg, cfg.caf_args);
+  caf::actor_system sys{caf_cfg};
+  auto head = spawn_head(sys, cfg, [&stop] { stop.notify(0); });
+  auto port = sys.middleman().publish(head.gate, cfg.head_port, cfg.head_host.c_str(), true);
+  if (!port) {
+    std::cerr << "dilaserve: error: cannot listen on " << cfg.head_host << ":" << cfg.head_port << " ("
+              << sys.render(port.error()) << ")\n";
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  rt::log_line("head", "cluster '" + cfg.name + "' listening on " + cfg.head_host + ":" + std::to_string(*port) +
+                           " (config " + cfg.file + ")");
+  rt::signal_ready(opts.ready_fd, "port " + std::to_string(*port));
+  int code = stop.wait();
+  rt::log_line("head", "stopping");
+  sys.middleman().unpublish(head.gate, *port);
+  for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
+  head = {};
+  return code;
+}
+
+int run_node(const node_options& opts) {
+  rt::stop_signal stop;
+  caf::actor_system_config caf_cfg;
+  rt::configure_caf(caf_cfg, opts.caf_args);
+  caf::actor_system sys{caf_cfg};
+  auto where = opts.host + ":" + std::to_string(opts.port);
+  auto gate = sys.middleman().remote_actor<rt::gate_actor>(opts.host, static_cast<uint16_t>(opts.port));
+  if (!gate) {
+    std::cerr << "dilaserve: error: cannot reach the head at " << where << " (" << sys.render(gate.error()) << ")\n";
+    return 1;
+  }
+  auto failure = std::make_shared<std::string>();
+  auto failure_mu = std::make_shared<std::mutex>();
+  node_hooks hooks;
+  hooks.on_ready = [fd = opts.ready_fd](const std::string& line) { rt::signal_ready(fd, line); };
+  hooks.on_exit = [&stop, failure, failure_mu](int code, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lk(*failure_mu);
+      if (failure->empty()) *failure = why;
+    }
+    stop.notify(code);
+  };
+  auto agent = spawn_node_agent(sys, *gate, opts.token, opts.node, hooks);
+  int code = stop.wait();
+  if (code != 0) {
+    std::lock_guard<std::mutex> lk(*failure_mu);
+    std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << *failure << "\n";
+  }
+  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  agent = nullptr;
+  return code;
+}
+
+}  // namespace dls::actors

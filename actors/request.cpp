@@ -1,0 +1,202 @@
+// One actor per request, living at the head so it survives any node. It owns the
+// lifecycle, the deadline, the last canvas snapshot (taken at a refresh boundary) and
+// the answer to the client; it streams finished blocks as they arrive.
+#include "actors/spawn.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+
+namespace dls::actors {
+
+namespace rt = dls::runtime;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct request_state {
+  uint64_t id = 0;
+  uint64_t dir_id = 0;
+  rt::submit_spec spec;
+  double threshold = 0;
+  int32_t gen_length = 0;
+  caf::actor core;
+  caf::actor supervisor;
+  clock_type::time_point arrival;
+  uint32_t epoch = 0;
+  std::vector<char> canvas;  // last snapshot; empty until the first refresh boundary
+  int32_t steps = 0;
+  int32_t tokens = 0;
+  int32_t streamed_blocks = 0;
+  int32_t moves = 0;
+  std::string status = "QUEUED";
+  std::string node;
+  std::string group;
+  bool done = false;
+  rt::answer result;
+  std::vector<caf::response_promise> waiting;
+  static inline const char* name = "dls.request";
+};
+
+using req_ptr = caf::stateful_actor<request_state>*;
+
+double elapsed_ms(const request_state& st) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - st.arrival).count();
+}
+
+std::string details(const request_state& st) {
+  json j{{"status", st.status}, {"tau", st.threshold},     {"tokens", st.tokens},
+         {"gen_length", st.gen_length}, {"steps", st.steps}, {"node", st.node},
+         {"group", st.group}, {"moves", st.moves}};
+  if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
+  return j.dump();
+}
+
+void publish(req_ptr self) {
+  if (self->state.dir_id == 0) return;
+  auto state = self->state.done ? "DEAD" : "ALIVE";
+  self->send(self->state.core, rt::detail_atom::value, self->state.dir_id, std::string(state), details(self->state));
+}
+
+rt::work_item make_item(req_ptr self) {
+  auto& st = self->state;
+  rt::work_item w;
+  w.request_id = st.id;
+  w.epoch = st.epoch;
+  w.request = caf::actor_cast<caf::actor>(self);
+  w.prompt = st.spec.prompt;
+  w.threshold = st.threshold;
+  w.gen_length = st.gen_length;
+  w.canvas = st.canvas;
+  return w;
+}
+
+void finish(req_ptr self, rt::answer a) {
+  auto& st = self->state;
+  if (st.done) return;
+  st.done = true;
+  a.request_id = st.id;
+  a.latency_ms = elapsed_ms(st);
+  a.threshold = st.threshold;
+  a.moves = st.moves;
+  a.tag = st.spec.tag;
+  a.slo_met = st.spec.slo_ms <= 0 || a.latency_ms <= st.spec.slo_ms;
+  st.status = a.ok ? "FINISHED" : "FAILED";
+  st.result = a;
+  for (auto& rp : st.waiting) rp.deliver(a);
+  st.waiting.clear();
+  publish(self);
+  self->send(st.supervisor, rt::finished_atom::value, st.id);
+  self->quit();
+}
+
+caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
+                      caf::actor core, caf::actor supervisor) {
+  auto& st = self->state;
+  st.id = id;
+  st.arrival = clock_type::now();
+  st.threshold = spec.threshold >= 0 ? spec.threshold : defaults.threshold;
+  st.gen_length = spec.gen_length > 0 ? spec.gen_length : defaults.gen_length;
+  st.spec = std::move(spec);
+  st.core = std::move(core);
+  st.supervisor = std::move(supervisor);
+  rt::actor_info row{0, "request", "request-" + std::to_string(id), "head", static_cast<int32_t>(::getpid()),
+                     "ALIVE", 0, details(st)};
+  self->request(st.core, std::chrono::seconds(10), rt::register_atom::value, row)
+      .then([=](uint64_t dir_id) {
+        self->state.dir_id = dir_id;
+        publish(self);
+      });
+  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+  return {
+      [=](rt::await_atom) {
+        auto rp = self->make_response_promise();
+        if (self->state.done)
+          rp.deliver(self->state.result);
+        else
+          self->state.waiting.push_back(rp);
+        return rp;
+      },
+      [=](rt::placed_atom, uint32_t epoch, const std::string& node, const std::string& group) {
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        if (!st.group.empty() && st.group != group) ++st.moves;
+        st.node = node;
+        st.group = group;
+        st.status = "RUNNING";
+        self->send(st.supervisor, rt::placed_atom::value, st.id, group);
+        publish(self);
+      },
+      [=](rt::snapshot_atom, uint32_t epoch, std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        st.canvas = std::move(canvas);
+        st.steps = steps;
+        st.tokens = tokens;
+        publish(self);
+      },
+      [=](rt::block_atom, uint32_t epoch, rt::block_chunk& chunk) {
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        // After a re-placement, blocks that were already streamed come again; skip them.
+        if (chunk.block < st.streamed_blocks) return;
+        st.streamed_blocks = chunk.block + 1;
+        chunk.request_id = st.id;
+        chunk.tag = st.spec.tag;
+        if (st.spec.stream && st.spec.client) self->send(st.spec.client, chunk);
+      },
+      [=](rt::finished_atom, uint32_t epoch, rt::run_result& r) {
+        auto& st = self->state;
+        if (epoch != st.epoch) return;
+        st.steps = r.steps;
+        st.tokens = r.tokens;
+        st.node = r.node;
+        st.group = r.group;
+        rt::answer a;
+        a.ok = true;
+        a.text = std::move(r.text);
+        a.steps = r.steps;
+        a.tokens = r.tokens;
+        a.node = r.node;
+        a.group = r.group;
+        finish(self, std::move(a));
+      },
+      [=](rt::failed_atom, uint32_t epoch, const std::string& error) {
+        if (epoch != self->state.epoch) return;
+        rt::answer a;
+        a.error = error;
+        a.node = self->state.node;
+        a.group = self->state.group;
+        finish(self, std::move(a));
+      },
+      // Its group's node died: resume elsewhere from the last snapshot. Messages the
+      // old group may still send carry the old epoch and are ignored.
+      [=](rt::replace_atom) {
+        auto& st = self->state;
+        if (st.done) return;
+        ++st.epoch;
+        ++st.moves;
+        st.status = "REPLACING";
+        st.group.clear();
+        rt::log_line("request-" + std::to_string(st.id),
+                     "re-placing from " + (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
+                                                             : "a canvas at step " + std::to_string(st.steps)));
+        publish(self);
+        self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
+                         caf::actor core, caf::actor supervisor) {
+  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor));
+}
+
+}  // namespace dls::actors

@@ -1,0 +1,179 @@
+// The supervisor: admission and placement of requests on the TP group with the least
+// queued work, and re-placement when a node dies. It is never on the per-step path:
+// groups report load only when their queue changes.
+#include "actors/spawn.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include <deque>
+#include <set>
+#include <limits>
+#include <map>
+
+namespace dls::actors {
+
+namespace rt = dls::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+struct group_slot {
+  rt::group_info info;
+  double work = 0;  // remaining answer tokens queued on it
+  int queued = 0;
+  bool draining = false;
+};
+
+struct supervisor_state {
+  caf::actor core;
+  rt::engine_defaults defaults;
+  std::map<std::string, group_slot> groups;            // by group name
+  std::map<uint64_t, std::pair<caf::actor, std::string>> requests;  // id -> (actor, group)
+  std::deque<rt::work_item> pending;                   // accepted, waiting for a group
+  uint64_t next_id = 1;
+  static inline const char* name = "dls.supervisor";
+};
+
+using sup_ptr = caf::stateful_actor<supervisor_state>*;
+
+void place(sup_ptr self, rt::work_item item);
+
+// A TP group of degree k drains its queue about k times faster, so queued work is
+// compared per device.
+group_slot* least_loaded(supervisor_state& st) {
+  group_slot* best = nullptr;
+  double best_cost = std::numeric_limits<double>::max();
+  for (auto& [name, g] : st.groups) {
+    if (g.draining) continue;
+    double cost = g.work / static_cast<double>(std::max(1, g.info.degree));
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = &g;
+    }
+  }
+  return best;
+}
+
+void flush_pending(sup_ptr self) {
+  auto items = std::move(self->state.pending);
+  self->state.pending.clear();
+  for (auto& item : items) place(self, std::move(item));
+}
+
+void place(sup_ptr self, rt::work_item item) {
+  auto& st = self->state;
+  auto* g = least_loaded(st);
+  if (!g) {
+    st.pending.push_back(std::move(item));
+    return;
+  }
+  auto remaining = static_cast<double>(item.gen_length);
+  g->work += remaining;
+  g->queued += 1;
+  st.requests[item.request_id].second = g->info.name;
+  auto group_name = g->info.name;
+  auto id = item.request_id;
+  auto copy = item;
+  self->request(g->info.handle, std::chrono::seconds(60), rt::enqueue_atom::value, std::move(item))
+      .then([](bool) { /* admitted; the group tells the request actor */ },
+            [=](caf::error& e) {
+              auto it = self->state.requests.find(id);
+              if (it == self->state.requests.end() || it->second.second != group_name) return;
+              // The group vanished (node lost or regrouped) before admitting it:
+              // place it again rather than lose it.
+              rt::log_line("supervisor", "group " + group_name + " did not admit request " +
+                                             std::to_string(id) + " (" + to_string(e) + "); placing again");
+              self->state.groups.erase(group_name);
+              place(self, copy);
+            });
+}
+
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults) {
+  self->state.core = std::move(core);
+  self->state.defaults = defaults;
+  self->set_exit_handler([=](caf::exit_msg& m) {
+    // Request actors are only referenced from here; take them down with us so the
+    // actor system can shut down.
+    for (auto& [id, r] : self->state.requests)
+      if (r.first) self->send_exit(r.first, m.reason);
+    self->state.requests.clear();
+    self->quit(m.reason);
+  });
+  return {
+      [=](rt::submit_atom, rt::submit_spec& spec) {
+        auto id = self->state.next_id++;
+        auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
+                                 caf::actor_cast<caf::actor>(self));
+        self->state.requests[id] = {req, ""};
+        // The request actor answers the client itself, at the very end.
+        return self->delegate(req, rt::await_atom::value);
+      },
+      [=](rt::enqueue_atom, rt::work_item& item) {
+        self->state.requests[item.request_id].first = item.request;
+        place(self, std::move(item));
+      },
+      [=](rt::placed_atom, uint64_t id, const std::string& group) {
+        auto it = self->state.requests.find(id);
+        if (it != self->state.requests.end()) it->second.second = group;
+      },
+      [=](rt::finished_atom, uint64_t id) { self->state.requests.erase(id); },
+      [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
+        auto it = self->state.groups.find(group);
+        if (it == self->state.groups.end()) return;
+        it->second.work = work;
+        it->second.queued = queued;
+        json details{{"degree", it->second.info.degree}, {"devices", it->second.info.devices}, {"queue", queued},
+                     {"queued_tokens", work}};
+        if (auto s = json::parse(stats, nullptr, false); s.is_object()) details.update(s);
+        self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
+      },
+      [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
+        auto& st = self->state;
+        for (auto it = st.groups.begin(); it != st.groups.end();)
+          it = it->second.info.node == node ? st.groups.erase(it) : std::next(it);
+        for (auto& g : groups) {
+          group_slot slot;
+          slot.info = g;
+          st.groups[g.name] = slot;
+        }
+        rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
+        flush_pending(self);
+      },
+      [=](rt::drain_atom, const std::string& node) -> bool {
+        for (auto& [name, g] : self->state.groups)
+          if (g.info.node == node) g.draining = true;
+        return true;
+      },
+      [=](rt::node_dead_atom, const std::string& node) {
+        auto& st = self->state;
+        std::set<std::string> lost;
+        for (auto it = st.groups.begin(); it != st.groups.end();) {
+          if (it->second.info.node == node) {
+            lost.insert(it->first);
+            it = st.groups.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        int moved = 0;
+        for (auto& [id, r] : st.requests)
+          if (lost.count(r.second) && r.first) {
+            self->send(r.first, rt::replace_atom::value);
+            r.second.clear();
+            ++moved;
+          }
+        rt::log_line("supervisor", "node '" + node + "' lost " + std::to_string(lost.size()) + " groups; re-placing " +
+                                       std::to_string(moved) + " requests from their last canvas");
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults) {
+  return sys.spawn(supervisor, std::move(core), defaults);
+}
+
+}  // namespace dls::actors

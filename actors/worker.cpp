@@ -1,0 +1,129 @@
+// A worker owns one device slot: its thread (a detached actor), its engine shard and
+// the KV cache memory of every request it holds. Weights are shared read-only by all
+// workers of the process, so regrouping never moves weights.
+#include "actors/node_parts.hpp"
+#include "actors/local_messages.hpp"
+#include "gpu/canvas.hpp"
+#include "gpu/cpu_backend.hpp"
+#include "runtime/log.hpp"
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+
+namespace dls::actors {
+
+namespace rt = dls::runtime;
+
+namespace {
+
+struct worker_state {
+  std::shared_ptr<const gpu::model> model;
+  std::string who;
+  int rank = 0;
+  int world = 1;
+  std::shared_ptr<gpu::shm_allreduce_group> group;
+  std::unique_ptr<gpu::allreduce> endpoint;
+  std::unique_ptr<gpu::engine> engine;
+  std::map<uint64_t, gpu::request_slot> slots;
+  static inline const char* name = "dls.worker";
+};
+
+using worker_ptr = caf::stateful_actor<worker_state>*;
+
+step_result run_step(worker_state& st, const step_order& order) {
+  step_result out;
+  std::vector<gpu::request_slot*> batch;
+  for (auto id : order.ids) {
+    auto it = st.slots.find(id);
+    if (it == st.slots.end()) {
+      out.error = st.who + ": request " + std::to_string(id) + " is not on this worker";
+      return out;
+    }
+    batch.push_back(&it->second);
+  }
+  if (!st.engine) {
+    out.error = st.who + ": not configured";
+    return out;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<gpu::step_report> reports;
+  try {
+    reports = st.engine->step(batch);
+  } catch (const std::exception& e) {
+    out.error = st.who + ": step failed: " + e.what();
+    return out;
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (st.rank != 0) return out;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& c = batch[i]->c;
+    step_outcome o;
+    o.id = order.ids[i];
+    o.report = reports[i];
+    o.boundary = c.at_refresh_boundary();
+    o.block = c.block;
+    o.steps = c.steps;
+    o.committed = c.committed;
+    if (o.boundary || c.finished) o.canvas = c.to_bytes();
+    if (c.finished || (c.step_in_block == 0 && reports[i].committed > 0)) o.answer = c.answer();
+    out.outcomes.push_back(std::move(o));
+  }
+  return out;
+}
+
+caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, std::string who) {
+  self->state.model = std::move(model);
+  self->state.who = std::move(who);
+  // A throwing handler would otherwise end the worker silently; say why in the log.
+  self->set_exception_handler([=](std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      rt::log_line(self->state.who, std::string("fatal: ") + e.what());
+    }
+    return caf::make_error(caf::sec::runtime_error);
+  });
+  return {
+      [=](configure_atom, const shard_setup& s) {
+        auto& st = self->state;
+        st.slots.clear();
+        st.engine.reset();
+        st.endpoint.reset();
+        st.rank = s.rank;
+        st.world = s.world;
+        st.group = s.group;
+        st.endpoint = s.group->endpoint(s.rank);
+        st.engine = std::make_unique<gpu::engine>(
+            gpu::make_cpu_backend(st.model, {s.rank, s.world}, s.world > 1 ? st.endpoint.get() : nullptr));
+      },
+      [=](admit_atom, uint64_t id, const std::string& bytes) {
+        auto& st = self->state;
+        // The group validated the canvas before admitting it anywhere.
+        st.slots.insert_or_assign(id, st.engine->admit(gpu::canvas::from_bytes(bytes)));
+      },
+      [=](step_atom, const step_order& order) -> step_result { return run_step(self->state, order); },
+      [=](drop_atom, const step_order& order) {
+        for (auto id : order.ids) self->state.slots.erase(id);
+      },
+      [=](evict_atom, const step_order& order) -> canvas_bundle {
+        canvas_bundle out;
+        for (auto id : order.ids) {
+          auto it = self->state.slots.find(id);
+          if (it == self->state.slots.end()) continue;
+          out.canvases.emplace_back(id, it->second.c.to_bytes());
+          self->state.slots.erase(it);
+        }
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const gpu::model> model, std::string who) {
+  return sys.spawn<caf::detached>(worker, std::move(model), std::move(who));
+}
+
+}  // namespace dls::actors

@@ -1,0 +1,329 @@
+#include "runtime/cluster_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace dls::runtime {
+
+namespace {
+
+// Every check throws with the position of the offending YAML node, so the user can
+// jump straight to it.
+class checker {
+ public:
+  explicit checker(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Mark& m, const std::string& what) const {
+    std::ostringstream os;
+    os << file_;
+    if (!m.is_null()) os << ':' << m.line + 1 << ':' << m.column + 1;
+    os << ": error: " << what;
+    throw config_error(os.str());
+  }
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& what) const {
+    fail(n.Mark(), what);
+  }
+
+  void expect_map(const YAML::Node& n, const std::string& ctx) const {
+    if (!n.IsMap()) fail(n, ctx + " must be a mapping");
+  }
+
+  // Rejects unknown and duplicate keys; yaml-cpp keeps duplicates during iteration.
+  void check_keys(const YAML::Node& map, const std::set<std::string>& allowed,
+                  const std::string& ctx) const {
+    expect_map(map, ctx);
+    std::set<std::string> seen;
+    for (const auto& kv : map) {
+      if (!kv.first.IsScalar()) fail(kv.first, "keys in " + ctx + " must be plain names");
+      auto key = kv.first.Scalar();
+      if (!allowed.count(key)) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        fail(kv.first, "unknown key '" + key + "' in " + ctx + " (allowed: " + list + ")");
+      }
+      if (!seen.insert(key).second) fail(kv.first, "duplicate key '" + key + "' in " + ctx);
+    }
+  }
+
+  YAML::Node require(const YAML::Node& map, const std::string& key, const std::string& ctx) const {
+    auto v = map[key];
+    if (!v) fail(map, "missing field '" + key + "' in " + ctx);
+    return v;
+  }
+
+  std::string str(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsScalar()) fail(n, what + " must be a string");
+    return n.Scalar();
+  }
+
+  long long integer(const YAML::Node& n, const std::string& what, long long lo,
+                    long long hi) const {
+    if (!n.IsScalar()) fail(n, what + " must be an integer");
+    long long v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stoll(n.Scalar(), &used);
+      if (used != n.Scalar().size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      fail(n, what + " must be an integer, got '" + n.Scalar() + "'");
+    }
+    if (v < lo || v > hi)
+      fail(n, what + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                  "], got " + std::to_string(v));
+    return v;
+  }
+
+  double real(const YAML::Node& n, const std::string& what, double lo, double hi) const {
+    if (!n.IsScalar()) fail(n, what + " must be a number");
+    double v = 0;
+    try {
+      std::size_t used = 0;
+      v = std::stod(n.Scalar(), &used);
+      if (used != n.Scalar().size()) throw std::invalid_argument("trailing");
+    } catch (const std::exception&) {
+      fail(n, what + " must be a number, got '" + n.Scalar() + "'");
+    }
+    if (!(v >= lo && v <= hi)) {
+      std::ostringstream os;
+      os << what << " must be in [" << lo << ", " << hi << "], got " << n.Scalar();
+      fail(n, os.str());
+    }
+    return v;
+  }
+
+  std::string one_of(const YAML::Node& n, const std::string& what,
+                     const std::set<std::string>& choices) const {
+    auto v = str(n, what);
+    if (!choices.count(v)) {
+      std::string list;
+      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+      fail(n, what + " must be one of " + list + ", got '" + v + "'");
+    }
+    return v;
+  }
+
+  std::vector<int> int_list(const YAML::Node& n, const std::string& what, int lo, int hi) const {
+    if (!n.IsSequence()) fail(n, what + " must be a list of integers, e.g. [2] or [1, 1]");
+    std::vector<int> out;
+    for (const auto& e : n) out.push_back(static_cast<int>(integer(e, what + " entries", lo, hi)));
+    return out;
+  }
+
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+};
+
+std::string resolve(const std::string& p, const std::string& base_dir) {
+  if (p.empty()) return p;
+  fs::path path = p;
+  if (p.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    path = fs::path(home ? home : "/") / p.substr(2);
+  } else if (path.is_relative()) {
+    path = fs::path(base_dir) / path;
+  }
+  return fs::weakly_canonical(path).string();
+}
+
+// CAF's own parser knows each option's type, so the YAML tree is flattened into
+// command-line style arguments ("--scheduler.max-threads=2") and handed to it.
+void flatten_caf(const checker& c, const YAML::Node& n, const std::string& prefix,
+                 std::vector<std::string>& out) {
+  c.expect_map(n, prefix.empty() ? "caf" : "caf." + prefix);
+  for (const auto& kv : n) {
+    auto key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (kv.second.IsMap()) {
+      flatten_caf(c, kv.second, key, out);
+    } else if (kv.second.IsScalar()) {
+      out.push_back("--" + key + "=" + kv.second.Scalar());
+    } else if (kv.second.IsSequence()) {
+      std::string list;
+      for (const auto& e : kv.second) list += (list.empty() ? "" : ",") + c.str(e, "caf." + key);
+      out.push_back("--" + key + "=[" + list + "]");
+    } else {
+      c.fail(kv.second, "caf." + key + " has no value");
+    }
+  }
+}
+
+device_spec parse_devices(const checker& c, const YAML::Node& n, const std::string& ctx) {
+  c.check_keys(n, {"kind", "count", "ids"}, ctx);
+  device_spec d;
+  d.kind = c.one_of(c.require(n, "kind", ctx), ctx + ".kind", {"cpu", "cuda"});
+  if (d.kind == "cpu") {
+    if (n["ids"]) c.fail(n["ids"], ctx + ": 'ids' is only for kind cuda; use 'count'");
+    d.count = static_cast<int>(c.integer(c.require(n, "count", ctx), ctx + ".count", 1, 1024));
+  } else {
+    if (n["count"]) c.fail(n["count"], ctx + ": 'count' is only for kind cpu; use 'ids'");
+    d.ids = c.int_list(c.require(n, "ids", ctx), ctx + ".ids", 0, 1023);
+    if (d.ids.empty()) c.fail(n["ids"], ctx + ".ids must not be empty");
+    std::set<int> uniq(d.ids.begin(), d.ids.end());
+    if (uniq.size() != d.ids.size()) c.fail(n["ids"], ctx + ".ids lists a device twice");
+  }
+  return d;
+}
+
+node_config parse_node(const checker& c, const YAML::Node& n, std::size_t index) {
+  auto ctx = "nodes[" + std::to_string(index) + "]";
+  c.check_keys(n, {"name", "host", "port", "devices", "groups"}, ctx);
+  node_config node;
+  node.name = c.str(c.require(n, "name", ctx), ctx + ".name");
+  if (node.name.empty() || node.name.find_first_of(" /:\t") != std::string::npos)
+    c.fail(n["name"], ctx + ".name must be non-empty without spaces, '/' or ':'");
+  ctx = "node '" + node.name + "'";
+  if (n["host"]) node.host = c.str(n["host"], ctx + " host");
+  if (n["port"]) node.port = static_cast<uint16_t>(c.integer(n["port"], ctx + " port", 0, 65535));
+  auto devs = c.require(n, "devices", ctx);
+  node.devices = parse_devices(c, devs, ctx + " devices");
+  if (n["groups"]) {
+    node.groups = c.int_list(n["groups"], ctx + " groups", 1, 1024);
+    int used = 0;
+    for (int g : node.groups) used += g;
+    if (used > node.devices.slots())
+      c.fail(n["groups"], ctx + " groups use " + std::to_string(used) + " devices but the node has " +
+                              std::to_string(node.devices.slots()));
+  } else {
+    node.groups.assign(static_cast<std::size_t>(node.devices.slots()), 1);
+  }
+  return node;
+}
+
+engine_defaults parse_engine(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"gen_length", "block_length", "commit", "threshold", "cache", "refresh_interval",
+                   "temperature", "seed", "max_batch"},
+               "engine");
+  engine_defaults e;
+  if (n["gen_length"]) e.gen_length = static_cast<int>(c.integer(n["gen_length"], "engine.gen_length", 1, 8192));
+  if (n["block_length"])
+    e.block_length = static_cast<int>(c.integer(n["block_length"], "engine.block_length", 1, 8192));
+  if (e.gen_length % e.block_length != 0)
+    c.fail(n["block_length"] ? n["block_length"] : n,
+           "engine.gen_length (" + std::to_string(e.gen_length) + ") must be a multiple of block_length (" +
+               std::to_string(e.block_length) + ")");
+  if (n["commit"]) e.commit = c.one_of(n["commit"], "engine.commit", {"quota", "threshold", "factor"});
+  if (n["threshold"]) e.threshold = c.real(n["threshold"], "engine.threshold", 0.0, 1.0);
+  if (n["cache"]) e.cache = c.one_of(n["cache"], "engine.cache", {"none", "prefix", "dual"});
+  if (n["refresh_interval"])
+    e.refresh_interval = static_cast<int>(c.integer(n["refresh_interval"], "engine.refresh_interval", 1, 1 << 20));
+  if (n["temperature"]) e.temperature = c.real(n["temperature"], "engine.temperature", 0.0, 100.0);
+  if (n["seed"])
+    e.seed = static_cast<uint64_t>(c.integer(n["seed"], "engine.seed", 0, std::numeric_limits<long long>::max()));
+  if (n["max_batch"]) e.max_batch = static_cast<int>(c.integer(n["max_batch"], "engine.max_batch", 1, 4096));
+  return e;
+}
+
+std::string read_token_file(const checker& c, const YAML::Node& at, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) c.fail(at, "cannot read token file '" + path + "'");
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) c.fail(at, "token file '" + path + "' is empty");
+  return token;
+}
+
+}  // namespace
+
+const node_config* cluster_config::find_node(const std::string& node_name) const {
+  for (const auto& n : nodes)
+    if (n.name == node_name) return &n;
+  return nullptr;
+}
+
+cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
+                                    const std::string& base_dir) {
+  checker c(file_label);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    c.fail(e.mark, e.msg);
+  }
+  if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
+  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "launch", "caf"},
+               "the top level");
+  cluster_config cfg;
+  cfg.file = file_label;
+  cfg.name = c.str(c.require(root, "name", "the top level"), "name");
+
+  auto auth = c.require(root, "auth", "the top level");
+  c.check_keys(auth, {"token", "token_file"}, "auth");
+  if (auth["token"] && auth["token_file"]) c.fail(auth, "auth: give either 'token' or 'token_file', not both");
+  if (auth["token"]) {
+    cfg.token = c.str(auth["token"], "auth.token");
+    if (cfg.token.size() < 8) c.fail(auth["token"], "auth.token must have at least 8 characters");
+  } else if (auth["token_file"]) {
+    cfg.token_file = resolve(c.str(auth["token_file"], "auth.token_file"), base_dir);
+    cfg.token = read_token_file(c, auth["token_file"], cfg.token_file);
+  } else {
+    c.fail(auth, "auth needs 'token' or 'token_file'");
+  }
+
+  auto head = c.require(root, "head", "the top level");
+  c.check_keys(head, {"host", "port"}, "head");
+  cfg.head_host = c.str(c.require(head, "host", "head"), "head.host");
+  cfg.head_port = static_cast<uint16_t>(c.integer(c.require(head, "port", "head"), "head.port", 0, 65535));
+
+  if (auto hb = root["heartbeat"]) {
+    c.check_keys(hb, {"interval_ms", "dead_after_ms"}, "heartbeat");
+    if (hb["interval_ms"])
+      cfg.heartbeat_interval_ms = static_cast<int>(c.integer(hb["interval_ms"], "heartbeat.interval_ms", 10, 60000));
+    if (hb["dead_after_ms"])
+      cfg.dead_after_ms = static_cast<int>(c.integer(hb["dead_after_ms"], "heartbeat.dead_after_ms", 50, 600000));
+    if (cfg.dead_after_ms < 2 * cfg.heartbeat_interval_ms)
+      c.fail(hb, "heartbeat.dead_after_ms must be at least twice interval_ms");
+  }
+
+  auto nodes = c.require(root, "nodes", "the top level");
+  if (!nodes.IsSequence() || nodes.size() == 0) c.fail(nodes, "nodes must be a non-empty list");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    auto node = parse_node(c, nodes[i], i);
+    if (!names.insert(node.name).second) c.fail(nodes[i]["name"], "duplicate node name '" + node.name + "'");
+    cfg.nodes.push_back(std::move(node));
+  }
+
+  auto model = c.require(root, "model", "the top level");
+  c.check_keys(model, {"path"}, "model");
+  cfg.model_path = resolve(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
+
+  if (auto eng = root["engine"]) cfg.engine = parse_engine(c, eng);
+
+  if (auto launch = root["launch"]) {
+    c.check_keys(launch, {"command"}, "launch");
+    cfg.launch_command = c.str(c.require(launch, "command", "launch"), "launch.command");
+    if (cfg.launch_command.find("{command}") == std::string::npos)
+      c.fail(launch["command"], "launch.command must contain {command}");
+  }
+
+  if (auto caf = root["caf"]) flatten_caf(c, caf, "", cfg.caf_args);
+  return cfg;
+}
+
+cluster_config load_cluster_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw config_error(path + ": error: cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto base = fs::absolute(fs::path(path)).parent_path().string();
+  return parse_cluster_config(ss.str(), path, base);
+}
+
+bool is_local_host(const std::string& host) {
+  if (host == "127.0.0.1" || host == "localhost" || host == "::1") return true;
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 && host == name;
+}
+
+}  // namespace dls::runtime

@@ -1,0 +1,78 @@
+#pragma once
+// The cluster as described by one YAML file (schema: docs/config.md).
+// Parsing validates everything up front so that a bad file fails with one line that
+// names the file, line, column and problem, instead of failing later inside a process.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dls::runtime {
+
+/// A configuration problem, already formatted as "FILE:LINE:COL: error: PROBLEM".
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The devices of one node: `cpu` core slots, or `cuda` device ids.
+struct device_spec {
+  std::string kind = "cpu";
+  int count = 0;             // cpu: number of core slots
+  std::vector<int> ids;      // cuda: device ids
+  int slots() const { return kind == "cpu" ? count : static_cast<int>(ids.size()); }
+};
+
+struct node_config {
+  std::string name;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: the node picks a free port when it starts
+  device_spec devices;
+  std::vector<int> groups;  // initial TP degrees, e.g. {2} or {1, 1}
+};
+
+/// Decoding defaults that a request may override (τ per request).
+struct engine_defaults {
+  int gen_length = 32;
+  int block_length = 8;
+  std::string commit = "threshold";  // quota | threshold | factor
+  double threshold = 0.9;            // τ
+  std::string cache = "dual";        // none | prefix | dual
+  int refresh_interval = 4;
+  double temperature = 0.0;
+  uint64_t seed = 0;
+  int max_batch = 8;  // requests per group step
+};
+
+struct cluster_config {
+  std::string file;  // where it was loaded from (for messages)
+  std::string name;
+  std::string token;  // resolved from `auth.token` or `auth.token_file`
+  std::string token_file;
+  std::string head_host = "127.0.0.1";
+  uint16_t head_port = 0;
+  int heartbeat_interval_ms = 500;
+  int dead_after_ms = 3000;
+  std::vector<node_config> nodes;
+  std::string model_path;  // absolute
+  engine_defaults engine;
+  /// How `up` starts a process on a host other than localhost; {host} and {command}
+  /// are substituted.
+  std::string launch_command = "ssh {host} {command}";
+  std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
+
+  const node_config* find_node(const std::string& node_name) const;
+};
+
+/// Loads and validates `path`; throws config_error with a one-line message.
+cluster_config load_cluster_config(const std::string& path);
+
+/// Same, from text (for tests); `file_label` names it in errors, relative paths in
+/// the text resolve against `base_dir`.
+cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
+                                    const std::string& base_dir);
+
+/// True when `host` names this machine (only those are launched without the template).
+bool is_local_host(const std::string& host);
+
+}  // namespace dls::runtime

@@ -1,0 +1,272 @@
+#pragma once
+// The public face of a DiLaServe cluster for CAF programs: message types, atoms and
+// the typed handles of the two published endpoints (docs/embedding.md).
+//
+// Every process of a cluster, and every embedding program, must call
+// add_message_types(cfg) so that all nodes agree on the type names on the wire.
+#include "runtime/cluster_config.hpp"
+
+#include <caf/actor.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/atom.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dls::runtime {
+
+// -- atoms (at most 10 characters; names chosen not to collide with caf::*_atom) ------
+
+using node_join_atom = caf::atom_constant<caf::atom("node_join")>;
+using client_atom = caf::atom_constant<caf::atom("client")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using status_atom = caf::atom_constant<caf::atom("status")>;
+using actors_atom = caf::atom_constant<caf::atom("actors")>;
+using submit_atom = caf::atom_constant<caf::atom("submit")>;
+using regroup_atom = caf::atom_constant<caf::atom("regroup")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using await_atom = caf::atom_constant<caf::atom("await")>;
+using register_atom = caf::atom_constant<caf::atom("register")>;
+using placed_atom = caf::atom_constant<caf::atom("placed")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using block_atom = caf::atom_constant<caf::atom("block")>;
+using finished_atom = caf::atom_constant<caf::atom("finished")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;
+using load_atom = caf::atom_constant<caf::atom("load")>;
+using enqueue_atom = caf::atom_constant<caf::atom("enqueue")>;
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+using node_dead_atom = caf::atom_constant<caf::atom("node_dead")>;
+using groups_atom = caf::atom_constant<caf::atom("groups")>;
+using replace_atom = caf::atom_constant<caf::atom("replace")>;
+using detail_atom = caf::atom_constant<caf::atom("detail")>;
+using check_atom = caf::atom_constant<caf::atom("check")>;
+using bench_atom = caf::atom_constant<caf::atom("bench")>;
+
+// -- configuration on the wire ---------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_spec& x) {
+  return f(caf::meta::type_name("dls_device_spec"), x.kind, x.count, x.ids);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_config& x) {
+  return f(caf::meta::type_name("dls_node_config"), x.name, x.host, x.port, x.devices, x.groups);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
+  return f(caf::meta::type_name("dls_engine_defaults"), x.gen_length, x.block_length, x.commit,
+           x.threshold, x.cache, x.refresh_interval, x.temperature, x.seed, x.max_batch);
+}
+
+// -- membership ------------------------------------------------------------------------
+
+/// A node asking to join; `agent` is only used by the head after the token matched.
+struct node_hello {
+  std::string token;
+  std::string node;
+  std::string host;
+  int32_t pid = 0;
+  uint16_t port = 0;  // where the node published its agent
+  caf::actor agent;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
+  return f(caf::meta::type_name("dls_node_hello"), x.token, x.node, x.host, x.pid, x.port, x.agent);
+}
+
+/// The head's answer to a join: either an error, or everything the node needs.
+struct join_reply {
+  bool ok = false;
+  std::string error;
+  std::string cluster;
+  node_config node;
+  engine_defaults engine;
+  std::string model_path;
+  int32_t heartbeat_interval_ms = 500;
+  caf::actor head;
+  caf::actor supervisor;  // groups report their queued work here
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
+  return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
+           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor);
+}
+
+// -- directory -------------------------------------------------------------------------
+
+/// One row of the actor directory (like `ray list actors`).
+struct actor_info {
+  uint64_t id = 0;
+  std::string kind;   // request | worker | tp_group | supervisor | reconfigurer | node | head
+  std::string name;
+  std::string node;
+  int32_t pid = 0;
+  std::string state;  // ALIVE | DEAD | RESTARTING
+  uint32_t restarts = 0;
+  std::string details;  // a JSON object with per-kind fields
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_info& x) {
+  return f(caf::meta::type_name("dls_actor_info"), x.id, x.kind, x.name, x.node, x.pid, x.state,
+           x.restarts, x.details);
+}
+
+/// A TP group as the supervisor sees it.
+struct group_info {
+  uint64_t id = 0;
+  std::string name;
+  std::string node;
+  int32_t degree = 1;
+  std::vector<int32_t> devices;
+  caf::actor handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_info& x) {
+  return f(caf::meta::type_name("dls_group_info"), x.id, x.name, x.node, x.degree, x.devices,
+           x.handle);
+}
+
+// -- requests --------------------------------------------------------------------------
+
+/// What a client submits. Zero or negative fields mean "cluster default".
+struct submit_spec {
+  std::string prompt;
+  double threshold = -1;  // τ, fixed for the request's lifetime in this issue
+  int32_t slo_ms = 0;
+  int32_t gen_length = 0;
+  bool stream = false;
+  caf::actor client;  // receives block_chunk messages when stream is set
+  uint64_t tag = 0;   // echoed in the answer, so a client can match many answers
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
+  return f(caf::meta::type_name("dls_submit_spec"), x.prompt, x.threshold, x.slo_ms, x.gen_length,
+           x.stream, x.client, x.tag);
+}
+
+/// A finished block of an answer, streamed to the client as soon as it is final.
+struct block_chunk {
+  uint64_t request_id = 0;
+  uint64_t tag = 0;
+  int32_t block = 0;
+  std::string text;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, block_chunk& x) {
+  return f(caf::meta::type_name("dls_block_chunk"), x.request_id, x.tag, x.block, x.text);
+}
+
+/// The end of every accepted request: an answer, or an explicit error.
+struct answer {
+  uint64_t request_id = 0;
+  bool ok = false;
+  std::string error;
+  std::string text;
+  double latency_ms = 0;
+  int32_t steps = 0;
+  int32_t tokens = 0;
+  double threshold = 0;
+  bool slo_met = true;
+  std::string node;   // where it finished
+  std::string group;
+  int32_t moves = 0;  // migrations and re-placements it went through
+  uint64_t tag = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, answer& x) {
+  return f(caf::meta::type_name("dls_answer"), x.request_id, x.ok, x.error, x.text, x.latency_ms,
+           x.steps, x.tokens, x.threshold, x.slo_met, x.node, x.group, x.moves, x.tag);
+}
+
+/// A request on its way to a group: fresh (empty canvas) or resumed from a canvas
+/// taken at a refresh boundary. `epoch` lets the request actor drop late messages
+/// from a group it has since left.
+struct work_item {
+  uint64_t request_id = 0;
+  uint32_t epoch = 0;
+  caf::actor request;
+  std::string prompt;
+  double threshold = 0;
+  int32_t gen_length = 0;
+  std::vector<char> canvas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, work_item& x) {
+  return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
+           x.threshold, x.gen_length, x.canvas);
+}
+
+/// Progress a group reports for one request when it finishes.
+struct run_result {
+  std::string text;
+  int32_t steps = 0;
+  int32_t tokens = 0;
+  std::string node;
+  std::string group;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, run_result& x) {
+  return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group);
+}
+
+/// A manual regrouping of one node's devices, e.g. {2} -> {1, 1}.
+struct regroup_spec {
+  std::string node;
+  std::vector<int32_t> groups;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, regroup_spec& x) {
+  return f(caf::meta::type_name("dls_regroup_spec"), x.node, x.groups);
+}
+
+/// The gate's answer to a client: the head endpoint once the token matched.
+struct client_reply;
+
+// -- typed endpoints -------------------------------------------------------------------
+
+/// The authenticated head endpoint used by the CLI and by embedding programs.
+/// status and reconfigure answer JSON text (schema in docs/embedding.md).
+using head_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, submit_spec>::with<answer>,
+    caf::replies_to<status_atom>::with<std::string>,
+    caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
+    caf::replies_to<regroup_atom, regroup_spec>::with<std::string>,
+    caf::replies_to<await_atom>::with<std::string>,
+    caf::replies_to<shutdown_atom>::with<std::string>>;
+
+struct client_reply {
+  bool ok = false;
+  std::string error;
+  std::string cluster;
+  head_actor head;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, client_reply& x) {
+  return f(caf::meta::type_name("dls_client_reply"), x.ok, x.error, x.cluster, x.head);
+}
+
+/// The only actor a head publishes. Nothing else is reachable without the token.
+using gate_actor = caf::typed_actor<caf::replies_to<client_atom, std::string>::with<client_reply>,
+                                    caf::replies_to<node_join_atom, node_hello>::with<join_reply>>;
+
+/// Registers every type above under the same names on every process.
+void add_message_types(caf::actor_system_config& cfg);
+
+}  // namespace dls::runtime

@@ -1,0 +1,30 @@
+#pragma once
+// How a head or node process waits for its end: SIGINT/SIGTERM, or an actor asking to
+// stop (shutdown command, lost head). One poll over a signalfd and an eventfd, so the
+// main thread sleeps until one of them fires.
+#include <atomic>
+
+namespace dls::runtime {
+
+class stop_signal {
+ public:
+  /// Blocks SIGINT and SIGTERM for this thread and every thread created after it:
+  /// construct it before the actor system.
+  stop_signal();
+  ~stop_signal();
+  stop_signal(const stop_signal&) = delete;
+  stop_signal& operator=(const stop_signal&) = delete;
+
+  /// Thread-safe; the first code wins.
+  void notify(int exit_code);
+
+  /// Returns the exit code (0 after a signal).
+  int wait();
+
+ private:
+  int signal_fd_ = -1;
+  int event_fd_ = -1;
+  std::atomic<int> code_{-1};
+};
+
+}  // namespace dls::runtime

@@ -1,0 +1,78 @@
+#pragma once
+// Helpers for the multi-process runtime tests: each test gets its own state directory
+// and a cluster file with port 0 everywhere (the head reports the port it got), runs
+// the real `dilaserve` binary, and stops every process it started, even on failure.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace dls::test {
+
+struct cli_result {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+/// Runs `dilaserve ARGS...` to completion and captures its output.
+cli_result run_cli(const std::vector<std::string>& args);
+
+/// A `dilaserve ARGS...` running in the background; `wait()` collects it.
+class background_cli {
+ public:
+  explicit background_cli(const std::vector<std::string>& args);
+  ~background_cli();
+  background_cli(background_cli&& other) noexcept
+      : pid_(other.pid_), out_path_(std::move(other.out_path_)), err_path_(std::move(other.err_path_)) {
+    other.pid_ = -1;
+  }
+  background_cli(const background_cli&) = delete;
+  background_cli& operator=(const background_cli&) = delete;
+  cli_result wait();
+
+ private:
+  int pid_ = -1;
+  std::string out_path_, err_path_;
+};
+
+/// A scratch directory removed at the end of the test.
+class scratch_dir {
+ public:
+  scratch_dir();
+  ~scratch_dir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+/// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
+std::string write_test_config(const scratch_dir& dir, const std::string& name);
+
+/// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
+class cluster {
+ public:
+  explicit cluster(const std::string& config_name);
+  ~cluster();
+  /// Runs a CLI command against this cluster (adds --state-dir).
+  cli_result cli(std::vector<std::string> args) const;
+  /// Same, in the background.
+  background_cli cli_background(std::vector<std::string> args) const;
+  nlohmann::json json_cli(std::vector<std::string> args) const;
+  int pid_of(const std::string& name) const;  // from the state directory
+  const std::string& state_dir() const { return state_dir_; }
+  const scratch_dir& scratch() const { return scratch_; }
+  const std::string& up_output() const { return up_.out; }
+
+ private:
+  scratch_dir scratch_;
+  std::string state_dir_;
+  cli_result up_;
+};
+
+/// The shipped model's folder.
+std::string model_dir();
+
+}  // namespace dls::test

@@ -1,0 +1,100 @@
+// Test 5 of issue 3: an invalid cluster file is rejected with one line naming the
+// file, line, column and problem, both by the parser and by `dilaserve up`.
+#define BOOST_TEST_MODULE test_runtime_config
+#include <boost/test/unit_test.hpp>
+
+#include "cluster_fixture.hpp"
+#include "runtime/cluster_config.hpp"
+
+#include <fstream>
+
+namespace rt = dls::runtime;
+
+namespace {
+
+const char* good = R"(name: t
+auth: {token: secret-token}
+head: {host: 127.0.0.1, port: 0}
+nodes:
+  - name: a
+    devices: {kind: cpu, count: 2}
+    groups: [1, 1]
+model: {path: /tmp}
+)";
+
+// Returns the error line for `text`, or "" when it parsed.
+std::string error_of(const std::string& text) {
+  try {
+    rt::parse_cluster_config(text, "bad.yaml", "/tmp");
+  } catch (const rt::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void check_error(const std::string& text, const std::string& position, const std::string& words) {
+  auto err = error_of(text);
+  BOOST_TEST_CONTEXT("error: " << err) {
+    BOOST_TEST(err.rfind("bad.yaml:" + position + ": error: ", 0) == 0u);
+    BOOST_TEST(err.find(words) != std::string::npos);
+    BOOST_TEST(err.find('\n') == std::string::npos);
+  }
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  BOOST_REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_valid_file_parses) {
+  auto cfg = rt::parse_cluster_config(good, "good.yaml", "/tmp");
+  BOOST_TEST(cfg.name == "t");
+  BOOST_TEST(cfg.nodes.size() == 1u);
+  BOOST_TEST(cfg.nodes[0].devices.slots() == 2);
+  BOOST_TEST(cfg.nodes[0].groups.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_shipped_configs_parse) {
+  for (auto name : {"local.yaml", "local-2node.yaml"}) {
+    auto cfg = rt::load_cluster_config(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
+    BOOST_TEST(!cfg.nodes.empty());
+    BOOST_TEST(cfg.model_path.find("models/tiny-llada") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_yaml_names_line_and_column) {
+  check_error(replace(good, "groups: [1, 1]", "groups: [1, 1"), "8", "");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_type) {
+  check_error(replace(good, "count: 2", "count: two"), "6:32", "must be an integer, got 'two'");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_key) {
+  check_error(replace(good, "name: t\n", "name: t\nnodez: 1\n"), "2:1", "unknown key 'nodez'");
+}
+
+BOOST_AUTO_TEST_CASE(missing_field) {
+  check_error(replace(good, "auth: {token: secret-token}\n", ""), "1:1", "missing field 'auth'");
+}
+
+BOOST_AUTO_TEST_CASE(duplicate_node) {
+  auto text = replace(good, "model:", "  - name: a\n    devices: {kind: cpu, count: 1}\nmodel:");
+  check_error(text, "9:11", "duplicate node name 'a'");
+}
+
+BOOST_AUTO_TEST_CASE(more_devices_in_groups_than_the_node_has) {
+  check_error(replace(good, "groups: [1, 1]", "groups: [2, 1]"), "7:13", "groups use 3 devices but the node has 2");
+}
+
+BOOST_AUTO_TEST_CASE(up_prints_the_one_line_error) {
+  dls::test::scratch_dir dir;
+  auto path = dir.file("bad.yaml");
+  std::ofstream(path) << replace(good, "count: 2", "count: [2]");
+  auto r = dls::test::run_cli({"up", path, "--state-dir", dir.file("state")});
+  BOOST_TEST(r.rc != 0);
+  BOOST_TEST(r.err == "dilaserve: error: " + path + ":6:32: error: node 'a' devices.count must be an integer\n");
+}

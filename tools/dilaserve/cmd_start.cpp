@@ -1,0 +1,59 @@
+// `dilaserve start`: run one head or one node in the foreground, as on a real
+// multi-host cluster (and as `up` does for every process it launches).
+#include "actors/processes.hpp"
+#include "dilaserve/command_registry.hpp"
+#include "runtime/state_dir.hpp"
+
+#include <iostream>
+#include <memory>
+
+namespace {
+
+struct start_options {
+  bool head = false;
+  std::string config;
+  std::string address;
+  std::string token_file;
+  std::string node;
+  int ready_fd = -1;
+};
+
+int run_start(const start_options& o) {
+  namespace rt = dls::runtime;
+  if (o.head) {
+    if (o.config.empty()) throw std::runtime_error("start --head needs --config FILE");
+    auto cfg = rt::load_cluster_config(o.config);
+    return dls::actors::run_head(cfg, {o.ready_fd});
+  }
+  if (o.address.empty() || o.node.empty())
+    throw std::runtime_error("start needs either --head --config FILE, or --address HOST:PORT --node NAME");
+  dls::actors::node_options n;
+  auto [host, port] = rt::split_address(o.address);
+  n.host = host;
+  n.port = port;
+  n.node = o.node;
+  n.ready_fd = o.ready_fd;
+  if (!o.token_file.empty()) {
+    n.token = rt::read_token(o.token_file);
+  } else if (!o.config.empty()) {
+    n.token = rt::load_cluster_config(o.config).token;
+  } else {
+    throw std::runtime_error("start --address needs --token-file FILE (or --config FILE holding the token)");
+  }
+  if (!o.config.empty()) n.caf_args = rt::load_cluster_config(o.config).caf_args;
+  return dls::actors::run_node(n);
+}
+
+dls::cli::register_command reg{"start", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("start", "Run one head (--head) or one node (--address) in the foreground");
+  auto o = std::make_shared<start_options>();
+  sub->add_flag("--head", o->head, "Run the head of the cluster described by --config");
+  sub->add_option("--config", o->config, "Cluster YAML file (head: required; node: CAF settings, token)");
+  sub->add_option("--address", o->address, "HOST:PORT of the head to join as a node");
+  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  sub->add_option("--node", o->node, "Name of this node in the cluster file");
+  sub->add_option("--ready-fd", o->ready_fd, "File descriptor to report readiness on (used by `up`)")->group("");
+  return std::function<int()>([o] { return run_start(*o); });
+}};
+
+}  // namespace

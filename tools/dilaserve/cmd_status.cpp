@@ -1,0 +1,70 @@
+// `dilaserve status`: nodes, devices, TP groups with degree and queue, requests.
+#include "dilaserve/command_registry.hpp"
+#include "runtime/client.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+namespace rt = dls::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+struct status_options {
+  std::string state_dir, address, token_file;
+  bool json_out = false;
+};
+
+int run_status(const status_options& o) {
+  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  caf::scoped_actor self{session.system()};
+  std::string text, failure;
+  self->request(session.head(), std::chrono::seconds(10), rt::status_atom::value)
+      .receive([&](std::string& s) { text = std::move(s); },
+               [&](const caf::error& e) { failure = session.system().render(e); });
+  if (!failure.empty()) throw std::runtime_error("status failed: " + failure);
+  if (o.json_out) {
+    std::cout << text << "\n";
+    return 0;
+  }
+  auto j = json::parse(text);
+  std::cout << "cluster " << j["cluster"].get<std::string>() << " (head " << session.address().host << ":"
+            << session.address().port << ")\n\nNODES\n";
+  std::printf("  %-12s %-8s %-8s %-10s %s\n", "NAME", "STATE", "PID", "DEVICES", "HEARTBEAT");
+  for (auto& n : j["nodes"]) {
+    auto devices = n["devices"]["kind"].get<std::string>() + " x" + std::to_string(n["devices"]["slots"].get<int>());
+    std::string beat = n.contains("heartbeat_age_ms") ? std::to_string(n["heartbeat_age_ms"].get<long>()) + " ms ago"
+                                                      : n.value("reason", "-");
+    std::printf("  %-12s %-8s %-8d %-10s %s\n", n["name"].get<std::string>().c_str(),
+                n["state"].get<std::string>().c_str(), n["pid"].get<int>(), devices.c_str(), beat.c_str());
+  }
+  std::cout << "\nTP GROUPS\n";
+  std::printf("  %-14s %-10s %-7s %-10s %-6s %s\n", "NAME", "NODE", "DEGREE", "DEVICES", "QUEUE", "STEPS");
+  for (auto& g : j["groups"]) {
+    std::string devs;
+    for (auto& d : g.value("devices", json::array())) devs += (devs.empty() ? "" : ",") + std::to_string(d.get<int>());
+    std::printf("  %-14s %-10s %-7d %-10s %-6d %d\n", g["name"].get<std::string>().c_str(),
+                g["node"].get<std::string>().c_str(), g.value("degree", 0), devs.c_str(), g.value("queue", 0),
+                g.value("steps", 0));
+  }
+  auto& r = j["requests"];
+  std::cout << "\nREQUESTS\n  in flight " << r["in_flight"] << ", finished " << r["finished"] << ", failed "
+            << r["failed"] << "\n";
+  return 0;
+}
+
+dls::cli::register_command reg{"status", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("status", "Show nodes, devices, TP groups and request counts");
+  auto o = std::make_shared<status_options>();
+  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
+  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
+  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  sub->add_flag("--json", o->json_out, "Print JSON");
+  return std::function<int()>([o] { return run_status(*o); });
+}};
+
+}  // namespace

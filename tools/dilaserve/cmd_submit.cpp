@@ -1,0 +1,230 @@
+// `dilaserve submit`: one prompt (optionally streamed block by block) or a JSONL file
+// of prompts at a given rate, with a progress bar and a summary.
+#include "dilaserve/command_registry.hpp"
+#include "dilaserve/progress.hpp"
+#include "runtime/client.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+namespace rt = dls::runtime;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct submit_options {
+  std::string state_dir, address, token_file, prompt, file;
+  double threshold = -1;
+  int slo_ms = 0;
+  int gen_length = 0;
+  double rate = 0;  // requests per second; 0 = all at once
+  bool stream = false;
+  bool json_out = false;
+  int timeout_s = 600;
+};
+
+struct job {
+  rt::submit_spec spec;
+  std::vector<std::string> valid;  // acceptable answers, when the file gives them
+};
+
+json answer_json(const rt::answer& a) {
+  json j{{"request_id", a.request_id}, {"ok", a.ok},         {"text", a.text},   {"latency_ms", a.latency_ms},
+         {"steps", a.steps},           {"tokens", a.tokens}, {"node", a.node},   {"group", a.group},
+         {"threshold", a.threshold},   {"slo_met", a.slo_met}, {"moves", a.moves}};
+  j["tokens_per_step"] = a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0;
+  if (!a.ok) j["error"] = a.error;
+  return j;
+}
+
+std::vector<job> read_jobs(const submit_options& o) {
+  std::vector<job> jobs;
+  auto base = [&] {
+    rt::submit_spec s;
+    s.threshold = o.threshold;
+    s.slo_ms = o.slo_ms;
+    s.gen_length = o.gen_length;
+    return s;
+  };
+  if (o.file.empty()) {
+    job j;
+    j.spec = base();
+    j.spec.prompt = o.prompt;
+    j.spec.stream = o.stream;
+    jobs.push_back(j);
+    return jobs;
+  }
+  std::ifstream in(o.file);
+  if (!in) throw std::runtime_error("cannot open " + o.file);
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    auto where = o.file + ":" + std::to_string(lineno) + ": ";
+    auto v = json::parse(line, nullptr, false);
+    if (!v.is_object() || !v.contains("prompt") || !v["prompt"].is_string())
+      throw std::runtime_error(where + "expected a JSON object with a string \"prompt\"");
+    job j;
+    j.spec = base();
+    j.spec.prompt = v["prompt"];
+    try {
+      if (v.contains("threshold")) j.spec.threshold = v["threshold"].get<double>();
+      if (v.contains("gen_length")) j.spec.gen_length = v["gen_length"].get<int>();
+      if (v.contains("slo_ms")) j.spec.slo_ms = v["slo_ms"].get<int>();
+      if (v.contains("answer")) j.valid.push_back(v["answer"].get<std::string>());
+      if (v.contains("valid")) for (auto& x : v["valid"]) j.valid.push_back(x.get<std::string>());
+    } catch (const std::exception&) {
+      throw std::runtime_error(where + "threshold/gen_length/slo_ms must be numbers, answer/valid strings");
+    }
+    jobs.push_back(std::move(j));
+  }
+  if (jobs.empty()) throw std::runtime_error(o.file + ": no prompts");
+  return jobs;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  auto idx = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+int run_submit(const submit_options& o) {
+  if (o.prompt.empty() == o.file.empty()) throw std::runtime_error("give exactly one of --prompt TEXT or --file F");
+  auto jobs = read_jobs(o);
+  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  caf::scoped_actor self{session.system()};
+  std::map<uint64_t, rt::answer> answers;
+  dls::cli::progress_bar bar("submit", jobs.size(), !o.file.empty() && !o.json_out);
+  auto start = clock_type::now();
+  auto deadline = start + std::chrono::seconds(o.timeout_s);
+  std::size_t sent = 0;
+  std::string failure;
+  while (answers.size() < jobs.size() && failure.empty()) {
+    // Send every job whose time has come (all at once without --rate).
+    auto now = clock_type::now();
+    while (sent < jobs.size()) {
+      auto due = start + std::chrono::duration_cast<clock_type::duration>(
+                             std::chrono::duration<double>(o.rate > 0 ? static_cast<double>(sent) / o.rate : 0.0));
+      if (due > now) break;
+      auto spec = jobs[sent].spec;
+      spec.tag = sent;
+      spec.client = caf::actor_cast<caf::actor>(self);
+      self->send(session.head(), rt::submit_atom::value, std::move(spec));
+      ++sent;
+    }
+    auto wake = deadline;
+    if (sent < jobs.size())
+      wake = std::min(wake, start + std::chrono::duration_cast<clock_type::duration>(
+                                        std::chrono::duration<double>(static_cast<double>(sent) / o.rate)));
+    auto wait = std::max<clock_type::duration>(wake - clock_type::now(), clock_type::duration::zero());
+    self->receive(
+        [&](rt::block_chunk& c) {
+          if (o.stream && !o.json_out) std::cout << c.text << std::flush;
+        },
+        [&](rt::answer& a) {
+          answers[a.tag] = a;
+          bar.advance(1, a.ok ? "" : "error");
+        },
+        [&](caf::error& e) { failure = session.system().render(e); },
+        caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(wait)) >> [&] {
+          if (clock_type::now() >= deadline) failure = "timed out after " + std::to_string(o.timeout_s) + " s";
+        });
+  }
+  bar.finish();
+  if (!failure.empty())
+    throw std::runtime_error("submit: " + failure + " (" + std::to_string(answers.size()) + " of " +
+                             std::to_string(jobs.size()) + " answered)");
+  double wall = std::chrono::duration<double>(clock_type::now() - start).count();
+  if (o.file.empty()) {
+    auto& a = answers.begin()->second;
+    if (o.json_out) {
+      std::cout << answer_json(a).dump() << "\n";
+    } else if (!a.ok) {
+      std::cerr << "dilaserve: error: request " << a.request_id << " failed: " << a.error << "\n";
+    } else {
+      std::cout << (o.stream ? "\n" : a.text + "\n");
+      std::printf("latency %.1f ms, %d steps, %.2f tokens/step, tau %.2f, ran on %s (node %s)%s%s\n", a.latency_ms,
+                  a.steps, a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0, a.threshold, a.group.c_str(),
+                  a.node.c_str(), a.moves ? (", moved " + std::to_string(a.moves) + "x").c_str() : "",
+                  o.slo_ms > 0 ? (a.slo_met ? ", SLO met" : ", SLO missed") : "");
+    }
+    return a.ok ? 0 : 1;
+  }
+  int ok = 0, correct = 0, graded = 0, slo_met = 0;
+  std::vector<double> lat;
+  double tps = 0;
+  json results = json::array();
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto& a = answers[i];
+    auto row = answer_json(a);
+    row["prompt"] = jobs[i].spec.prompt;
+    if (a.ok) {
+      ++ok;
+      lat.push_back(a.latency_ms);
+      tps += a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0;
+      if (a.slo_met) ++slo_met;
+    }
+    if (!jobs[i].valid.empty()) {
+      ++graded;
+      bool right = a.ok && std::find(jobs[i].valid.begin(), jobs[i].valid.end(), a.text) != jobs[i].valid.end();
+      correct += right;
+      row["correct"] = right;
+    }
+    results.push_back(row);
+  }
+  json summary{{"requests", jobs.size()},
+               {"ok", ok},
+               {"failed", static_cast<int>(jobs.size()) - ok},
+               {"wall_s", wall},
+               {"throughput_rps", static_cast<double>(jobs.size()) / wall},
+               {"latency_p50_ms", percentile(lat, 0.5)},
+               {"latency_p99_ms", percentile(lat, 0.99)},
+               {"tokens_per_step", ok ? tps / ok : 0.0},
+               {"slo_attainment", ok ? static_cast<double>(slo_met) / static_cast<double>(jobs.size()) : 0.0}};
+  if (graded) summary["accuracy"] = static_cast<double>(correct) / graded;
+  if (o.json_out) {
+    std::cout << json{{"summary", summary}, {"results", results}}.dump() << "\n";
+  } else {
+    std::printf("%zu requests in %.2f s (%.2f req/s): %d ok, %zu failed\n", jobs.size(), wall,
+                static_cast<double>(jobs.size()) / wall, ok, jobs.size() - static_cast<std::size_t>(ok));
+    std::printf("latency p50 %.1f ms, p99 %.1f ms; %.2f tokens/step", percentile(lat, 0.5), percentile(lat, 0.99),
+                ok ? tps / ok : 0.0);
+    if (graded) std::printf("; accuracy %d/%d = %.3f", correct, graded, static_cast<double>(correct) / graded);
+    if (o.slo_ms > 0) std::printf("; SLO met %d/%zu", slo_met, jobs.size());
+    std::printf("\n");
+  }
+  return ok == static_cast<int>(jobs.size()) ? 0 : 1;
+}
+
+dls::cli::register_command reg{"submit", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("submit", "Submit a prompt (or a JSONL file of prompts) to the cluster");
+  auto o = std::make_shared<submit_options>();
+  sub->add_option("--prompt", o->prompt, "Prompt text");
+  sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
+  sub->add_option("--threshold", o->threshold, "Confidence threshold tau (default: the cluster's)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--gen-length", o->gen_length, "Answer length in tokens (default: the cluster's)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--rate", o->rate, "Requests per second for --file (default: all at once)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
+  sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
+  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
+  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
+  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  sub->add_flag("--json", o->json_out, "Print JSON");
+  return std::function<int()>([o] { return run_submit(*o); });
+}};
+
+}  // namespace

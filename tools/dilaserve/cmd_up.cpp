@@ -1,0 +1,129 @@
+// `dilaserve up FILE`: start the head and every node in the background, wait until all
+// have joined, and record what was started in the state directory.
+#include "dilaserve/command_registry.hpp"
+#include "runtime/client.hpp"
+#include "runtime/cluster_config.hpp"
+#include "runtime/process.hpp"
+#include "runtime/state_dir.hpp"
+
+#include <caf/scoped_actor.hpp>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace fs = std::filesystem;
+namespace rt = dls::runtime;
+
+namespace {
+
+struct up_options {
+  std::string config;
+  std::string state_dir;
+  int timeout_s = 60;
+};
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+void stop_all(const rt::cluster_state& st) {
+  for (const auto& p : st.processes)
+    if (rt::process_alive(p.pid)) ::kill(p.pid, SIGTERM);
+  for (const auto& p : st.processes)
+    if (!rt::wait_exit(p.pid, 5000)) ::kill(p.pid, SIGKILL);
+}
+
+int run_up(const up_options& o) {
+  auto cfg = rt::load_cluster_config(o.config);
+  auto dir = rt::resolve_state_dir(o.state_dir);
+  if (fs::exists(rt::state_file(dir))) {
+    auto old = rt::load_state(dir);
+    for (const auto& p : old.processes)
+      if (rt::process_alive(p.pid))
+        throw std::runtime_error("cluster '" + old.cluster + "' is still running from " + dir + " (" + p.role + " " +
+                                 p.name + ", pid " + std::to_string(p.pid) + "); run `dilaserve down` first");
+  }
+  fs::create_directories(fs::path(dir) / "logs");
+  auto config_abs = fs::absolute(o.config).string();
+  rt::cluster_state st;
+  st.cluster = cfg.name;
+  st.config_file = config_abs;
+  st.head_host = cfg.head_host;
+  st.token_file = (fs::path(dir) / "token").string();
+  rt::write_token(st.token_file, cfg.token);
+  auto self = rt::self_executable();
+  try {
+    auto head_log = (fs::path(dir) / "logs" / "head.log").string();
+    auto head = rt::spawn_background({self, "start", "--head", "--config", config_abs}, head_log);
+    st.processes.push_back({"head", "head", head.pid, head_log});
+    rt::save_state(dir, st);
+    std::string ready;
+    try {
+      ready = rt::wait_ready(head, o.timeout_s * 1000);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("the head ") + e.what() + "; see " + head_log);
+    }
+    st.head_port = std::stoi(ready.substr(ready.find(' ') + 1));
+    rt::save_state(dir, st);
+    auto address = cfg.head_host + ":" + std::to_string(st.head_port);
+    std::vector<std::pair<rt::spawned_process, std::string>> started;
+    for (const auto& n : cfg.nodes) {
+      auto log = (fs::path(dir) / "logs" / (n.name + ".log")).string();
+      std::vector<std::string> argv{self, "start", "--address", address, "--token-file", st.token_file,
+                                    "--node", n.name, "--config", config_abs};
+      if (!rt::is_local_host(n.host)) {
+        // Another host: hand the command to the launch template (ssh-style); readiness
+        // then comes from the head rather than from a pipe.
+        std::string cmd;
+        for (auto& a : argv) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
+        auto line = cfg.launch_command;
+        line.replace(line.find("{command}"), 9, cmd);
+        if (auto pos = line.find("{host}"); pos != std::string::npos) line.replace(pos, 6, n.host);
+        argv = {"/bin/sh", "-c", line + " #"};  // '#' swallows the appended --ready-fd
+      }
+      auto p = rt::spawn_background(argv, log);
+      st.processes.push_back({"node", n.name, p.pid, log});
+      rt::save_state(dir, st);
+      if (rt::is_local_host(n.host)) started.emplace_back(p, log);
+    }
+    for (auto& [p, log] : started) {
+      try {
+        rt::wait_ready(p, o.timeout_s * 1000);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("a node ") + e.what() + "; see " + log);
+      }
+    }
+    // Every node has registered with the head once `await` answers.
+    rt::cluster_session session({cfg.head_host, st.head_port, cfg.token});
+    caf::scoped_actor scoped{session.system()};
+    std::string failure;
+    scoped->request(session.head(), std::chrono::seconds(o.timeout_s), rt::await_atom::value)
+        .receive([](const std::string&) {}, [&](const caf::error& e) { failure = session.system().render(e); });
+    if (!failure.empty()) throw std::runtime_error("not every node joined: " + failure);
+  } catch (...) {
+    stop_all(st);
+    fs::remove(rt::state_file(dir));
+    throw;
+  }
+  std::cout << "cluster '" << cfg.name << "' is up: head at " << cfg.head_host << ":" << st.head_port << ", "
+            << cfg.nodes.size() << " node(s)\n";
+  for (const auto& p : st.processes) std::cout << "  " << p.role << " " << p.name << " pid " << p.pid << " log " << p.log << "\n";
+  std::cout << "state: " << dir << "\n";
+  return 0;
+}
+
+dls::cli::register_command reg{"up", [](CLI::App& app) {
+  auto* sub = app.add_subcommand("up", "Start the head and all nodes of a cluster file in the background");
+  auto o = std::make_shared<up_options>();
+  sub->add_option("config", o->config, "Cluster YAML file")->required();
+  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
+  sub->add_option("--timeout", o->timeout_s, "Seconds to wait for each process to become ready");
+  return std::function<int()>([o] { return run_up(*o); });
+}};
+
+}  // namespace
