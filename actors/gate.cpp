@@ -86,7 +86,17 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         return forward<std::string>(self, reconfigurer, slow, rt::regroup_atom::value, std::move(spec));
       },
       [=](rt::await_atom) { return forward<std::string>(self, core, slow, rt::await_atom::value); },
-      [=](rt::shutdown_atom) { return forward<std::string>(self, core, quick, rt::shutdown_atom::value); },
+      [=](rt::shutdown_atom) {
+        auto rp = self->make_response_promise<std::string>();
+        self->request(core, quick, rt::shutdown_atom::value)
+            .then(
+                [=](std::string& text) mutable {
+                  rp.deliver(std::move(text));
+                  caf::anon_send(core, rt::shutdown_atom::value, caf::ok_atom::value);
+                },
+                [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
   };
 }
 

@@ -268,8 +268,11 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
             ++told;
           }
         rt::log_line("head", "shutdown requested; told " + std::to_string(told) + " nodes");
-        if (st.on_shutdown) st.on_shutdown();
         return json{{"ok", true}, {"nodes", told}}.dump();
+      },
+      // Sent by the endpoint once the client has its answer: now the process may end.
+      [=](rt::shutdown_atom, caf::ok_atom) {
+        if (self->state.on_shutdown) self->state.on_shutdown();
       },
   };
 }

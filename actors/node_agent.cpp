@@ -144,7 +144,12 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
     for (auto& item : *items) {
       auto best = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
       load[best] += static_cast<double>(item.gen_length) / groups[best].degree;
-      self->send(groups[best].handle, rt::enqueue_atom::value, item);
+      auto name = groups[best].name;
+      self->request(groups[best].handle, std::chrono::seconds(30), rt::enqueue_atom::value, item)
+          .then([](bool) {},
+                [=](caf::error& e) {
+                  rt::log_line("node " + self->state.node, "moving a request to " + name + " failed: " + to_string(e));
+                });
     }
     auto ms = [](clock_type::time_point a, clock_type::time_point b) {
       return std::chrono::duration<double, std::milli>(b - a).count();

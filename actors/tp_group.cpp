@@ -210,6 +210,14 @@ void kick(group_ptr self) {
 caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
+  self->set_exception_handler([=](std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      rt::log_line(self->state.setup.name, std::string("fatal: ") + e.what());
+    }
+    return caf::make_error(caf::sec::runtime_error);
+  });
   auto world = static_cast<int>(st.setup.workers.size());
   auto ar = std::make_shared<gpu::shm_allreduce_group>(world);
   for (int r = 0; r < world; ++r)

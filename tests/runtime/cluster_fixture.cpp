@@ -162,3 +162,69 @@ int cluster::pid_of(const std::string& name) const {
 }
 
 }  // namespace dls::test
+
+#include "gpu/canvas.hpp"
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/eval_set.hpp"
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+#include "runtime/cluster_config.hpp"
+
+#include <chrono>
+
+namespace dls::test {
+
+std::vector<problem> eval_problems(std::size_t n) {
+  auto set = gpu::load_eval_set(model_dir() + "/eval.jsonl");
+  std::vector<problem> out;
+  for (auto& p : set) {
+    if (out.size() == n) break;
+    out.push_back({p.prompt, p.valid, p.gen_length});
+  }
+  return out;
+}
+
+std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& problems) {
+  auto path = dir.file("prompts.jsonl");
+  std::ofstream out(path);
+  for (auto& p : problems) {
+    nlohmann::json j{{"prompt", p.prompt}, {"valid", p.valid}};
+    if (p.gen_length > 0) j["gen_length"] = p.gen_length;
+    out << j.dump() << "\n";
+  }
+  return path;
+}
+
+std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems) {
+  auto cfg = runtime::load_cluster_config(std::string(DLS_SOURCE_DIR) + "/configs/" + config_name);
+  auto model = gpu::load_model(model_dir());
+  auto tok = gpu::load_tokenizer(model_dir());
+  gpu::engine e(gpu::make_cpu_backend(model));
+  std::vector<std::string> out;
+  for (auto& p : problems) {
+    gpu::decode_params d;
+    d.gen_length = p.gen_length > 0 ? p.gen_length : cfg.engine.gen_length;
+    d.block_length = cfg.engine.block_length;
+    d.rule = gpu::parse_commit_rule(cfg.engine.commit);
+    d.threshold = cfg.engine.threshold;
+    d.cache = gpu::parse_cache_mode(cfg.engine.cache);
+    d.refresh_interval = cfg.engine.refresh_interval;
+    d.temperature = 0;
+    std::vector<gpu::request_slot> slots;
+    slots.push_back(e.admit(gpu::canvas::start(tok->encode(p.prompt), d, model->config.mask_id,
+                                               model->config.eos_id)));
+    gpu::decode_all(e, slots, 1);
+    out.push_back(tok->decode(slots[0].c.answer()));
+  }
+  return out;
+}
+
+bool eventually(double seconds, const std::function<bool()>& probe) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end)
+    if (probe()) return true;
+  return false;
+}
+
+}  // namespace dls::test

@@ -4,6 +4,7 @@
 // the real `dilaserve` binary, and stops every process it started, even on failure.
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -74,5 +75,28 @@ class cluster {
 
 /// The shipped model's folder.
 std::string model_dir();
+
+}  // namespace dls::test
+
+namespace dls::test {
+
+struct problem {
+  std::string prompt;
+  std::vector<std::string> valid;
+  int gen_length = 0;
+};
+
+/// The first `n` problems of the shipped model's eval set.
+std::vector<problem> eval_problems(std::size_t n);
+
+/// Writes them as a `submit --file` JSONL file.
+std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& problems);
+
+/// The answers of the shipped model at temperature 0 with the engine settings of
+/// configs/CONFIG_NAME, decoded in this process on one device (TP = 1, no runtime).
+std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems);
+
+/// Polls `probe` (a CLI query) until it returns true or `seconds` pass.
+bool eventually(double seconds, const std::function<bool()>& probe);
 
 }  // namespace dls::test

@@ -66,11 +66,11 @@ BOOST_AUTO_TEST_CASE(the_shipped_configs_parse) {
 }
 
 BOOST_AUTO_TEST_CASE(malformed_yaml_names_line_and_column) {
-  check_error(replace(good, "groups: [1, 1]", "groups: [1, 1"), "8", "");
+  check_error(replace(good, "groups: [1, 1]", "groups: [1, 1"), "8:6", "end of sequence flow not found");
 }
 
 BOOST_AUTO_TEST_CASE(wrong_type) {
-  check_error(replace(good, "count: 2", "count: two"), "6:32", "must be an integer, got 'two'");
+  check_error(replace(good, "count: 2", "count: two"), "6:33", "must be an integer, got 'two'");
 }
 
 BOOST_AUTO_TEST_CASE(unknown_key) {
@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(missing_field) {
 
 BOOST_AUTO_TEST_CASE(duplicate_node) {
   auto text = replace(good, "model:", "  - name: a\n    devices: {kind: cpu, count: 1}\nmodel:");
-  check_error(text, "9:11", "duplicate node name 'a'");
+  check_error(text, "8:11", "duplicate node name 'a'");
 }
 
 BOOST_AUTO_TEST_CASE(more_devices_in_groups_than_the_node_has) {
@@ -96,5 +96,5 @@ BOOST_AUTO_TEST_CASE(up_prints_the_one_line_error) {
   std::ofstream(path) << replace(good, "count: 2", "count: [2]");
   auto r = dls::test::run_cli({"up", path, "--state-dir", dir.file("state")});
   BOOST_TEST(r.rc != 0);
-  BOOST_TEST(r.err == "dilaserve: error: " + path + ":6:32: error: node 'a' devices.count must be an integer\n");
+  BOOST_TEST(r.err == "dilaserve: error: " + path + ":6:33: error: node 'a' devices.count must be an integer\n");
 }

@@ -1,0 +1,71 @@
+// Test 2 of issue 3: splitting a TP=2 group into two TP=1 groups and merging it back
+// while requests run loses nothing and changes no answer (temperature 0): requests
+// pause at a refresh boundary and move as canvases.
+#define BOOST_TEST_MODULE test_runtime_reconfigure
+#include <boost/test/unit_test.hpp>
+
+#include "cluster_fixture.hpp"
+
+using dls::test::cluster;
+using json = nlohmann::json;
+
+namespace {
+
+int finished(const cluster& c) { return c.json_cli({"status"})["requests"]["finished"].get<int>(); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(split_and_merge_while_requests_run) {
+  auto problems = dls::test::eval_problems(40);
+  BOOST_REQUIRE_EQUAL(problems.size(), 40u);
+  auto expected = dls::test::reference_answers("local.yaml", problems);
+
+  cluster c("local.yaml");  // node0: one TP group of degree 2
+  auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
+
+  // Split once the run is under way: some request done, most still queued or running.
+  BOOST_REQUIRE(dls::test::eventually(60, [&] { return finished(c) >= 1; }));
+  auto split = c.json_cli({"reconfigure", "--node", "node0", "--groups", "1,1"});
+  BOOST_TEST_MESSAGE("split: " << split.dump());
+  BOOST_REQUIRE(split["ok"].get<bool>());
+  BOOST_TEST(split["groups"].size() == 2u);
+  BOOST_TEST(split["node_stats"]["moved"].get<int>() >= 1);
+
+  auto merge = c.json_cli({"reconfigure", "--node", "node0", "--groups", "2"});
+  BOOST_TEST_MESSAGE("merge: " << merge.dump());
+  BOOST_REQUIRE(merge["ok"].get<bool>());
+  BOOST_TEST(merge["groups"].size() == 1u);
+  BOOST_TEST(merge["groups"][0]["degree"].get<int>() == 2);
+
+  auto r = submit.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  auto results = json::parse(r.out)["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), 40u);
+  int moved = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(results[i]["ok"].get<bool>());
+    BOOST_TEST(results[i]["text"].get<std::string>() == expected[i], "request " << i);
+    moved += results[i]["moves"].get<int>() > 0;
+  }
+  BOOST_TEST(moved >= 1);
+
+  // The directory shows the retired groups DEAD and exactly the final group ALIVE.
+  auto groups = c.json_cli({"actors", "--kind", "tp_group", "--state", "ALIVE"});
+  BOOST_TEST(groups.size() == 1u);
+  auto all_groups = c.json_cli({"actors", "--kind", "tp_group"});
+  BOOST_TEST(all_groups.size() == 4u);  // g0, then g1+g2, then g3
+}
+
+BOOST_AUTO_TEST_CASE(bad_regroup_requests_are_refused) {
+  cluster c("local.yaml");
+  auto too_many = c.cli({"reconfigure", "--node", "node0", "--groups", "2,1"});
+  BOOST_TEST(too_many.rc == 1);
+  BOOST_TEST(too_many.err.find("groups use 3 devices but node 'node0' has 2") != std::string::npos, too_many.err);
+  auto unknown = c.cli({"reconfigure", "--node", "nodeX", "--groups", "1"});
+  BOOST_TEST(unknown.rc == 1);
+  BOOST_TEST(unknown.err.find("unknown node 'nodeX'") != std::string::npos, unknown.err);
+  auto malformed = c.cli({"reconfigure", "--node", "node0", "--groups", "1,x"});
+  BOOST_TEST(malformed.rc == 1);
+  BOOST_TEST(malformed.err.find("must be positive sizes") != std::string::npos, malformed.err);
+}

@@ -1,0 +1,64 @@
+// Test 3 of issue 3: SIGKILL one node mid-run. Status shows it DEAD, and every request
+// still finishes, resumed on the surviving node from its last canvas.
+#define BOOST_TEST_MODULE test_runtime_recovery
+#include <boost/test/unit_test.hpp>
+
+#include "cluster_fixture.hpp"
+
+#include <signal.h>
+
+using dls::test::cluster;
+using json = nlohmann::json;
+
+namespace {
+
+bool running_on(const cluster& c, const std::string& node) {
+  for (auto& a : c.json_cli({"actors", "--kind", "request", "--state", "ALIVE"}))
+    if (a["details"]["node"] == node && a["details"]["status"] == "RUNNING" && a["details"]["steps"].get<int>() > 0)
+      return true;
+  return false;
+}
+
+std::string node_state(const cluster& c, const std::string& node) {
+  for (auto& n : c.json_cli({"status"})["nodes"])
+    if (n["name"] == node) return n["state"];
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
+  auto problems = dls::test::eval_problems(40);
+  BOOST_REQUIRE_EQUAL(problems.size(), 40u);
+  auto expected = dls::test::reference_answers("local-2node.yaml", problems);
+
+  cluster c("local-2node.yaml");
+  auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
+
+  // Kill node1 once it is decoding a request that has a snapshot to resume from.
+  BOOST_REQUIRE(dls::test::eventually(60, [&] { return running_on(c, "node1"); }));
+  ::kill(c.pid_of("node1"), SIGKILL);
+  BOOST_REQUIRE(dls::test::eventually(10, [&] { return node_state(c, "node1") == "DEAD"; }));
+
+  auto r = submit.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  auto results = json::parse(r.out)["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), 40u);
+  int replaced = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(results[i]["ok"].get<bool>());
+    BOOST_TEST(results[i]["text"].get<std::string>() == expected[i], "request " << i);
+    if (results[i]["moves"].get<int>() > 0) {
+      ++replaced;
+      BOOST_TEST(results[i]["node"] == "node0");
+    }
+  }
+  BOOST_TEST(replaced >= 1);
+
+  auto status = c.json_cli({"status"});
+  BOOST_TEST(node_state(c, "node1") == "DEAD");
+  BOOST_TEST(node_state(c, "node0") == "ALIVE");
+  BOOST_TEST(status["requests"]["finished"].get<int>() == 40);
+  for (auto& a : c.json_cli({"actors", "--node", "node1"})) BOOST_TEST(a["state"] == "DEAD");
+}
