@@ -132,13 +132,55 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   }
 }
 
+namespace {
+
+// Remaining saturated-group seconds of a request (see threshold.hpp for the same measure).
+double work_s(const request_view& r, const quality_model& q, const step_cost_model& cost, int tp,
+              const batch_totals& ref) {
+  const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), r.block_len);
+  const auto c = remaining_steps(r, r.tau, q);
+  return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
+}
+
+// Violated prefixes of the EDF test on (deadline - now, work) pairs sorted by deadline.
+int edf_violations(const std::vector<std::pair<double, double>>& dw) {
+  double w = 0;
+  int bad = 0;
+  for (const auto& [d, x] : dw) {
+    w += x;
+    if (w > d) ++bad;
+  }
+  return bad;
+}
+
+}  // namespace
+
 std::vector<int> admit(const std::vector<request_view>& queued, admission_room room, double now,
                        const scheduler_config& cfg, const quality_model& q, double step_s,
-                       const step_cost_model* cost, int tp) {
+                       const step_cost_model* cost, int tp, const std::vector<request_view>* active) {
   std::vector<int> out;
   if (queued.empty() || room.slots <= 0) return out;
   std::vector<keyed> keys;
   order_indices(queued, now, cfg, q, step_s, keys, cost, tp);
+  const bool control = cfg.admission_control && cfg.order == queue_order::least_slack && cost && active;
+  std::vector<std::pair<double, double>> dw;  // on-time active requests: (deadline - now, work)
+  batch_totals ref;
+  if (control) {
+    double mean_l = 0;
+    for (const auto& r : queued) mean_l += r.canvas_len();
+    for (const auto& r : *active) mean_l += r.canvas_len();
+    mean_l /= static_cast<double>(queued.size() + active->size());
+    ref = saturated_batch(static_cast<int>(mean_l), queued.front().block_len, cfg.token_budget,
+                          q.steps_for(queued.front().block_len, queued.front().tau));
+    for (const auto& r : *active) {
+      const double d = r.deadline_s - now;
+      if (d >= best_case_remaining_s(r, q, *cost, tp)) dw.push_back({d, work_s(r, q, *cost, tp, ref)});
+    }
+    std::sort(dw.begin(), dw.end());
+  }
+  // Admitted requests predicted to miss already stay counted; a candidate may not add one.
+  int bad = control ? edf_violations(dw) : 0;
+  bool deferred = false;
   for (const auto& k : keys) {
     if (room.slots <= 0) break;
     const auto& r = queued[static_cast<std::size_t>(k.index)];
@@ -146,6 +188,21 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
       // FCFS blocks behind the head (no overtaking); least slack lets smaller ones pass.
       if (cfg.order == queue_order::fcfs) break;
       continue;
+    }
+    if (control) {
+      if (k.late) {
+        if (deferred) break;  // keys are sorted: only late ones remain
+      } else {
+        const std::pair<double, double> e{r.deadline_s - now, work_s(r, q, *cost, tp, ref)};
+        auto it = dw.insert(std::upper_bound(dw.begin(), dw.end(), e), e);
+        const int now_bad = edf_violations(dw);
+        if (now_bad > bad) {
+          dw.erase(it);
+          deferred = true;
+          continue;
+        }
+        bad = now_bad;
+      }
     }
     room.slots -= 1;
     room.kv_tokens -= r.canvas_len();

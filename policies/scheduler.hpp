@@ -31,6 +31,7 @@ struct scheduler_config {
   int max_batch = 256;        // requests per step
   bool demote_late = true;
   bool slack_budget = true;   // least slack only, and only when a cost model is passed
+  bool admission_control = true;  // least slack with a cost model: EDF test before admitting
 };
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.
@@ -52,10 +53,18 @@ struct admission_room {
 
 /// Indices into `queued`, in admission order, of the requests to activate now. Requests are
 /// considered in key order and admitted while slots and KV memory remain; with least slack,
-/// requests that cannot meet their deadline even alone (`step_s` x steps at their tau) are
-/// considered only after all others.
+/// late requests are considered only after all others.
+///
+/// Admission control (least slack, cost model and `active` given): with work_i the seconds of
+/// saturated group time request i still needs (marginal step costs, predict.hpp), an on-time
+/// candidate is admitted only if it adds no violation of the EDF test
+/// sum_{d_i <= d_j} work_i <= d_j - now  over the on-time active requests and itself. A candidate that fails
+/// waits in the queue (its slack keeps shrinking, so it is retried first, or becomes late).
+/// Late requests are admitted only when no on-time candidate had to wait, so best-effort work
+/// never displaces work that can still meet its deadline.
 std::vector<int> admit(const std::vector<request_view>& queued, admission_room room, double now,
                        const scheduler_config& cfg, const quality_model& q, double step_s,
-                       const step_cost_model* cost = nullptr, int tp = 1);
+                       const step_cost_model* cost = nullptr, int tp = 1,
+                       const std::vector<request_view>* active = nullptr);
 
 }  // namespace dls::policy

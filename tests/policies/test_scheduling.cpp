@@ -104,6 +104,31 @@ BOOST_AUTO_TEST_CASE(admission_respects_slots_and_kv_memory) {
   BOOST_TEST(in == std::vector<int>({0}), tt::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(admission_control_defers_what_would_break_an_edf_schedule) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);
+  policy::scheduler_config cfg;
+  // Each one-block 4,096-canvas request needs a refresh (41 ms of rows) and a reuse (0.3 ms):
+  // 41.3 ms of group time, and 43.3 ms alone, so each meets a 60 ms deadline by itself but
+  // two together need 82.6 ms.
+  std::vector<policy::request_view> queued{test::request(1, 0, 0.06, 4064, 32), test::request(2, 0, 0.061, 4064, 32),
+                                           test::request(3, 0, 0.01, 4064, 32)};  // 3 misses even alone
+  std::vector<policy::request_view> active;
+  policy::admission_room room{8, 1e9};
+  auto in = policy::admit(queued, room, 0.0, cfg, q, 0.01, &cost, 1, &active);
+  BOOST_TEST(in == std::vector<int>({0}), tt::per_element());
+  // Once request 1 runs, the same test keeps 2 out; a looser deadline lets it in.
+  active.push_back(queued[0]);
+  queued[1].deadline_s = 0.2;
+  in = policy::admit({queued[1], queued[2]}, room, 0.0, cfg, q, 0.01, &cost, 1, &active);
+  BOOST_TEST(in == std::vector<int>({0, 1}), tt::per_element());  // nobody deferred: late one too
+  cfg.admission_control = false;
+  queued[1].deadline_s = 0.061;
+  active.clear();
+  in = policy::admit(queued, room, 0.0, cfg, q, 0.01, &cost, 1, &active);
+  BOOST_TEST(in.size() == 3u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(threshold_controller)

@@ -157,7 +157,7 @@ void engine::start_step(int gi) {
     room.kv_tokens = g.kv_free;
     std::vector<int> picked;
     stats_.batch_policy_s += timed([&] {
-      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cl_.cost, g.tp);
+      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cl_.cost, g.tp, &g.active);
     });
     if (!picked.empty()) {
       std::vector<bool> taken(g.queue.size(), false);
