@@ -3,8 +3,7 @@
 // hosts one of the cluster's nodes inside its own actor system, and submits prompts
 // from an event-based actor of its own, printing each streamed block and answer.
 //
-//   embed_client --address 127.0.0.1:6390 --token-file ~/.dilaserve/token \
-//                [--as-node node1] PROMPT...
+//   embed_client --address 127.0.0.1:6390 --token-file ~/.dilaserve/token [--as-node node1] PROMPT...
 #include "actors/node_parts.hpp"  // only for --as-node
 #include "runtime/caf_setup.hpp"
 #include "runtime/client.hpp"

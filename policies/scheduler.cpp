@@ -142,16 +142,6 @@ double work_s(const request_view& r, const quality_model& q, const step_cost_mod
   return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
 }
 
-// Violated prefixes of the EDF test on (deadline - now, work) pairs sorted by deadline.
-int edf_violations(const std::vector<std::pair<double, double>>& dw) {
-  double w = 0;
-  int bad = 0;
-  for (const auto& [d, x] : dw) {
-    w += x;
-    if (w > d) ++bad;
-  }
-  return bad;
-}
 
 }  // namespace
 
@@ -163,46 +153,60 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
   std::vector<keyed> keys;
   order_indices(queued, now, cfg, q, step_s, keys, cost, tp);
   const bool control = cfg.admission_control && cfg.order == queue_order::least_slack && cost && active;
-  std::vector<std::pair<double, double>> dw;  // on-time active requests: (deadline - now, work)
-  batch_totals ref;
+  std::vector<bool> allowed(queued.size(), true);
+  bool deferred = false;
   if (control) {
     double mean_l = 0;
     for (const auto& r : queued) mean_l += r.canvas_len();
     for (const auto& r : *active) mean_l += r.canvas_len();
     mean_l /= static_cast<double>(queued.size() + active->size());
-    ref = saturated_batch(static_cast<int>(mean_l), queued.front().block_len, cfg.token_budget,
-                          q.steps_for(queued.front().block_len, queued.front().tau));
+    const auto ref = saturated_batch(static_cast<int>(mean_l), queued.front().block_len, cfg.token_budget,
+                                     q.steps_for(queued.front().block_len, queued.front().tau));
+    // Moore-Hodgson on the EDF sequence of on-time active requests and on-time candidates:
+    // whenever a prefix overruns its deadline, the candidate with the most work in it is
+    // deferred. On one machine this keeps the largest number of jobs on time.
+    struct job {
+      double d, work;
+      int cand;     // index into `queued`, -1 for an active request
+      std::uint64_t id;
+    };
+    std::vector<job> jobs;
     for (const auto& r : *active) {
       const double d = r.deadline_s - now;
-      if (d >= best_case_remaining_s(r, q, *cost, tp)) dw.push_back({d, work_s(r, q, *cost, tp, ref)});
+      if (d >= best_case_remaining_s(r, q, *cost, tp)) jobs.push_back({d, work_s(r, q, *cost, tp, ref), -1, r.id});
     }
-    std::sort(dw.begin(), dw.end());
+    for (const auto& k : keys) {
+      if (k.late) continue;
+      const auto& r = queued[static_cast<std::size_t>(k.index)];
+      jobs.push_back({r.deadline_s - now, work_s(r, q, *cost, tp, ref), k.index, r.id});
+    }
+    std::sort(jobs.begin(), jobs.end(), [](const job& a, const job& b) {
+      return a.d != b.d ? a.d < b.d : a.id < b.id;
+    });
+    std::vector<const job*> kept;
+    double w = 0;
+    for (const auto& j : jobs) {
+      kept.push_back(&j);
+      w += j.work;
+      if (w <= j.d) continue;
+      auto worst = kept.end();  // ties: the latest deadline goes
+      for (auto it = kept.begin(); it != kept.end(); ++it)
+        if ((*it)->cand >= 0 && (worst == kept.end() || (*it)->work >= (*worst)->work)) worst = it;
+      if (worst == kept.end()) continue;  // only running requests overrun: nothing to defer
+      w -= (*worst)->work;
+      allowed[static_cast<std::size_t>((*worst)->cand)] = false;
+      deferred = true;
+      kept.erase(worst);
+    }
   }
-  // Admitted requests predicted to miss already stay counted; a candidate may not add one.
-  int bad = control ? edf_violations(dw) : 0;
-  bool deferred = false;
   for (const auto& k : keys) {
     if (room.slots <= 0) break;
     const auto& r = queued[static_cast<std::size_t>(k.index)];
+    if (control && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
     if (r.canvas_len() > room.kv_tokens) {
       // FCFS blocks behind the head (no overtaking); least slack lets smaller ones pass.
       if (cfg.order == queue_order::fcfs) break;
       continue;
-    }
-    if (control) {
-      if (k.late) {
-        if (deferred) break;  // keys are sorted: only late ones remain
-      } else {
-        const std::pair<double, double> e{r.deadline_s - now, work_s(r, q, *cost, tp, ref)};
-        auto it = dw.insert(std::upper_bound(dw.begin(), dw.end(), e), e);
-        const int now_bad = edf_violations(dw);
-        if (now_bad > bad) {
-          dw.erase(it);
-          deferred = true;
-          continue;
-        }
-        bad = now_bad;
-      }
     }
     room.slots -= 1;
     room.kv_tokens -= r.canvas_len();

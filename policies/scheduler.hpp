@@ -56,10 +56,11 @@ struct admission_room {
 /// late requests are considered only after all others.
 ///
 /// Admission control (least slack, cost model and `active` given): with work_i the seconds of
-/// saturated group time request i still needs (marginal step costs, predict.hpp), an on-time
-/// candidate is admitted only if it adds no violation of the EDF test
-/// sum_{d_i <= d_j} work_i <= d_j - now  over the on-time active requests and itself. A candidate that fails
-/// waits in the queue (its slack keeps shrinking, so it is retried first, or becomes late).
+/// saturated group time request i still needs (marginal step costs, predict.hpp), the on-time
+/// active requests and on-time candidates are walked in deadline order (EDF); whenever a prefix
+/// overruns, sum_{d_i <= d_j} work_i > d_j - now, the candidate with the most work in it is
+/// deferred (Moore-Hodgson, which keeps the most jobs on time on one machine). A deferred
+/// candidate waits in the queue (retried every step, or it becomes late).
 /// Late requests are admitted only when no on-time candidate had to wait, so best-effort work
 /// never displaces work that can still meet its deadline.
 std::vector<int> admit(const std::vector<request_view>& queued, admission_room room, double now,

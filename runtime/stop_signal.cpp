@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,19 +10,40 @@
 
 namespace dls::runtime {
 
+namespace {
+
+// Library threads that exist before main (OpenBLAS starts its pool at load time) do not
+// have the signals blocked, so a handler, not sigwait/signalfd, catches them; it only
+// does the async-signal-safe write to the eventfd.
+int g_signal_event_fd = -1;
+volatile sig_atomic_t g_signalled = 0;
+
+extern "C" void on_stop_signal(int) {
+  g_signalled = 1;
+  uint64_t one = 1;
+  if (g_signal_event_fd >= 0) {
+    [[maybe_unused]] auto n = ::write(g_signal_event_fd, &one, sizeof(one));
+  }
+}
+
+}  // namespace
+
 stop_signal::stop_signal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  signal_fd_ = ::signalfd(-1, &set, SFD_CLOEXEC);
   event_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  g_signal_event_fd = event_fd_;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 }
 
 stop_signal::~stop_signal() {
-  if (signal_fd_ >= 0) ::close(signal_fd_);
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  g_signal_event_fd = -1;
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
@@ -35,10 +55,10 @@ void stop_signal::notify(int exit_code) {
 }
 
 int stop_signal::wait() {
-  pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
-  while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+  pollfd fd{event_fd_, POLLIN, 0};
+  while (::poll(&fd, 1, -1) < 0 && errno == EINTR) {
   }
-  if (fds[0].revents & POLLIN) notify(0);
+  if (g_signalled) notify(0);
   int code = code_.load();
   return code < 0 ? 0 : code;
 }

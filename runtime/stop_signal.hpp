@@ -1,15 +1,14 @@
 #pragma once
 // How a head or node process waits for its end: SIGINT/SIGTERM, or an actor asking to
-// stop (shutdown command, lost head). One poll over a signalfd and an eventfd, so the
-// main thread sleeps until one of them fires.
+// stop (shutdown command, lost head). Both write to one eventfd, so the main thread
+// sleeps in poll until one of them fires.
 #include <atomic>
 
 namespace dls::runtime {
 
 class stop_signal {
  public:
-  /// Blocks SIGINT and SIGTERM for this thread and every thread created after it:
-  /// construct it before the actor system.
+  /// Installs SIGINT/SIGTERM handlers (one stop_signal per process).
   stop_signal();
   ~stop_signal();
   stop_signal(const stop_signal&) = delete;
@@ -22,7 +21,6 @@ class stop_signal {
   int wait();
 
  private:
-  int signal_fd_ = -1;
   int event_fd_ = -1;
   std::atomic<int> code_{-1};
 };
