@@ -38,7 +38,11 @@ caf::behavior reconfigurer(caf::stateful_actor<reconfigurer_state>* self, caf::a
           self->state.busy = false;
           rp.deliver(std::move(text));
         };
-        auto on_error = [=](caf::error& e) mutable { done(fail(to_string(e))); };
+        auto on_error = [=](caf::error& e) mutable {
+          // Whatever state the node is in, let the supervisor use its groups again.
+          caf::anon_send(supervisor, rt::drain_atom::value, spec.node, false);
+          done(fail(to_string(e)));
+        };
         self->request(core, std::chrono::seconds(10), rt::check_atom::value, spec)
             .then(
                 [=](const std::string& why, caf::actor agent) mutable {

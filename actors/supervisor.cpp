@@ -7,6 +7,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <set>
 #include <limits>
@@ -40,6 +42,8 @@ using sup_ptr = caf::stateful_actor<supervisor_state>*;
 
 void place(sup_ptr self, rt::work_item item);
 
+constexpr auto pending_limit = std::chrono::seconds(120);
+
 // A TP group of degree k drains its queue about k times faster, so queued work is
 // compared per device.
 group_slot* least_loaded(supervisor_state& st) {
@@ -66,6 +70,9 @@ void place(sup_ptr self, rt::work_item item) {
   auto& st = self->state;
   auto* g = least_loaded(st);
   if (!g) {
+    // Accepted work waits for a group (a node may be joining or regrouping), but not
+    // forever: after pending_limit it ends with an explicit error.
+    self->delayed_send(self, pending_limit, rt::check_atom::value, item.request_id, item.epoch);
     st.pending.push_back(std::move(item));
     return;
   }
@@ -145,6 +152,21 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = true;
         return true;
+      },
+      // A regroup that failed half-way: place on the node's current groups again.
+      [=](rt::drain_atom, const std::string& node, bool draining) {
+        for (auto& [name, g] : self->state.groups)
+          if (g.info.node == node) g.draining = draining;
+        flush_pending(self);
+      },
+      [=](rt::check_atom, uint64_t id, uint32_t epoch) {
+        auto& pending = self->state.pending;
+        auto it = std::find_if(pending.begin(), pending.end(),
+                               [&](const rt::work_item& w) { return w.request_id == id && w.epoch == epoch; });
+        if (it == pending.end()) return;
+        self->send(it->request, rt::failed_atom::value, epoch,
+                   std::string("no live TP group for ") + std::to_string(pending_limit.count()) + " s");
+        pending.erase(it);
       },
       [=](rt::node_dead_atom, const std::string& node) {
         auto& st = self->state;

@@ -6,6 +6,8 @@
 #include "actors/node_parts.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "gpu/canvas.hpp"
+#include "gpu/model_config.hpp"
+#include "gpu/safetensors.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/client.hpp"
 #include "runtime/process.hpp"
@@ -15,7 +17,9 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -40,6 +44,7 @@ struct bench_options {
   int layers = 2;
   int reps = 5;
   int burst = 50;
+  int live_d_model = 512;
   std::string out_json;
 };
 
@@ -98,8 +103,12 @@ int run_child(std::vector<std::string> args) {
   std::vector<char*> c;
   for (auto& a : args) c.push_back(a.data());
   c.push_back(nullptr);
+  std::fflush(stdout);
   int pid = ::fork();
   if (pid == 0) {
+    // The cluster's own chatter (up/down) would interleave with the report.
+    int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
     ::execv(c[0], c.data());
     ::_exit(127);
   }
@@ -160,44 +169,44 @@ json group_stats(rt::cluster_session& s) {
   return {{"steps", steps}, {"step_wall_s", wall}, {"engine_s", engine}};
 }
 
-int run_bench(const bench_options& o) {
-  json report;
-  // (1) TP=2 vs TP=1.
-  {
-    dls::gpu::model_config mc;
-    mc.d_model = o.d_model;
-    mc.n_layers = o.layers;
-    mc.n_heads = o.d_model / 64;
-    mc.n_kv_heads = mc.n_heads;
-    mc.mlp_hidden = o.d_model * 11 / 4;
-    mc.vocab_size = 1024;
-    mc.max_seq = 4096;
-    mc.mask_id = 1;
-    mc.eos_id = 0;
-    auto m = dls::gpu::make_random_model(mc, 1);
-    caf::actor_system_config cfg;
-    rt::configure_caf(cfg, {});
-    caf::actor_system sys{cfg};
-    report["tp"] = json::array();
-    std::printf("refresh step, LLaDA-shaped random model d=%d layers=%d heads=%d mlp=%d (median of %d)\n", mc.d_model,
-                mc.n_layers, mc.n_heads, mc.mlp_hidden, o.reps);
-    std::printf("  %-6s %12s %12s %8s %14s\n", "length", "TP=1 ms", "TP=2 ms", "speedup", "msg overhead");
-    for (int len : o.lengths) {
-      auto t1 = time_refresh(sys, m, 1, len, o.reps);
-      auto t2 = time_refresh(sys, m, 2, len, o.reps);
-      double overhead = (t2.wall_ms - t2.engine_ms) / t2.wall_ms;
-      std::printf("  %-6d %12.1f %12.1f %7.2fx %13.2f%%\n", len, t1.wall_ms, t2.wall_ms, t1.wall_ms / t2.wall_ms,
-                  100 * overhead);
-      report["tp"].push_back({{"length", len}, {"tp1_ms", t1.wall_ms}, {"tp2_ms", t2.wall_ms},
-                              {"speedup", t1.wall_ms / t2.wall_ms}, {"tp2_engine_ms", t2.engine_ms}});
-    }
-  }
-  // (2)-(4) on a cluster of its own.
-  fs::path dir = fs::temp_directory_path() / ("dls-bench-" + std::to_string(::getpid()));
+// A LLaDA-shaped model folder with random weights and the shipped tokenizer, so the
+// live cluster can run steps of realistic size.
+std::string write_random_model(const fs::path& dir, const std::string& shipped, int d_model, int layers) {
   fs::create_directories(dir);
-  auto root = YAML::LoadFile(o.config);
+  auto base = dls::gpu::load_model_config(shipped + "/config.json");
+  dls::gpu::model_config mc = base;
+  mc.d_model = d_model;
+  mc.n_layers = layers;
+  mc.n_heads = d_model / 64;
+  mc.n_kv_heads = mc.n_heads;
+  mc.mlp_hidden = d_model * 11 / 4;
+  auto m = dls::gpu::make_random_model(mc, 2);
+  auto shapes = dls::gpu::llada_tensor_shapes(mc);
+  // The pointers in llada_tensor_shapes order (the order the loader binds them in).
+  std::vector<const float*> data{m->wte};
+  for (auto& l : m->layers)
+    for (auto* p : {l.attn_norm, l.q_proj, l.k_proj, l.v_proj, l.attn_out, l.ff_norm, l.ff_proj, l.up_proj, l.ff_out})
+      data.push_back(p);
+  data.push_back(m->ln_f);
+  data.push_back(m->head);
+  dls::gpu::write_safetensors_f32((dir / "model.safetensors").string(), shapes, data);
+  json cfg = json::parse(std::ifstream(shipped + "/config.json"));
+  cfg["d_model"] = mc.d_model;
+  cfg["n_layers"] = mc.n_layers;
+  cfg["n_heads"] = mc.n_heads;
+  cfg["n_kv_heads"] = mc.n_kv_heads;
+  cfg["mlp_hidden_size"] = mc.mlp_hidden;
+  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
+  fs::copy_file(shipped + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  return dir.string();
+}
+
+// Runs split/merge, throughput and overhead rounds on a fresh cluster serving `model_path`.
+int live_cluster(const bench_options& o, YAML::Node root, const std::string& model_path, const std::string& label,
+                 const fs::path& dir, json& report) {
+  fs::create_directories(dir);
   root["head"]["port"] = 0;
-  root["model"]["path"] = fs::absolute(fs::path(o.config).parent_path() / root["model"]["path"].as<std::string>()).string();
+  root["model"]["path"] = model_path;
   auto cfg_path = (dir / "bench.yaml").string();
   std::ofstream(cfg_path) << root << "\n";
   auto state = (dir / "state").string();
@@ -242,23 +251,77 @@ int run_bench(const bench_options& o) {
       }
     }
     auto med = [&](const json& a) { return median(a.get<std::vector<double>>()); };
-    std::printf("\nlive cluster %s, node %s, burst of %d requests (median of 3 rounds)\n", o.config.c_str(),
-                node.c_str(), o.burst);
+    std::printf("\nlive cluster %s with the %s, node %s, burst of %d requests (median of 3 rounds)\n",
+                o.config.c_str(), label.c_str(), node.c_str(), o.burst);
     std::printf("  two TP=1 groups: %.2f req/s   one TP=2 group: %.2f req/s   ratio TP=2/(2xTP=1): %.2f\n",
                 med(thr["tp1x2_rps"]), med(thr["tp2_rps"]), med(thr["tp2_rps"]) / med(thr["tp1x2_rps"]));
     std::printf("  actor messaging overhead per group step: %.2f%% (TP=1 groups), %.2f%% (TP=2 group) of step time\n",
                 100 * med(thr["overhead_tp1"]), 100 * med(thr["overhead_tp2"]));
     std::printf("  split [2]->[1,1]: %.1f ms   merge [1,1]->[2]: %.1f ms (idle cluster, median)\n", median(split_ms),
                 median(merge_ms));
-    report["cluster"] = {{"config", o.config},          {"burst", o.burst},
+    report["cluster"].push_back({{"model", label}, {"config", o.config}, {"burst", o.burst},
                          {"tp1x2_rps", med(thr["tp1x2_rps"])}, {"tp2_rps", med(thr["tp2_rps"])},
                          {"overhead_tp1", med(thr["overhead_tp1"])}, {"overhead_tp2", med(thr["overhead_tp2"])}, {"split_ms", median(split_ms)},
-                         {"merge_ms", median(merge_ms)}};
+                         {"merge_ms", median(merge_ms)}});
   } catch (const std::exception& e) {
     std::cerr << "dilaserve: error: bench: " << e.what() << "\n";
     rc = 1;
   }
   run_child({"down", "--state-dir", state});
+  return rc;
+}
+
+
+int run_bench(const bench_options& o) {
+  json report;
+  // (1) TP=2 vs TP=1.
+  {
+    dls::gpu::model_config mc;
+    mc.d_model = o.d_model;
+    mc.n_layers = o.layers;
+    mc.n_heads = o.d_model / 64;
+    mc.n_kv_heads = mc.n_heads;
+    mc.mlp_hidden = o.d_model * 11 / 4;
+    mc.vocab_size = 1024;
+    mc.max_seq = 4096;
+    mc.mask_id = 1;
+    mc.eos_id = 0;
+    auto m = dls::gpu::make_random_model(mc, 1);
+    caf::actor_system_config cfg;
+    rt::configure_caf(cfg, {});
+    caf::actor_system sys{cfg};
+    report["tp"] = json::array();
+    std::printf("refresh step, LLaDA-shaped random model d=%d layers=%d heads=%d mlp=%d (median of %d)\n", mc.d_model,
+                mc.n_layers, mc.n_heads, mc.mlp_hidden, o.reps);
+    std::printf("  %-6s %12s %12s %8s %14s\n", "length", "TP=1 ms", "TP=2 ms", "speedup", "msg overhead");
+    for (int len : o.lengths) {
+      auto t1 = time_refresh(sys, m, 1, len, o.reps);
+      auto t2 = time_refresh(sys, m, 2, len, o.reps);
+      double overhead = (t2.wall_ms - t2.engine_ms) / t2.wall_ms;
+      std::printf("  %-6d %12.1f %12.1f %7.2fx %13.2f%%\n", len, t1.wall_ms, t2.wall_ms, t1.wall_ms / t2.wall_ms,
+                  100 * overhead);
+      report["tp"].push_back({{"length", len}, {"tp1_ms", t1.wall_ms}, {"tp2_ms", t2.wall_ms},
+                              {"speedup", t1.wall_ms / t2.wall_ms}, {"tp2_engine_ms", t2.engine_ms}});
+    }
+  }
+  // (2)-(4) on live clusters: the shipped model, then a random LLaDA-shaped one whose
+  // steps are long enough for messaging overhead to be measured against real work.
+  fs::path dir = fs::temp_directory_path() / ("dls-bench-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto root = YAML::LoadFile(o.config);
+  auto shipped = fs::absolute(fs::path(o.config).parent_path() / root["model"]["path"].as<std::string>()).string();
+  int rc = 0;
+  report["cluster"] = json::array();
+  try {
+    rc |= live_cluster(o, root, shipped, "shipped tiny model", dir / "a", report);
+    if (o.live_d_model > 0) {
+      auto big = write_random_model(dir / "model", shipped, o.live_d_model, o.layers);
+      rc |= live_cluster(o, root, big, "random model d=" + std::to_string(o.live_d_model), dir / "b", report);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "dilaserve: error: bench: " << e.what() << "\n";
+    rc = 1;
+  }
   fs::remove_all(dir);
   if (!o.out_json.empty()) std::ofstream(o.out_json) << report.dump(2) << "\n";
   return rc;
@@ -273,6 +336,7 @@ dls::cli::register_command reg{"bench-runtime", [](CLI::App& app) {
   sub->add_option("--layers", o->layers, "Layers of the random model")->check(CLI::Range(1, 64));
   sub->add_option("--reps", o->reps, "Measured steps per point")->check(CLI::Range(1, 100));
   sub->add_option("--burst", o->burst, "Requests per throughput burst")->check(CLI::Range(1, 10000));
+  sub->add_option("--live-d-model", o->live_d_model, "Also run the live part on a random model this wide (0: skip)");
   sub->add_option("--json", o->out_json, "Also write the numbers to this JSON file");
   return std::function<int()>([o] { return run_bench(*o); });
 }};
