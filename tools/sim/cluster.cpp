@@ -93,6 +93,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(r, "forecast_quantile", c.forecast_quantile);
   read(r, "regroup_cost_s", c.regroup_cost_s);
   read(r, "max_fraction", c.max_reconfig_fraction);
+  read(r, "min_dwell_s", c.min_dwell_s);
   read(r, "attainment_target", c.reconfig.attainment_target);
   read(r, "utilization_max", c.reconfig.utilization_max);
   read(r, "switch_cost_s", c.reconfig.switch_cost_s);

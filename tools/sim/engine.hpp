@@ -67,6 +67,7 @@ struct sim_node {
   policy::partition layout;
   policy::partition target;    // non-empty while draining for a regroup
   bool regrouping = false;
+  double last_change_s = -1e300;  // regroup finished; the node stays put for min_dwell_s
 };
 
 class engine {

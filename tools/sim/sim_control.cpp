@@ -201,6 +201,7 @@ void engine::tick_reconfig() {
       continue;
     }
     if (!plan.switch_layout || plan.nodes.size() <= n || plan.nodes[n] == nodes_[n].layout) continue;
+    if (now_ - nodes_[n].last_change_s < cl_.min_dwell_s) continue;  // hysteresis in time
     std::size_t outstanding = 0;
     for (int gid : nodes_[n].groups)
       outstanding += groups_[static_cast<std::size_t>(gid)].active.size() +
@@ -254,6 +255,7 @@ void engine::on_regroup_done(int n) {
   node.layout = node.target;
   node.target.clear();
   node.regrouping = false;
+  node.last_change_s = now_;
   std::vector<int> fresh;
   for (int tp : node.layout) fresh.push_back(make_group(n, tp));
   auto waiting = std::move(pending_);
