@@ -1,0 +1,116 @@
+#define BOOST_TEST_MODULE gpu_canvas
+#include "gpu/canvas.hpp"
+#include "gpu/commit.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <stdexcept>
+
+using namespace dls::gpu;
+
+namespace {
+
+std::vector<row_proposal> props(std::vector<double> conf, int first_pos = 10) {
+  std::vector<row_proposal> v;
+  for (std::size_t i = 0; i < conf.size(); ++i) v.push_back({first_pos + int(i), 100 + int(i), conf[i]});
+  return v;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(threshold_commits_all_above_tau_and_always_the_top1) {
+  auto p = props({0.95, 0.4, 0.91, 0.9});
+  auto c = select_commits(p, commit_rule::threshold, 0.9, 0, 1.0);
+  BOOST_TEST((c == std::vector<int32_t>{10, 12, 13}));  // >= tau, most confident first
+  c = select_commits(props({0.3, 0.5, 0.5}), commit_rule::threshold, 0.9, 0, 1.0);
+  BOOST_TEST((c == std::vector<int32_t>{11}));  // none clears tau: top-1, lower position on ties
+}
+
+BOOST_AUTO_TEST_CASE(quota_and_factor_rules) {
+  auto p = props({0.2, 0.9, 0.6, 0.8});
+  BOOST_TEST((select_commits(p, commit_rule::quota, 0.0, 2, 1.0) == std::vector<int32_t>{11, 13}));
+  // factor f=1: rank i needs c >= 1 - 1/(i+1): 0.5, 0.667, 0.75, ... so 0.7 at rank 3 stops it.
+  auto f = select_commits(props({0.99, 0.7, 0.76, 0.2}), commit_rule::factor, 0.0, 0, 1.0);
+  BOOST_TEST((f == std::vector<int32_t>{10, 12}));
+  BOOST_TEST((select_commits(props({0.99, 0.8, 0.9}), commit_rule::factor, 0.0, 0, 1.0) == std::vector<int32_t>{10, 12, 11}));
+  BOOST_TEST(select_commits(props({0.1}), commit_rule::factor, 0.0, 0, 1.0).size() == 1u);
+  // LLaDA's schedule: 8 masks over 3 steps -> 3, 3, 2.
+  BOOST_TEST(quota_for_step(8, 3, 0) == 3);
+  BOOST_TEST(quota_for_step(8, 3, 1) == 3);
+  BOOST_TEST(quota_for_step(8, 3, 2) == 2);
+  BOOST_TEST(quota_for_step(3, 8, 5) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(plans_follow_the_cache_mode) {
+  decode_params p;
+  p.gen_length = 16;
+  p.block_length = 8;
+  p.cache = cache_mode::dual;
+  auto c = canvas::start({5, 6, 7, 8}, p, 1, 0);
+  auto s = c.next_step();
+  BOOST_TEST((s.kind == step_kind::refresh && s.q0 == 0 && s.q1 == 20 && s.block0 == 4 && s.block1 == 12));
+  BOOST_TEST(c.at_refresh_boundary());
+  c.apply({{4, 9, 0.99}, {5, 9, 0.1}});
+  s = c.next_step();
+  BOOST_TEST((s.kind == step_kind::reuse && s.q0 == 4 && s.q1 == 12 && s.key_rows == 20));
+  BOOST_TEST(!c.at_refresh_boundary());
+  c.params.cache = cache_mode::prefix;
+  s = c.next_step();
+  BOOST_TEST((s.q0 == 4 && s.q1 == 20));
+  c.params.cache = cache_mode::dual;
+  c.params.refresh_interval = 1;
+  BOOST_TEST((c.next_step().kind == step_kind::refresh));
+}
+
+BOOST_AUTO_TEST_CASE(blocks_advance_and_eos_finishes) {
+  decode_params p;
+  p.gen_length = 8;
+  p.block_length = 4;
+  p.threshold = 0.5;
+  auto c = canvas::start({5, 6}, p, 1, 0);
+  c.apply({{2, 7, 0.9}, {3, 7, 0.9}, {4, 7, 0.9}, {5, 7, 0.9}});
+  BOOST_TEST(c.block == 1);
+  BOOST_TEST(c.step_in_block == 0);
+  BOOST_TEST(!c.finished);
+  c.apply({{6, 8, 0.9}, {7, 0, 0.9}, {8, 0, 0.9}, {9, 0, 0.9}});
+  BOOST_TEST(c.finished);
+  BOOST_TEST((c.answer() == std::vector<int32_t>{7, 7, 7, 7, 8}));
+  BOOST_TEST(c.steps == 2);
+  BOOST_TEST(c.tokens_per_step() == 4.0);
+}
+
+BOOST_AUTO_TEST_CASE(canvas_round_trips_and_corruption_is_named) {
+  decode_params p;
+  p.gen_length = 16;
+  p.rule = commit_rule::factor;
+  p.factor = 2.0;
+  p.temperature = 0.7;
+  p.seed = 99;
+  auto c = canvas::start({3, 4, 5}, p, 1, 0);
+  c.apply({{3, 9, 0.99}, {4, 9, 0.2}});
+  c.set_threshold(0.42);
+  auto bytes = c.to_bytes();
+  auto d = canvas::from_bytes(bytes);
+  BOOST_TEST(d.to_bytes() == bytes);
+  BOOST_TEST((d.ids == c.ids));
+  BOOST_TEST(d.params.threshold == 0.42);
+  BOOST_TEST(d.steps == 1);
+  BOOST_TEST(d.params.seed == 99u);
+  BOOST_CHECK_THROW(canvas::from_bytes(bytes.substr(0, bytes.size() - 3)), std::invalid_argument);
+  BOOST_CHECK_THROW(canvas::from_bytes(bytes.substr(0, 20)), std::invalid_argument);
+  BOOST_CHECK_THROW(canvas::from_bytes("XXXX" + bytes.substr(4)), std::invalid_argument);
+  try {
+    canvas::from_bytes(bytes.substr(0, 20));
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("truncated at byte") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_params_are_refused) {
+  decode_params p;
+  p.block_length = 0;
+  BOOST_CHECK_THROW(canvas::start({1}, p, 1, 0), std::invalid_argument);
+  p = {};
+  BOOST_CHECK_THROW(canvas::start({}, p, 1, 0), std::invalid_argument);
+  BOOST_CHECK_THROW(parse_cache_mode("full"), std::invalid_argument);
+}

@@ -1,0 +1,165 @@
+#define BOOST_TEST_MODULE gpu_decode
+#include "test_support.hpp"
+
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/tp_runner.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+using namespace dls::gpu;
+
+namespace {
+
+std::shared_ptr<const model> small_model() {
+  static auto m = make_random_model(test::small_config(), 11);
+  return m;
+}
+
+std::vector<int32_t> prompt(int n, int salt) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(2 + (i * 7 + salt * 3) % 38);
+  return p;
+}
+
+decode_params params(commit_rule rule, cache_mode cache, int gen = 16, int block = 8) {
+  decode_params p;
+  p.rule = rule;
+  p.cache = cache;
+  p.gen_length = gen;
+  p.block_length = block;
+  p.threshold = 0.1;  // the random model is unconfident; let the rule commit several tokens
+  return p;
+}
+
+canvas run(engine& e, canvas c) {
+  auto s = e.admit(std::move(c));
+  while (!s.c.finished) e.step({&s});
+  return s.c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_token_per_step_commits_exactly_one) {
+  engine e(make_cpu_backend(small_model()));
+  auto s = e.admit(canvas::start(prompt(6, 1), params(commit_rule::quota, cache_mode::dual), 1, 0));
+  while (!s.c.finished) {
+    auto r = e.step({&s})[0];
+    BOOST_TEST(r.committed == 1);
+  }
+  BOOST_TEST(s.c.steps == s.c.committed);
+}
+
+BOOST_AUTO_TEST_CASE(dual_cache_refreshed_every_step_equals_no_cache) {
+  engine e(make_cpu_backend(small_model()));
+  for (auto rule : {commit_rule::quota, commit_rule::threshold, commit_rule::factor}) {
+    auto pn = params(rule, cache_mode::none, 24, 8);
+    auto pd = params(rule, cache_mode::dual, 24, 8);
+    pd.refresh_interval = 1;
+    auto a = run(e, canvas::start(prompt(9, 2), pn, 1, 0));
+    auto b = run(e, canvas::start(prompt(9, 2), pd, 1, 0));
+    BOOST_TEST((a.ids == b.ids));
+    BOOST_TEST(a.steps == b.steps);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(reuse_steps_compute_fewer_rows_but_report_them) {
+  engine e(make_cpu_backend(small_model()));
+  auto s = e.admit(canvas::start(prompt(20, 3), params(commit_rule::quota, cache_mode::dual, 16, 8), 1, 0));
+  auto r0 = e.step({&s})[0];
+  auto r1 = e.step({&s})[0];
+  BOOST_TEST((r0.kind == step_kind::refresh && r0.query_rows == 36 && r0.key_rows == 36));
+  BOOST_TEST((r1.kind == step_kind::reuse && r1.query_rows == 8 && r1.key_rows == 36));
+  BOOST_TEST(r1.seconds > 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(serialized_mid_decode_canvas_resumes_identically) {
+  for (auto cache : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    engine e(make_cpu_backend(small_model()));
+    auto p = params(commit_rule::threshold, cache, 24, 8);
+    auto whole = run(e, canvas::start(prompt(7, 4), p, 1, 0));
+    // Stop at a refresh boundary (block 1 start) and mid-block; resume elsewhere.
+    for (int stop_after : {1, 3}) {
+      auto s = e.admit(canvas::start(prompt(7, 4), p, 1, 0));
+      int steps = 0;
+      while (!s.c.finished && (steps < stop_after || (stop_after == 1 && !s.c.at_refresh_boundary()))) {
+        e.step({&s});
+        ++steps;
+      }
+      auto bytes = s.c.to_bytes();
+      auto kv = s.cache->export_bytes();
+      engine other(make_cpu_backend(small_model()));
+      auto t = other.admit(canvas::from_bytes(bytes));
+      if (!t.c.at_refresh_boundary()) t.cache->import_bytes(kv);  // mid-block: the KV cache moves too
+      while (!t.c.finished) other.step({&t});
+      BOOST_TEST((t.c.ids == whole.ids));
+      BOOST_TEST(t.c.steps == whole.steps);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(batched_steps_with_mixed_kinds_and_lengths_equal_single_runs) {
+  engine e(make_cpu_backend(small_model()));
+  std::vector<request_slot> slots;
+  std::vector<canvas> singles;
+  int i = 0;
+  for (auto cache : {cache_mode::none, cache_mode::prefix, cache_mode::dual, cache_mode::dual}) {
+    auto p = params(i % 2 ? commit_rule::quota : commit_rule::threshold, cache, 8 + 8 * i, 8);
+    auto c = canvas::start(prompt(5 + 3 * i, i), p, 1, 0);
+    singles.push_back(run(e, c));
+    slots.push_back(e.admit(c));
+    ++i;
+  }
+  // Stagger: the first request starts alone so later steps mix refresh and reuse.
+  e.step({&slots[0]});
+  bool mixed = false;
+  while (true) {
+    std::vector<request_slot*> batch;
+    for (auto& s : slots)
+      if (!s.c.finished) batch.push_back(&s);
+    if (batch.empty()) break;
+    auto reps = e.step(batch);
+    bool has_refresh = false, has_reuse = false;
+    for (auto& r : reps) (r.kind == step_kind::refresh ? has_refresh : has_reuse) = true;
+    mixed |= has_refresh && has_reuse;
+  }
+  BOOST_TEST(mixed);
+  for (std::size_t k = 0; k < slots.size(); ++k) BOOST_TEST((slots[k].c.ids == singles[k].ids));
+}
+
+BOOST_AUTO_TEST_CASE(tensor_parallel_two_equals_one) {
+  auto m = small_model();
+  engine one(make_cpu_backend(m));
+  tp_runner two(m, 2);
+  // Logits within 1e-4 on a refresh.
+  auto c = canvas::start(prompt(10, 5), params(commit_rule::threshold, cache_mode::dual), 1, 0);
+  auto cache1 = one.device().make_cache();
+  auto l1 = one.device().logits(c, c.next_step(), *cache1);
+  std::vector<float> l2;
+  {
+    // Both ranks must run together; rank 1 on a thread.
+    auto cache_a = two.rank_engine(0).device().make_cache();
+    auto cache_b = two.rank_engine(1).device().make_cache();
+    std::thread t([&] { two.rank_engine(1).device().logits(c, c.next_step(), *cache_b); });
+    l2 = two.rank_engine(0).device().logits(c, c.next_step(), *cache_a);
+    t.join();
+  }
+  BOOST_REQUIRE_EQUAL(l1.size(), l2.size());
+  float worst = 0;
+  for (std::size_t i = 0; i < l1.size(); ++i) worst = std::max(worst, std::fabs(l1[i] - l2[i]));
+  BOOST_TEST(worst < 1e-4f);
+  // Token-identical decodes for each cache mode, batched.
+  for (auto cache : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    auto p = params(commit_rule::threshold, cache, 16, 8);
+    auto a = run(one, canvas::start(prompt(8, 6), p, 1, 0));
+    auto b = run(one, canvas::start(prompt(12, 7), p, 1, 0));
+    auto ha = two.admit(canvas::start(prompt(8, 6), p, 1, 0));
+    auto hb = two.admit(canvas::start(prompt(12, 7), p, 1, 0));
+    while (!two.view(ha).finished || !two.view(hb).finished) two.step({ha, hb});
+    BOOST_TEST((two.view(ha).ids == a.ids));
+    BOOST_TEST((two.view(hb).ids == b.ids));
+    BOOST_TEST((two.view(1, hb).ids == b.ids));
+  }
+}
