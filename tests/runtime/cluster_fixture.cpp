@@ -101,7 +101,12 @@ scratch_dir::~scratch_dir() {
   fs::remove_all(path_, ec);
 }
 
-std::string model_dir() { return std::string(DLS_SOURCE_DIR) + "/models/tiny-llada"; }
+std::string model_dir() {
+  // DLS_TEST_MODEL_DIR points the runtime tests at another trained model folder (with its
+  // eval.jsonl), e.g. a fresh training run, without touching models/.
+  if (const char* dir = std::getenv("DLS_TEST_MODEL_DIR"); dir && *dir) return dir;
+  return std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
+}
 
 std::string write_test_config(const scratch_dir& dir, const std::string& name) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
@@ -196,7 +201,8 @@ std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& pr
   return path;
 }
 
-std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems) {
+std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems,
+                                           double threshold) {
   auto cfg = runtime::load_cluster_config(std::string(DLS_SOURCE_DIR) + "/configs/" + config_name);
   auto model = gpu::load_model(model_dir());
   auto tok = gpu::load_tokenizer(model_dir());
@@ -207,7 +213,7 @@ std::vector<std::string> reference_answers(const std::string& config_name, const
     d.gen_length = p.gen_length > 0 ? p.gen_length : cfg.engine.gen_length;
     d.block_length = cfg.engine.block_length;
     d.rule = gpu::parse_commit_rule(cfg.engine.commit);
-    d.threshold = cfg.engine.threshold;
+    d.threshold = threshold >= 0 ? threshold : cfg.engine.threshold;
     d.cache = gpu::parse_cache_mode(cfg.engine.cache);
     d.refresh_interval = cfg.engine.refresh_interval;
     d.temperature = 0;

@@ -94,7 +94,9 @@ std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& pr
 
 /// The answers of the shipped model at temperature 0 with the engine settings of
 /// configs/CONFIG_NAME, decoded in this process on one device (TP = 1, no runtime).
-std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems);
+/// `threshold` < 0 takes the config's τ.
+std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems,
+                                           double threshold = -1);
 
 /// Polls `probe` (a CLI query) until it returns true or `seconds` pass.
 bool eventually(double seconds, const std::function<bool()>& probe);
