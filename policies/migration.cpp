@@ -114,10 +114,15 @@ std::vector<migration_decision> plan_migrations(
       }
     }
   }
-  std::sort(cands.begin(), cands.end(), [&](const candidate& a, const candidate& b) {
-    if (a.slack != b.slack) return a.slack > b.slack;  // the nearest to rescue first
-    return (*reqs[a.group])[a.index].id < (*reqs[b.group])[b.index].id;
-  });
+  // Only the nearest-to-rescue candidates are tried: under overload thousands have negative
+  // slack, and trying each against every destination made this the simulator's bottleneck.
+  const std::size_t tries = std::min(cands.size(), static_cast<std::size_t>(4 * std::max(1, cfg.max_moves)));
+  std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(tries), cands.end(),
+                    [&](const candidate& a, const candidate& b) {
+                      if (a.slack != b.slack) return a.slack > b.slack;
+                      return (*reqs[a.group])[a.index].id < (*reqs[b.group])[b.index].id;
+                    });
+  cands.resize(tries);
   // Destinations are scanned from the least loaded per device; the scan is bounded so one
   // invocation stays O(candidates x scan) at thousands of groups.
   std::vector<std::size_t> dst_order(gs.size());

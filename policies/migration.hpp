@@ -14,7 +14,8 @@
 // minimises  t_move + remaining_steps x step_s'(dst), where step_s' is the destination's step
 // time with r added; accept only if r then meets its deadline and every request already on the
 // destination that was meeting its deadline still does (step_s' <= the destination's
-// max_step_s). So a move never makes a destination miss.
+// max_step_s). So a move never makes a destination miss. Per invocation at most 4 x max_moves
+// candidates (the nearest to rescue) are tried against at most 32 destinations each.
 // Balance mode (Llumnix-style baseline): ignores deadlines; while the most loaded group's load
 // (requests per device) exceeds imbalance x the least loaded's + 1, move the cheapest-to-move
 // request from the former to the latter.
