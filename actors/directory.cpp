@@ -14,6 +14,8 @@ uint64_t directory::add(runtime::actor_info row) {
 void directory::update(uint64_t id, const std::string& state, const std::string& details) {
   auto it = rows_.find(id);
   if (it == rows_.end()) return;
+  // Each entry into RESTARTING counts as one restart of that actor.
+  if (state == "RESTARTING" && it->second.state != "RESTARTING") ++it->second.restarts;
   if (!state.empty()) it->second.state = state;
   if (!details.empty()) it->second.details = details;
 }

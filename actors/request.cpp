@@ -59,7 +59,8 @@ std::string details(const request_state& st) {
 
 void publish(req_ptr self) {
   if (self->state.dir_id == 0) return;
-  auto state = self->state.done ? "DEAD" : "ALIVE";
+  // RESTARTING while it waits to resume elsewhere after losing its node.
+  auto state = self->state.done ? "DEAD" : self->state.status == "REPLACING" ? "RESTARTING" : "ALIVE";
   self->send(self->state.core, rt::detail_atom::value, self->state.dir_id, std::string(state), details(self->state));
 }
 

@@ -66,4 +66,8 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   BOOST_TEST(node_state(c, "node0") == "ALIVE");
   BOOST_TEST(status["requests"]["finished"].get<int>() == static_cast<int>(n));
   for (auto& a : c.json_cli({"actors", "--node", "node1"})) BOOST_TEST(a["state"] == "DEAD");
+  // Every re-placed request counts one restart in the directory.
+  int restarts = 0;
+  for (auto& a : c.json_cli({"actors", "--kind", "request"})) restarts += a["restarts"].get<int>();
+  BOOST_TEST(restarts >= replaced);
 }
