@@ -37,6 +37,7 @@ struct request_state {
   std::string status = "QUEUED";
   std::string node;
   std::string group;
+  caf::actor group_handle;  // monitored: a group that crashes must not take the request along
   bool done = false;
   rt::answer result;
   std::vector<caf::response_promise> waiting;
@@ -96,6 +97,25 @@ void finish(req_ptr self, rt::answer a) {
   self->quit();
 }
 
+// Resumes the request elsewhere from its last snapshot. Messages the old group may
+// still send carry the old epoch and are ignored. Idempotent while it waits.
+void replace(req_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.done || st.status == "REPLACING") return;
+  ++st.epoch;
+  ++st.moves;
+  st.status = "REPLACING";
+  st.group.clear();
+  if (st.group_handle) self->demonitor(st.group_handle);
+  st.group_handle = nullptr;
+  rt::log_line("request-" + std::to_string(st.id),
+               why + "; re-placing from " +
+                   (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
+                                      : "a canvas at step " + std::to_string(st.steps)));
+  publish(self);
+  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+}
+
 caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
                       caf::actor core, caf::actor supervisor) {
   auto& st = self->state;
@@ -114,6 +134,14 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         publish(self);
       });
   self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+  // A group retired by a regroup exits with user_shutdown after handing its requests
+  // over; any other end of the current group (crash, lost node) means re-placing.
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (!st.group_handle || dm.source != st.group_handle.address()) return;
+    if (dm.reason == caf::exit_reason::user_shutdown) return;
+    replace(self, "group " + st.group + " ended (" + to_string(dm.reason) + ")");
+  });
   return {
       [=](rt::await_atom) {
         auto rp = self->make_response_promise();
@@ -129,6 +157,9 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         if (!st.group.empty() && st.group != group) ++st.moves;
         st.node = node;
         st.group = group;
+        if (st.group_handle) self->demonitor(st.group_handle);
+        st.group_handle = caf::actor_cast<caf::actor>(self->current_sender());
+        if (st.group_handle) self->monitor(st.group_handle);
         st.status = "RUNNING";
         self->send(st.supervisor, rt::placed_atom::value, st.id, group);
         publish(self);
@@ -175,20 +206,10 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         a.group = self->state.group;
         finish(self, std::move(a));
       },
-      // Its group's node died: resume elsewhere from the last snapshot. Messages the
-      // old group may still send carry the old epoch and are ignored.
-      [=](rt::replace_atom) {
-        auto& st = self->state;
-        if (st.done) return;
-        ++st.epoch;
-        ++st.moves;
-        st.status = "REPLACING";
-        st.group.clear();
-        rt::log_line("request-" + std::to_string(st.id),
-                     "re-placing from " + (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
-                                                             : "a canvas at step " + std::to_string(st.steps)));
-        publish(self);
-        self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+      // Its group's node died: resume elsewhere from the last snapshot.
+      [=](rt::replace_atom, const std::string& node) {
+        // QUEUED: its admission to a group on that node was still in flight.
+        if (self->state.node == node || self->state.status == "QUEUED") replace(self, "node '" + node + "' died");
       },
   };
 }

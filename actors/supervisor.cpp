@@ -182,7 +182,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         int moved = 0;
         for (auto& [id, r] : st.requests)
           if (lost.count(r.second) && r.first) {
-            self->send(r.first, rt::replace_atom::value);
+            self->send(r.first, rt::replace_atom::value, node);
             r.second.clear();
             ++moved;
           }
