@@ -5,6 +5,7 @@
 #include "policies/predict.hpp"
 
 #include <cmath>
+#include <tuple>
 
 using namespace dls;
 using policy::step_kind;
@@ -116,6 +117,39 @@ samples:
   BOOST_TEST(j.step_seconds(1, {policy::step_item_of(step_kind::reuse, 100, 32)}) == 0.532,
              boost::test_tools::tolerance(1e-12));
   BOOST_CHECK_THROW(policy::parse_step_cost_profile("kind: guess\n"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(gpu_check_profile_shape_loads) {
+  // The shape tools/gpu_check.sh (bench_cuda_step) writes: extra keys are ignored.
+  const std::string text = R"(# Measured step-cost profile
+kind: measured
+hardware: "NVIDIA H200"
+model: "LLaDA-8B shape, random bf16 weights"
+source: "bench_cuda_step 2026-11-30; gen 256, block 32, dual cache; median of 5 steps"
+measured:
+  gemm_bf16_flops: 7.1e14
+  d2d_copy_bytes_per_s: 3.9e12
+memory:
+  weight_bytes: 16040000000
+  kv_bytes_per_token: 524288
+samples:
+  - {tp: 1, kind: refresh, batch: 1, query_rows: 768, key_rows: 768, seconds: 0.016988, roofline_seconds: 0.015}
+  - {tp: 1, kind: reuse, batch: 1, query_rows: 32, key_rows: 768, seconds: 0.005212, roofline_seconds: 0.0042}
+  - {tp: 1, kind: refresh, batch: 8, query_rows: 768, key_rows: 768, seconds: 0.104404, roofline_seconds: 0.1}
+  - {tp: 1, kind: reuse, batch: 8, query_rows: 32, key_rows: 768, seconds: 0.010196, roofline_seconds: 0.009}
+)";
+  auto m = policy::parse_step_cost_profile(text);
+  BOOST_TEST(m.hardware == "NVIDIA H200");
+  BOOST_TEST(m.tp_degrees() == std::vector<int>({1}));
+  BOOST_TEST(m.memory.kv_bytes_per_token == 524288.0);
+  BOOST_TEST(m.kv_capacity_tokens(1) > 1e17);  // no device size given: unbounded
+  // The samples follow t = 4.5 ms + 0.2 ms/request + 16 us/query row, which non-negative
+  // coefficients can express, so the fit reproduces every sample.
+  for (auto [kind, b, t] : {std::tuple{step_kind::refresh, 1, 0.016988}, {step_kind::reuse, 1, 0.005212},
+                            {step_kind::refresh, 8, 0.104404}, {step_kind::reuse, 8, 0.010196}}) {
+    std::vector<policy::step_item> items(static_cast<std::size_t>(b), policy::step_item_of(kind, 768, 32));
+    BOOST_TEST(m.step_seconds(1, items) == t, boost::test_tools::tolerance(0.01));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(shipped_profiles_load_with_sources) {
