@@ -27,6 +27,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <functional>
 #include <random>
 
 namespace fs = std::filesystem;
@@ -140,7 +141,9 @@ json list_actors(rt::cluster_session& s) {
 }
 
 // Submits `n` prompts at once; returns wall seconds until the last answer.
-double burst(rt::cluster_session& s, const std::vector<std::string>& prompts) {
+// `during`, if set, runs once every request has been sent (e.g. a regroup under load).
+double burst(rt::cluster_session& s, const std::vector<std::string>& prompts,
+             const std::function<void()>& during = {}) {
   caf::scoped_actor self{s.system()};
   auto t0 = clock_type::now();
   for (std::size_t i = 0; i < prompts.size(); ++i) {
@@ -149,6 +152,7 @@ double burst(rt::cluster_session& s, const std::vector<std::string>& prompts) {
     spec.tag = i;
     self->send(s.head(), rt::submit_atom::value, spec);
   }
+  if (during) during();
   std::size_t got = 0;
   while (got < prompts.size())
     self->receive([&](rt::answer& a) {
@@ -250,6 +254,18 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
         thr[g == &one ? "overhead_tp1" : "overhead_tp2"].push_back(w > 0 ? (w - e) / w : 0.0);
       }
     }
+    // A split and a merge while a burst runs: they wait for requests to reach a refresh
+    // boundary, so this is the figure that matters for live reconfiguration.
+    std::vector<double> busy_ms;
+    int moved = 0;
+    for (int round = 0; round < 3; ++round)
+      for (std::vector<int32_t> groups : {std::vector<int32_t>{1, 1}, std::vector<int32_t>{2}})
+        burst(s, prompts, [&] {
+          auto r = regroup(groups);
+          if (!r.value("ok", false)) throw std::runtime_error("regroup under load failed: " + r.dump());
+          busy_ms.push_back(r["total_ms"].get<double>());
+          moved += r["node_stats"].value("moved", 0);
+        });
     auto med = [&](const json& a) { return median(a.get<std::vector<double>>()); };
     std::printf("\nlive cluster %s with the %s, node %s, burst of %d requests (median of 3 rounds)\n",
                 o.config.c_str(), label.c_str(), node.c_str(), o.burst);
@@ -259,10 +275,13 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
                 100 * med(thr["overhead_tp1"]), 100 * med(thr["overhead_tp2"]));
     std::printf("  split [2]->[1,1]: %.1f ms   merge [1,1]->[2]: %.1f ms (idle cluster, median)\n", median(split_ms),
                 median(merge_ms));
+    std::printf("  split or merge during a burst: %.1f ms median, %.1f ms max (%d requests moved as canvases)\n",
+                median(busy_ms), *std::max_element(busy_ms.begin(), busy_ms.end()), moved);
     report["cluster"].push_back({{"model", label}, {"config", o.config}, {"burst", o.burst},
                          {"tp1x2_rps", med(thr["tp1x2_rps"])}, {"tp2_rps", med(thr["tp2_rps"])},
                          {"overhead_tp1", med(thr["overhead_tp1"])}, {"overhead_tp2", med(thr["overhead_tp2"])}, {"split_ms", median(split_ms)},
-                         {"merge_ms", median(merge_ms)}});
+                         {"merge_ms", median(merge_ms)}, {"regroup_under_load_ms", median(busy_ms)},
+                         {"moved_under_load", moved}});
   } catch (const std::exception& e) {
     std::cerr << "dilaserve: error: bench: " << e.what() << "\n";
     rc = 1;
