@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "runtime/process.hpp"
 
 #include <signal.h>
 
@@ -70,4 +71,26 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   int restarts = 0;
   for (auto& a : c.json_cli({"actors", "--kind", "request"})) restarts += a["restarts"].get<int>();
   BOOST_TEST(restarts >= replaced);
+}
+
+BOOST_AUTO_TEST_CASE(a_hung_node_is_marked_dead_by_missed_heartbeats) {
+  cluster c("local-2node.yaml");  // heartbeat every 300 ms, DEAD after 2000 ms of silence
+  auto pid = c.pid_of("node1");
+  ::kill(pid, SIGSTOP);
+  std::string reason;
+  auto dead = dls::test::eventually(15, [&] {
+    auto status = c.json_cli({"status"});
+    for (auto& n : status["nodes"])
+      if (n["name"] == "node1" && n["state"] == "DEAD") reason = n.value("reason", "");
+    return !reason.empty();
+  });
+  ::kill(pid, SIGCONT);
+  BOOST_REQUIRE(dead);
+  // A stopped process keeps its connection open, so only the heartbeat can tell.
+  BOOST_TEST(reason.find("no heartbeat") != std::string::npos, reason);
+  // Woken up, it learns that it was declared DEAD and leaves on its own.
+  BOOST_TEST(dls::runtime::wait_exit(pid, 10000));
+  auto node0 = c.json_cli({"actors", "--node", "node0", "--kind", "tp_group"});
+  BOOST_TEST(node0.size() == 1u);
+  BOOST_TEST(node0[0]["state"] == "ALIVE");
 }
