@@ -48,6 +48,8 @@ struct group_state {
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
+constexpr auto step_timeout = std::chrono::minutes(5);
+
 gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item& item) {
   gpu::decode_params p;
   p.gen_length = item.gen_length > 0 ? item.gen_length : d.gen_length;
@@ -91,7 +93,7 @@ void finish_drain(group_ptr self) {
   // Rank 0's canvases travel; the other ranks drop theirs.
   step_order o{ids};
   for (std::size_t r = 1; r < st.setup.workers.size(); ++r) self->send(st.setup.workers[r], drop_atom::value, o);
-  self->request(st.setup.workers[0], caf::infinite, evict_atom::value, o).then([=](canvas_bundle& b) {
+  self->request(st.setup.workers[0], step_timeout, evict_atom::value, o).then([=](canvas_bundle& b) {
     auto& st = self->state;
     std::vector<rt::work_item> items;
     for (auto& [id, bytes] : b.canvases) {
@@ -104,6 +106,14 @@ void finish_drain(group_ptr self) {
     st.queue.clear();
     st.order.clear();
     st.drain_rp.deliver(caf::make_message(std::move(items)));
+  }, [=](caf::error& e) {
+    // Without rank 0's canvases these requests cannot move: end them explicitly.
+    auto& st = self->state;
+    for (auto& [id, q] : st.queue)
+      self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, "lost during regroup: " + to_string(e));
+    st.queue.clear();
+    st.order.clear();
+    st.drain_rp.deliver(caf::make_message(std::vector<rt::work_item>{}));
   });
 }
 
@@ -187,7 +197,9 @@ void run_step(group_ptr self) {
   auto t0 = clock_type::now();
   step_order order{ids};
   for (std::size_t r = 0; r < k; ++r) {
-    self->request(st.setup.workers[r], caf::infinite, step_atom::value, order)
+    // Generous: a step of a large model takes seconds. A worker that never answers
+    // fails its batch explicitly instead of stalling the group forever.
+    self->request(st.setup.workers[r], step_timeout, step_atom::value, order)
         .then(
             [=](step_result& res) {
               (*results)[r] = std::move(res);
