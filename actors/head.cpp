@@ -178,6 +178,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
         r.heartbeat_interval_ms = st.cfg.heartbeat_interval_ms;
         r.head = caf::actor_cast<caf::actor>(self);
         r.supervisor = st.supervisor;
+        r.incarnation = n.joins;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at

@@ -61,7 +61,9 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
   std::size_t next = 0;
   for (auto size : sizes) {
     group_setup g;
-    g.name = st.node + "/g" + std::to_string(st.next_group++);
+    // A node that rejoins after a crash gets fresh names: "node1/g0", later "node1/g2.0".
+    auto prefix = st.info.incarnation > 1 ? std::to_string(st.info.incarnation) + "." : std::string();
+    g.name = st.node + "/g" + prefix + std::to_string(st.next_group++);
     g.node = st.node;
     for (int32_t i = 0; i < size; ++i, ++next) {
       g.workers.push_back(st.workers[next]);

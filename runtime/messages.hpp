@@ -92,12 +92,13 @@ struct join_reply {
   int32_t heartbeat_interval_ms = 500;
   caf::actor head;
   caf::actor supervisor;  // groups report their queued work here
+  uint32_t incarnation = 1;  // how many times this node name has joined (names stay unique)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
-           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor);
+           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation);
 }
 
 // -- directory -------------------------------------------------------------------------
