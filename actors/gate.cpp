@@ -121,8 +121,7 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, st
   auto pid = static_cast<int32_t>(::getpid());
   caf::anon_send(h.core, rt::register_atom::value,
                  rt::actor_info{0, "supervisor", "supervisor", "head", pid, "ALIVE", 0, "{}"});
-  caf::anon_send(h.core, rt::register_atom::value,
-                 rt::actor_info{0, "reconfigurer", "reconfigurer", "head", pid, "ALIVE", 0, "{}"});
+
   h.endpoint = spawn_endpoint(sys, h.core, h.supervisor, h.reconfigurer);
   h.gate = spawn_gate(sys, cfg.name, cfg.token, h.core, h.endpoint);
   return h;

@@ -8,6 +8,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 
 namespace dls::actors {
@@ -19,12 +21,25 @@ namespace {
 
 struct reconfigurer_state {
   bool busy = false;
+  uint64_t dir_id = 0;
   static inline const char* name = "dls.reconfigurer";
 };
 
 std::string fail(const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); }
 
-caf::behavior reconfigurer(caf::stateful_actor<reconfigurer_state>* self, caf::actor core, caf::actor supervisor) {
+using reconf_ptr = caf::stateful_actor<reconfigurer_state>*;
+
+// Shows a regroup in progress in the directory (`actors --kind reconfigurer`).
+void publish(reconf_ptr self, const caf::actor& core, json details) {
+  if (self->state.dir_id) self->send(core, rt::detail_atom::value, self->state.dir_id, std::string{}, details.dump());
+}
+
+caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervisor) {
+  rt::actor_info row{0, "reconfigurer", "reconfigurer", "head", static_cast<int32_t>(::getpid()), "ALIVE", 0,
+                     R"({"busy":false})"};
+  self->request(core, std::chrono::seconds(10), rt::register_atom::value, row).then([=](uint64_t id) {
+    self->state.dir_id = id;
+  });
   return {
       [=](rt::regroup_atom, rt::regroup_spec& spec) {
         auto rp = self->make_response_promise();
@@ -36,6 +51,7 @@ caf::behavior reconfigurer(caf::stateful_actor<reconfigurer_state>* self, caf::a
         auto start = std::chrono::steady_clock::now();
         auto done = [=](std::string text) mutable {
           self->state.busy = false;
+          publish(self, core, {{"busy", false}, {"last", json::parse(text, nullptr, false)}});
           rp.deliver(std::move(text));
         };
         auto on_error = [=](caf::error& e) mutable {
@@ -53,6 +69,7 @@ caf::behavior reconfigurer(caf::stateful_actor<reconfigurer_state>* self, caf::a
                   self->request(supervisor, std::chrono::seconds(10), rt::drain_atom::value, spec.node)
                       .then(
                           [=](bool) mutable {
+                            publish(self, core, {{"busy", true}, {"node", spec.node}, {"groups", spec.groups}});
                             self->request(agent, std::chrono::minutes(5), rt::regroup_atom::value, spec)
                                 .then(
                                     [=](std::vector<rt::group_info>& groups, const std::string& stats) mutable {

@@ -6,12 +6,19 @@
 
 #include "cluster_fixture.hpp"
 
+#include <signal.h>
+
 using dls::test::cluster;
 using json = nlohmann::json;
 
 namespace {
 
-int finished(const cluster& c) { return c.json_cli({"status"})["requests"]["finished"].get<int>(); }
+int in_flight(const cluster& c) { return c.json_cli({"status"})["requests"]["in_flight"].get<int>(); }
+
+bool reconfigurer_busy(const cluster& c) {
+  auto rows = c.json_cli({"actors", "--kind", "reconfigurer"});
+  return rows.size() == 1 && rows[0]["details"].value("busy", false);
+}
 
 }  // namespace
 
@@ -20,13 +27,23 @@ BOOST_AUTO_TEST_CASE(split_and_merge_while_requests_run) {
   BOOST_REQUIRE_EQUAL(problems.size(), 40u);
   auto expected = dls::test::reference_answers("local.yaml", problems);
 
-  cluster c("local.yaml");  // node0: one TP group of degree 2
+  // node0 (one TP=2 group) is paused while the burst is accepted and the split is on
+  // its way, so the split certainly meets queued and running requests: the enqueues and
+  // the regroup travel in order over the one head-to-node connection.
+  cluster c("local.yaml", /*dead_after_ms*/ 20000);
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  auto pid0 = c.pid_of("node0");
+  ::kill(pid0, SIGSTOP);
   auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
-
-  // Split once the run is under way: some request done, most still queued or running.
-  BOOST_REQUIRE(dls::test::eventually(60, [&] { return finished(c) >= 1; }));
-  auto split = c.json_cli({"reconfigure", "--node", "node0", "--groups", "1,1"});
+  bool accepted = dls::test::eventually(15, [&] { return in_flight(c) == 40; });
+  auto split_cmd = c.cli_background({"reconfigure", "--node", "node0", "--groups", "1,1", "--json"});
+  bool sent = accepted && dls::test::eventually(15, [&] { return reconfigurer_busy(c); });
+  ::kill(pid0, SIGCONT);
+  BOOST_REQUIRE(accepted);
+  BOOST_REQUIRE(sent);
+  auto split_out = split_cmd.wait();
+  BOOST_REQUIRE_MESSAGE(split_out.rc == 0, split_out.err + split_out.out);
+  auto split = json::parse(split_out.out);
   BOOST_TEST_MESSAGE("split: " << split.dump());
   BOOST_REQUIRE(split["ok"].get<bool>());
   BOOST_TEST(split["groups"].size() == 2u);

@@ -42,9 +42,19 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   auto submit = c.cli_background(
       {"submit", "--file", prompts, "--threshold", "1", "--rate", "15", "--json", "--timeout", "180"});
 
-  // Kill node1 once it is decoding a request that has a snapshot to resume from.
-  BOOST_REQUIRE(dls::test::eventually(60, [&] { return running_on(c, "node1"); }));
-  ::kill(c.pid_of("node1"), SIGKILL);
+  // Kill node1 while it is decoding a request that has a snapshot to resume from. The
+  // probe freezes node1 first, so a request seen in flight there cannot finish before
+  // the kill; the first query lets updates already on their way reach the directory.
+  auto pid1 = c.pid_of("node1");
+  bool caught = dls::test::eventually(60, [&] {
+    ::kill(pid1, SIGSTOP);
+    running_on(c, "node1");
+    if (running_on(c, "node1")) return true;
+    ::kill(pid1, SIGCONT);
+    return false;
+  });
+  BOOST_REQUIRE(caught);
+  ::kill(pid1, SIGKILL);
   BOOST_REQUIRE(dls::test::eventually(10, [&] { return node_state(c, "node1") == "DEAD"; }));
 
   auto r = submit.wait();
