@@ -37,7 +37,9 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   BOOST_REQUIRE_EQUAL(problems.size(), n);
   auto expected = dls::test::reference_answers("local-2node.yaml", problems, 1.0);
 
-  cluster c("local-2node.yaml");
+  // Long heartbeat grace: the probe below pauses node1 briefly; the kill is detected by
+  // the dropped connection, not by heartbeats.
+  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000);
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
   auto submit = c.cli_background(
       {"submit", "--file", prompts, "--threshold", "1", "--rate", "15", "--json", "--timeout", "180"});
