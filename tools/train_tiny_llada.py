@@ -13,8 +13,8 @@ Why these tasks: ../shared/notes/tiny_model_feasibility.md. Every answer token's
 a fixed offset in fixed-width, '.'-padded prompt fields (learnable on one CPU core in minutes);
 every prompt is 16 characters, so the first field sits 15 positions before the answer in every
 task and one copy mechanism serves them all. The `pick` task has two valid answers that differ
-at every position, so committing many tokens at once at a low threshold mixes them ("stst" from
-ssss|tttt): that is where tau costs quality, as it does for real LLMs. Training budgets are wall
+at every position, so committing many tokens at once at a low threshold mixes them ("stst" for
+ssss or tttt): that is where tau costs quality, as it does for real LLMs. Training budgets are wall
 clock; --resume continues from a saved model.
 """
 import argparse
@@ -110,13 +110,19 @@ def task_addr(rng, long):
 
 
 def task_pick(rng, long):
-    # Two listed options, each one letter repeated n times ("ssss|tttt"); either is right.
-    # Every position differs and each answer token must agree with its neighbours: one token
-    # per step stays consistent, committing many at once at a low threshold mixes ("stst").
+    # Two options, each one letter repeated n times; the prompt lists the two candidate
+    # letters of every position in two fields, in a random order per position ("xlxx|lxll").
+    # Either "xxxx" or "llll" is right; "xlxx" is not. The model's lean at each position
+    # depends on that position's listing, so committing many tokens at once at a low
+    # threshold mixes the options, while one token per step lets every later token follow
+    # the first (where tau costs quality, as for real LLMs).
     n = rng.randint(3, 6)
     x, y = rng.sample(LETTERS, 2)
-    w1, w2 = x * n, y * n
-    return framed("P", pad(w1, 6) + "|" + pad(w2, 6)), [w1, w2], gen_length(long)
+    f1, f2 = "", ""
+    for _ in range(n):
+        a, b = (x, y) if rng.random() < 0.5 else (y, x)
+        f1, f2 = f1 + a, f2 + b
+    return framed("P", pad(f1, 6) + "|" + pad(f2, 6)), [x * n, y * n], gen_length(long)
 
 
 TASKS = {"caesar": task_caesar, "addr": task_addr, "pick": task_pick}

@@ -51,7 +51,7 @@ int run_eval(const eval_options& o) {
   if (problems.empty()) throw std::invalid_argument(file + ": no problems");
   auto model = gpu::load_model(o.decode.model);
   auto tok = gpu::load_tokenizer(o.decode.model);
-  gpu::engine eng(gpu::make_cpu_backend(model));
+  gpu::engine eng(o.decode.make_backend(model));
   std::vector<gpu::request_slot> slots;
   for (const auto& p : problems) {
     auto params = o.decode.params(p.gen_length > 0 ? p.gen_length : 32);

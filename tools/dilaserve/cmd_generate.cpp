@@ -31,7 +31,7 @@ int run_generate(const generate_options& o) {
   if (static_cast<int>(ids.size()) + params.gen_length > model->config.max_seq)
     throw std::invalid_argument("prompt + gen length exceed the model's max_sequence_length (" +
                                 std::to_string(model->config.max_seq) + ")");
-  gpu::engine eng(gpu::make_cpu_backend(model));
+  gpu::engine eng(o.decode.make_backend(model));
   auto slot = eng.admit(gpu::canvas::start(ids, params, model->config.mask_id, model->config.eos_id));
   nlohmann::json steps = nlohmann::json::array();
   auto t0 = std::chrono::steady_clock::now();

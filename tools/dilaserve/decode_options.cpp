@@ -1,5 +1,10 @@
 #include "dilaserve/decode_options.hpp"
 
+#if DLS_HAVE_CUDA
+#include "gpu/cuda/cuda_backend.hpp"
+#endif
+#include "gpu/cpu_backend.hpp"
+
 #include <sstream>
 #include <stdexcept>
 
@@ -22,6 +27,7 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--temperature", temperature, "0 = argmax; > 0 samples with Gumbel noise")->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", seed, "sampling seed");
+  sub->add_option("--device", device, "engine backend: cpu, cuda or cuda:N");
 }
 
 gpu::decode_params decode_flags::params(int default_gen_length) const {
@@ -54,6 +60,28 @@ std::string decode_flags::label() const {
   else s << "tau=" << threshold;
   s << " cache=" << cache << " block=" << block;
   return s.str();
+}
+
+std::unique_ptr<gpu::backend> decode_flags::make_backend(std::shared_ptr<const gpu::model> m) const {
+  if (device == "cpu") return gpu::make_cpu_backend(std::move(m));
+  if (device.rfind("cuda", 0) == 0) {
+    int index = 0;
+    if (device.size() > 4) {
+      if (device[4] != ':' || device.size() == 5 || device.find_first_not_of("0123456789", 5) != std::string::npos)
+        throw std::invalid_argument("--device '" + device + "': expected cpu, cuda or cuda:N");
+      index = std::stoi(device.substr(5));
+    }
+#if DLS_HAVE_CUDA
+    int n = gpu::cuda_device_count();
+    if (index >= n)
+      throw std::invalid_argument("--device " + device + ": " + std::to_string(n) + " usable CUDA device(s) here");
+    return gpu::make_cuda_backend(*m, index);
+#else
+    (void)index;
+    throw std::invalid_argument("--device " + device + ": this build has no CUDA backend (nvcc was not found)");
+#endif
+  }
+  throw std::invalid_argument("--device '" + device + "': expected cpu, cuda or cuda:N");
 }
 
 }  // namespace dls::cli

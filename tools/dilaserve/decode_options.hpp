@@ -1,6 +1,8 @@
 #pragma once
 // The decoding flags shared by generate, eval and bench-engine.
+#include "gpu/backend.hpp"
 #include "gpu/decode_params.hpp"
+#include "gpu/model.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -23,12 +25,15 @@ struct decode_flags {
   int refresh_interval = 0;
   double temperature = 0.0;
   uint64_t seed = 0;
+  std::string device = "cpu";
 
   void add_to(CLI::App* sub, bool with_model = true);
   /// Builds the params; throws std::invalid_argument with a one-line reason.
   gpu::decode_params params(int default_gen_length) const;
   /// "tau=0.9" or "one-per-step" etc., for reports.
   std::string label() const;
+  /// The engine backend `--device` names (cpu, cuda, cuda:N); throws with a one-line reason.
+  std::unique_ptr<gpu::backend> make_backend(std::shared_ptr<const gpu::model> m) const;
 };
 
 }  // namespace dls::cli
