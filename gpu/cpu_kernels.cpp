@@ -1,5 +1,7 @@
 #include "gpu/cpu_kernels.hpp"
 
+#include "gpu/cpu_softmax.hpp"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -67,17 +69,7 @@ void attention(const float* q, int tq, int ldq, const float* k, const float* v, 
     const int kh = h / group;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, hd, scale, q + h * hd, ldq, k + kh * hd, ldk, 0.0f,
                 sc, tk);
-    for (int r = 0; r < tq; ++r) {
-      float* row = sc + static_cast<std::size_t>(r) * tk;
-      float m = *std::max_element(row, row + tk);
-      float sum = 0.0f;
-      for (int j = 0; j < tk; ++j) {
-        row[j] = std::exp(row[j] - m);
-        sum += row[j];
-      }
-      float inv = 1.0f / sum;
-      for (int j = 0; j < tk; ++j) row[j] *= inv;
-    }
+    softmax_rows(sc, tq, tk, tk);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, hd, tk, 1.0f, sc, tk, v + kh * hd, ldk, 0.0f,
                 out + h * hd, ldo);
   }
@@ -117,9 +109,7 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
       best = i;
     }
   }
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i)
-    if (i != suppressed) sum += std::exp(static_cast<double>(logits[i]) - maxl);
+  double sum = sum_exp_shifted(logits, n, maxl, suppressed);
   double conf = std::exp(static_cast<double>(logits[best]) - maxl) / sum;
   return {best, conf};
 }

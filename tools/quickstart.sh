@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's first command: install dependencies, build, then run the main job with the
-# shipped model. Safe to re-run (installs are idempotent, builds incremental).
+# The README's first command: install dependencies, build, then run the main job on the
+# default local cluster (configs/local.yaml: a head and one node with 2 CPU device slots)
+# with the shipped model. Safe to re-run: installs are idempotent, builds incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,14 +9,26 @@ bash tools/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 
-bin=build/tools/dilaserve
-model=models/tiny-llada
+bin=$PWD/build/tools/dilaserve
+export DILASERVE_STATE_DIR=${DILASERVE_STATE_DIR:-$PWD/build/quickstart-state}
+"$bin" down >/dev/null 2>&1 || true   # a cluster left over from an interrupted run
+trap '"$bin" down >/dev/null 2>&1 || true' EXIT
+
 echo
-echo "== The shipped model answers three prompts (tau 0.9, dual cache) =="
-for p in "Cdiffusion.....=" "A8341.+962.....=" "Pstop..|spot...="; do
-  printf '%-18s -> ' "$p"
-  "$bin" generate --model "$model" --prompt "$p" --gen-length 16
-done
+echo "== Starting the local cluster =="
+"$bin" up configs/local.yaml
+"$bin" status
+
 echo
-echo "== Accuracy on 60 held-out problems =="
-"$bin" eval --model "$model" --n 60
+echo "== One prompt, streamed block by block =="
+"$bin" submit --prompt "Cdiffusion.....=" --stream
+
+echo
+echo "== 60 held-out problems of the shipped model's eval set, checked against their answers =="
+head -n 60 models/tiny-llada/eval.jsonl > "$DILASERVE_STATE_DIR/quickstart-prompts.jsonl"
+"$bin" submit --file "$DILASERVE_STATE_DIR/quickstart-prompts.jsonl"
+
+echo
+"$bin" actors --kind tp_group
+"$bin" down
+trap - EXIT

@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(propose_skips_the_mask_and_reports_clean_probability) {
   auto r = cpu::propose(logits.data(), 4, 1, 0.0, 0, 0, 0);
   BOOST_TEST(r.token == 2);  // ties break to the lower id
   double z = std::exp(1.0) + 2 * std::exp(2.0);
-  BOOST_TEST(std::fabs(r.confidence - std::exp(2.0) / z) < 1e-12);
+  BOOST_TEST(std::fabs(r.confidence - std::exp(2.0) / z) < 1e-6);  // float exponentials, double sum
 }
 
 BOOST_AUTO_TEST_CASE(gumbel_sampling_follows_softmax) {
