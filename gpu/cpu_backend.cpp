@@ -1,6 +1,7 @@
 #include "gpu/cpu_backend.hpp"
 
 #include "gpu/cpu_kernels.hpp"
+#include "gpu/kv_wire.hpp"
 
 #include <cstring>
 #include <stdexcept>
@@ -29,26 +30,18 @@ class cpu_kv_cache final : public kv_cache {
   std::size_t bytes() const override { return (k.size() + v.size()) * sizeof(float); }
 
   std::string export_bytes() const override {
-    std::string out(12, '\0');
-    int32_t dims[3] = {layers, rows, width};
-    std::memcpy(out.data(), dims, 12);
-    out.append(reinterpret_cast<const char*>(k.data()), k.size() * sizeof(float));
-    out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    auto out = kv_wire_buffer({layers, rows, width});
+    std::memcpy(&out[kv_header_bytes], k.data(), k.size() * sizeof(float));
+    std::memcpy(&out[kv_header_bytes + k.size() * sizeof(float)], v.data(), v.size() * sizeof(float));
     return out;
   }
 
   void import_bytes(const std::string& bytes) override {
-    if (bytes.size() < 12) throw std::invalid_argument("kv cache bytes truncated at byte 0");
-    int32_t dims[3];
-    std::memcpy(dims, bytes.data(), 12);
-    if (dims[0] < 0 || dims[1] < 0 || dims[2] < 0) throw std::invalid_argument("kv cache bytes: negative dimension");
-    std::size_t n = static_cast<std::size_t>(dims[0]) * static_cast<std::size_t>(dims[1]) *
-                    static_cast<std::size_t>(dims[2]);
-    if (bytes.size() != 12 + 2 * n * sizeof(float))
-      throw std::invalid_argument("kv cache bytes: size does not match its dimensions");
-    ensure(dims[0], dims[1], dims[2]);
-    std::memcpy(k.data(), bytes.data() + 12, n * sizeof(float));
-    std::memcpy(v.data(), bytes.data() + 12 + n * sizeof(float), n * sizeof(float));
+    const kv_dims d = parse_kv_wire(bytes);
+    ensure(d.layers, d.rows, d.width);
+    const std::size_t n = d.count();
+    std::memcpy(k.data(), bytes.data() + kv_header_bytes, n * sizeof(float));
+    std::memcpy(v.data(), bytes.data() + kv_header_bytes + n * sizeof(float), n * sizeof(float));
   }
 };
 

@@ -1,6 +1,7 @@
 #include "gpu/cpu_kernels.hpp"
 
 #include "gpu/cpu_softmax.hpp"
+#include "gpu/noise_hash.hpp"
 
 #include <cblas.h>
 
@@ -83,15 +84,7 @@ void swiglu(float* gate, const float* up, std::size_t n) {
 }
 
 double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token) {
-  // splitmix64 over a mix of the coordinates.
-  uint64_t z = seed ^ (counter * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(static_cast<uint32_t>(row)) << 32) ^
-               static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0xD6E8FEB86659FD93ull;
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  double u = (static_cast<double>(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);  // (0, 1)
-  return -std::log(-std::log(u));
+  return -std::log(-std::log(noise_uniform(seed, counter, row, token)));
 }
 
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,

@@ -5,6 +5,7 @@
 #include "gpu/cuda/kernels.cuh"
 #include "gpu/cuda/nccl.cuh"
 #include "gpu/dtype.hpp"
+#include "gpu/kv_wire.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -88,10 +89,8 @@ class cuda_kv_cache final : public kv_cache {
       DLS_CUDA(cudaMemcpyAsync(hv.data(), v_.get(), n * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream));
       DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
     }
-    std::string out(12 + 2 * n * sizeof(float), '\0');
-    const int32_t dims[3] = {layers_, rows_, width_};
-    std::memcpy(out.data(), dims, 12);
-    auto* f = reinterpret_cast<unsigned char*>(out.data()) + 12;
+    std::string out = kv_wire_buffer({layers_, rows_, width_});
+    auto* f = reinterpret_cast<unsigned char*>(&out[0]) + kv_header_bytes;
     for (std::size_t i = 0; i < n; ++i) {
       const float a = bf16_to_f32(hk[i]), b = bf16_to_f32(hv[i]);
       std::memcpy(f + i * sizeof(float), &a, sizeof(float));
@@ -101,19 +100,13 @@ class cuda_kv_cache final : public kv_cache {
   }
 
   void import_bytes(const std::string& bytes) override {
-    if (bytes.size() < 12) throw std::invalid_argument("kv cache bytes truncated at byte 0");
-    int32_t dims[3];
-    std::memcpy(dims, bytes.data(), 12);
-    if (dims[0] < 0 || dims[1] < 0 || dims[2] < 0) throw std::invalid_argument("kv cache bytes: negative dimension");
-    const std::size_t n = static_cast<std::size_t>(dims[0]) * static_cast<std::size_t>(dims[1]) *
-                          static_cast<std::size_t>(dims[2]);
-    if (bytes.size() != 12 + 2 * n * sizeof(float))
-      throw std::invalid_argument("kv cache bytes: size does not match its dimensions");
+    const kv_dims d = parse_kv_wire(bytes);
+    const std::size_t n = d.count();
     layers_ = rows_ = width_ = -1;  // force a fresh allocation
-    ensure(dims[0], dims[1], dims[2]);
+    ensure(d.layers, d.rows, d.width);
     if (!n) return;
     std::vector<uint16_t> hk(n), hv(n);
-    const auto* f = reinterpret_cast<const unsigned char*>(bytes.data()) + 12;
+    const auto* f = reinterpret_cast<const unsigned char*>(bytes.data()) + kv_header_bytes;
     for (std::size_t i = 0; i < n; ++i) {
       float a, b;
       std::memcpy(&a, f + i * sizeof(float), sizeof(float));

@@ -1,4 +1,5 @@
 #include "gpu/cuda/kernels.cuh"
+#include "gpu/noise_hash.hpp"
 
 #include <mma.h>
 
@@ -390,16 +391,9 @@ __global__ void swiglu_kernel(const bf16* g, const bf16* u, bf16* a, std::size_t
   }
 }
 
-/// The CPU's gpu::cpu::gumbel_noise, bit for bit in the hash; the logs are IEEE double.
+/// The CPU's gpu::cpu::gumbel_noise: the same shared hash (gpu/noise_hash.hpp), IEEE double logs.
 __device__ double gumbel(uint64_t seed, uint64_t counter, int32_t row, int32_t token) {
-  uint64_t z = seed ^ (counter * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(static_cast<uint32_t>(row)) << 32) ^
-               static_cast<uint64_t>(static_cast<uint32_t>(token)) * 0xD6E8FEB86659FD93ull;
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  const double u = (static_cast<double>(z >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return -log(-log(u));
+  return -log(-log(noise_uniform(seed, counter, row, token)));
 }
 
 constexpr int propose_threads = 256;
