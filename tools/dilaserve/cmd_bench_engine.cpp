@@ -138,7 +138,6 @@ int run_bench(const bench_options& o) {
                        {"speedup_share_of_flop_ratio", (t_ref / t_reu) / (f_ref / f_reu)}};
     if (!o.skip_tp && std::thread::hardware_concurrency() >= 2) {
       gpu::tp_runner tp2(big, 2);
-      auto h = tp2.admit(refresh);
       // Time the sharded forward only: both ranks run the same plan in lockstep.
       auto& e0 = tp2.rank_engine(0);
       auto& e1 = tp2.rank_engine(1);
@@ -146,7 +145,6 @@ int run_bench(const bench_options& o) {
       std::vector<gpu::forward_item> i0{{&refresh, refresh.next_step(), c0.get()}};
       std::vector<gpu::forward_item> i1{{&refresh, refresh.next_step(), c1.get()}};
       std::vector<std::vector<gpu::row_proposal>> p1;
-      (void)h;
       double t_tp2 = median_seconds(o.reps, [&] {
         std::thread t([&] { e1.device().forward(i1, p1); });
         e0.device().forward(i0, props);
