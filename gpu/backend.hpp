@@ -4,9 +4,11 @@
 // and one batched forward that returns proposals for the rows that need logits.
 #include "gpu/canvas.hpp"
 #include "gpu/commit.hpp"
+#include "gpu/model_config.hpp"
 
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,29 @@ struct shard_spec {
   int rank = 0;
   int world = 1;
 };
+
+/// The heads and MLP columns one rank computes, the same on every backend.
+struct shard_slice {
+  int heads = 0, kv_heads = 0;  // per rank
+  int h0 = 0, kvh0 = 0;         // this rank's first query head and first kv head
+  int f0 = 0, f1 = 0;           // this rank's MLP columns [f0, f1)
+};
+
+/// Throws std::invalid_argument when the shard is out of range or its degree does not divide
+/// the head counts (MLP columns may split unevenly).
+inline shard_slice slice_for(const model_config& c, shard_spec s) {
+  if (s.world < 1 || s.rank < 0 || s.rank >= s.world) throw std::invalid_argument("bad shard spec");
+  if (c.n_heads % s.world || c.n_kv_heads % s.world)
+    throw std::invalid_argument("TP degree " + std::to_string(s.world) + " does not divide the head count");
+  shard_slice sl;
+  sl.heads = c.n_heads / s.world;
+  sl.kv_heads = c.n_kv_heads / s.world;
+  sl.h0 = sl.heads * s.rank;
+  sl.kvh0 = sl.kv_heads * s.rank;
+  sl.f0 = c.mlp_hidden * s.rank / s.world;
+  sl.f1 = c.mlp_hidden * (s.rank + 1) / s.world;
+  return sl;
+}
 
 /// Per-request key/value memory on the backend's device, for one shard.
 class kv_cache {

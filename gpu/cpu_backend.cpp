@@ -49,19 +49,17 @@ class cpu_backend final : public backend {
  public:
   cpu_backend(std::shared_ptr<const model> m, shard_spec s, allreduce* ar) : m_(std::move(m)), shard_(s), ar_(ar) {
     const auto& c = m_->config;
-    if (s.world < 1 || s.rank < 0 || s.rank >= s.world) throw std::invalid_argument("bad shard spec");
-    if (c.n_heads % s.world || c.n_kv_heads % s.world)
-      throw std::invalid_argument("TP degree " + std::to_string(s.world) + " does not divide the head count");
+    const shard_slice sl = slice_for(c, s);
     if (s.world > 1 && (!ar || ar->world() != s.world))
       throw std::invalid_argument("TP degree > 1 needs an all-reduce of the same world size");
     cpu::pin_blas_threads();
     hd_ = c.head_dim();
-    heads_ = c.n_heads / s.world;
-    kv_heads_ = c.n_kv_heads / s.world;
-    h0_ = heads_ * s.rank;
-    kvh0_ = kv_heads_ * s.rank;
-    f0_ = c.mlp_hidden * s.rank / s.world;
-    f1_ = c.mlp_hidden * (s.rank + 1) / s.world;
+    heads_ = sl.heads;
+    kv_heads_ = sl.kv_heads;
+    h0_ = sl.h0;
+    kvh0_ = sl.kvh0;
+    f0_ = sl.f0;
+    f1_ = sl.f1;
   }
 
   std::string name() const override { return "cpu"; }

@@ -136,9 +136,7 @@ class cuda_backend final : public backend {
       : ctx_(std::make_shared<device_context>(w ? w->device : 0)), w_(std::move(w)), opt_(o) {
     const auto& c = w_->config;
     const auto s = o.shard;
-    if (s.world < 1 || s.rank < 0 || s.rank >= s.world) throw std::invalid_argument("bad shard spec");
-    if (c.n_heads % s.world || c.n_kv_heads % s.world)
-      throw std::invalid_argument("TP degree " + std::to_string(s.world) + " does not divide the head count");
+    const shard_slice sl = slice_for(c, s);  // validates the shard before the group is consulted
     if (s.world > 1) {
       if (!o.group || o.group->world() != s.world)
         throw std::invalid_argument("TP degree > 1 needs an nccl_group of the same world size");
@@ -147,12 +145,12 @@ class cuda_backend final : public backend {
                                     std::to_string(w_->device));
     }
     hd_ = c.head_dim();
-    heads_ = c.n_heads / s.world;
-    kv_heads_ = c.n_kv_heads / s.world;
-    h0_ = heads_ * s.rank;
-    kvh0_ = kv_heads_ * s.rank;
-    f0_ = c.mlp_hidden * s.rank / s.world;
-    f1_ = c.mlp_hidden * (s.rank + 1) / s.world;
+    heads_ = sl.heads;
+    kv_heads_ = sl.kv_heads;
+    h0_ = sl.h0;
+    kvh0_ = sl.kvh0;
+    f0_ = sl.f0;
+    f1_ = sl.f1;
     switch (o.attention) {
       case cuda_attention::automatic:
         impl_ = cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core : cuda::attention_impl::scalar;

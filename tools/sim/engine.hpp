@@ -13,6 +13,14 @@
 
 namespace dls::sim::detail {
 
+/// Wall time of f() in seconds: the simulator reports what its policies cost per decision.
+template <class F>
+double timed(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 enum class ev : std::uint8_t { step_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done };
 
 struct event {

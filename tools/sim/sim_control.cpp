@@ -10,15 +10,6 @@
 
 namespace dls::sim::detail {
 
-namespace {
-template <class F>
-double timed(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 void engine::control(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   g.last_control = now_;

@@ -13,15 +13,6 @@ namespace dls::sim {
 
 namespace detail {
 
-namespace {
-template <class F>
-double timed(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const run_config& cfg)
     : cl_(c), in_(in), cfg_(cfg) {
   const auto& p = cfg_.policy;
