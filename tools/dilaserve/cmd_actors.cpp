@@ -1,4 +1,5 @@
 // `dilaserve actors`: the actor directory, like `ray list actors`.
+#include "dilaserve/cluster_flags.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "runtime/client.hpp"
 
@@ -15,7 +16,8 @@ using json = nlohmann::json;
 namespace {
 
 struct actors_options {
-  std::string state_dir, address, token_file, kind, node, state;
+  dls::cli::cluster_flags cluster;
+  std::string kind, node, state;
   bool json_out = false;
 };
 
@@ -39,7 +41,7 @@ std::string summary(const rt::actor_info& a) {
 }
 
 int run_actors(const actors_options& o) {
-  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::vector<rt::actor_info> rows;
   std::string failure;
@@ -78,9 +80,7 @@ dls::cli::register_command reg{"actors", [](CLI::App& app) {
   sub->add_option("--node", o->node, "Only actors on this node ('head' for head actors)");
   sub->add_option("--state", o->state, "Only this state: ALIVE, DEAD, RESTARTING")
       ->check(CLI::IsMember({"ALIVE", "DEAD", "RESTARTING"}));
-  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
-  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
-  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print a JSON list of objects");
   return std::function<int()>([o] { return run_actors(*o); });
 }};

@@ -1,4 +1,5 @@
 // `dilaserve reconfigure --node N --groups 2|1,1`: regroup a node's devices by hand.
+#include "dilaserve/cluster_flags.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "runtime/client.hpp"
 
@@ -15,7 +16,8 @@ using json = nlohmann::json;
 namespace {
 
 struct reconfigure_options {
-  std::string state_dir, address, token_file, node, groups;
+  dls::cli::cluster_flags cluster;
+  std::string node, groups;
   bool json_out = false;
 };
 
@@ -39,7 +41,7 @@ std::vector<int32_t> parse_groups(const std::string& text) {
 
 int run_reconfigure(const reconfigure_options& o) {
   rt::regroup_spec spec{o.node, parse_groups(o.groups)};
-  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::string text, failure;
   self->request(session.head(), std::chrono::minutes(10), rt::regroup_atom::value, spec)
@@ -68,9 +70,7 @@ dls::cli::register_command reg{"reconfigure", [](CLI::App& app) {
   auto o = std::make_shared<reconfigure_options>();
   sub->add_option("--node", o->node, "Node to regroup")->required();
   sub->add_option("--groups", o->groups, "New group sizes, e.g. 2 or 1,1")->required();
-  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
-  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
-  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print JSON");
   return std::function<int()>([o] { return run_reconfigure(*o); });
 }};

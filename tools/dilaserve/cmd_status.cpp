@@ -1,4 +1,5 @@
 // `dilaserve status`: nodes, devices, TP groups with degree and queue, requests.
+#include "dilaserve/cluster_flags.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "runtime/client.hpp"
 
@@ -15,12 +16,12 @@ using json = nlohmann::json;
 namespace {
 
 struct status_options {
-  std::string state_dir, address, token_file;
+  dls::cli::cluster_flags cluster;
   bool json_out = false;
 };
 
 int run_status(const status_options& o) {
-  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::string text, failure;
   self->request(session.head(), std::chrono::seconds(10), rt::status_atom::value)
@@ -60,9 +61,7 @@ int run_status(const status_options& o) {
 dls::cli::register_command reg{"status", [](CLI::App& app) {
   auto* sub = app.add_subcommand("status", "Show nodes, devices, TP groups and request counts");
   auto o = std::make_shared<status_options>();
-  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
-  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
-  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print JSON");
   return std::function<int()>([o] { return run_status(*o); });
 }};

@@ -1,5 +1,6 @@
 // `dilaserve submit`: one prompt (optionally streamed block by block) or a JSONL file
 // of prompts at a given rate, with a progress bar and a summary.
+#include "dilaserve/cluster_flags.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/progress.hpp"
 #include "runtime/client.hpp"
@@ -21,7 +22,8 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 struct submit_options {
-  std::string state_dir, address, token_file, prompt, file;
+  dls::cli::cluster_flags cluster;
+  std::string prompt, file;
   double threshold = -1;
   int slo_ms = 0;
   int gen_length = 0;
@@ -101,7 +103,7 @@ double percentile(std::vector<double> v, double p) {
 int run_submit(const submit_options& o) {
   if (o.prompt.empty() == o.file.empty()) throw std::runtime_error("give exactly one of --prompt TEXT or --file F");
   auto jobs = read_jobs(o);
-  rt::cluster_session session(rt::find_cluster(o.state_dir, o.address, o.token_file));
+  rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::map<uint64_t, rt::answer> answers;
   dls::cli::progress_bar bar("submit", jobs.size(), !o.file.empty() && !o.json_out);
@@ -220,9 +222,7 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
-  sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
-  sub->add_option("--address", o->address, "HOST:PORT of the head (instead of the state directory)");
-  sub->add_option("--token-file", o->token_file, "File holding the cluster token");
+  o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print JSON");
   return std::function<int()>([o] { return run_submit(*o); });
 }};
