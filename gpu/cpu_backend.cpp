@@ -1,6 +1,7 @@
 #include "gpu/cpu_backend.hpp"
 
 #include "gpu/cpu_kernels.hpp"
+#include "gpu/cpu_packed_gemm.hpp"
 #include "gpu/kv_wire.hpp"
 
 #include <cstring>
@@ -60,6 +61,7 @@ class cpu_backend final : public backend {
     kvh0_ = sl.kvh0;
     f0_ = sl.f0;
     f1_ = sl.f1;
+    pack_weights();
   }
 
   std::string name() const override { return "cpu"; }
@@ -138,9 +140,13 @@ class cpu_backend final : public backend {
     for (int l = 0; l < c.n_layers; ++l) {
       const auto& w = m_->layers[static_cast<std::size_t>(l)];
       cpu::rmsnorm(x_.data(), w.attn_norm, h_.data(), R, d, c.rms_eps);
-      cpu::matmul_xwt(h_.data(), R, d, d, w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, q_.data(), qs);
-      cpu::matmul_xwt(h_.data(), R, d, d, w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, k_.data(), kvs);
-      cpu::matmul_xwt(h_.data(), R, d, d, w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, v_.data(), kvs);
+      const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];
+      product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
+              q_.data(), qs);
+      product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
+              k_.data(), kvs);
+      product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
+              v_.data(), kvs);
       cpu::rope(q_.data(), pos_.data(), R, heads_, hd_, qs, c.rope_theta);
       cpu::rope(k_.data(), pos_.data(), R, kv_heads_, hd_, kvs, c.rope_theta);
       for (std::size_t i = 0; i < items.size(); ++i) {
@@ -155,15 +161,51 @@ class cpu_backend final : public backend {
         cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, heads_, kv_heads_, hd_, &o_[off * qs], qs,
                        scores_);
       }
-      cpu::matmul_xwt(o_.data(), R, qs, qs, w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, d, y_.data(), d);
+      product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
+              y_.data(), d);
       reduce_add(R * d);
       cpu::rmsnorm(x_.data(), w.ff_norm, h_.data(), R, d, c.rms_eps);
-      cpu::matmul_xwt(h_.data(), R, d, d, w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, g_.data(), fs);
-      cpu::matmul_xwt(h_.data(), R, d, d, w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, u_.data(), fs);
+      product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
+              g_.data(), fs);
+      product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
+              u_.data(), fs);
       cpu::swiglu(g_.data(), u_.data(), Rz * fs);
-      cpu::matmul_xwt(g_.data(), R, fs, fs, w.ff_out + f0_, d, c.mlp_hidden, y_.data(), d);
+      product(g_.data(), R, fs, w.ff_out + f0_, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
       reduce_add(R * d);
     }
+  }
+
+  // Y = X W^T for W [out, in] (ld ldw): the packed small-M kernel when this step has few rows and
+  // the weights were packed, OpenBLAS otherwise (a refresh's L rows run at its large-M rate).
+  static void product(const float* x, int rows, int ldx, const float* w, int out, int in, int ldw,
+                      const cpu::packed_weights* pw, float* y, int ldy) {
+    if (pw && rows >= 1 && rows <= cpu::packed_weights::max_rows)
+      cpu::matmul_packed(x, rows, ldx, *pw, y, ldy);
+    else
+      cpu::matmul_xwt(x, rows, in, ldx, w, out, ldw, y, ldy);
+  }
+
+  // The packed copy doubles the weights' memory, so it is made only for shards that fit the budget;
+  // bigger shards run every product through OpenBLAS.
+  static constexpr std::size_t pack_budget_bytes = std::size_t{2} << 30;
+
+  void pack_weights() {
+    if (!cpu::packed_gemm_available()) return;
+    const auto& c = m_->config;
+    const int d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    const std::size_t per_layer = static_cast<std::size_t>(d) * (qs + 2 * kvs + qs + 3 * fs);
+    const std::size_t total = sizeof(float) * (per_layer * c.n_layers + static_cast<std::size_t>(c.vocab_size) * d);
+    if (total > pack_budget_bytes) return;
+    for (const auto& w : m_->layers) {
+      packed_.push_back({cpu::packed_weights(w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, d),
+                         cpu::packed_weights(w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d),
+                         cpu::packed_weights(w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d),
+                         cpu::packed_weights(w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, qs, d),
+                         cpu::packed_weights(w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, d),
+                         cpu::packed_weights(w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, d),
+                         cpu::packed_weights(w.ff_out + f0_, d, fs, c.mlp_hidden)});
+    }
+    packed_head_ = cpu::packed_weights(m_->head, c.vocab_size, d, d);
   }
 
   void reduce_add(int n) {
@@ -181,13 +223,19 @@ class cpu_backend final : public backend {
                   sizeof(float) * d);
     cpu::rmsnorm(z_.data(), m_->ln_f, z_.data(), M, d, c.rms_eps);
     logits_.resize(static_cast<std::size_t>(M) * c.vocab_size);
-    cpu::matmul_xwt(z_.data(), M, d, d, m_->head, c.vocab_size, d, logits_.data(), c.vocab_size);
+    product(z_.data(), M, d, m_->head, c.vocab_size, d, d, packed_head_.empty() ? nullptr : &packed_head_, logits_.data(),
+            c.vocab_size);
   }
 
   std::shared_ptr<const model> m_;
   shard_spec shard_;
   allreduce* ar_;
   int hd_ = 0, heads_ = 0, kv_heads_ = 0, h0_ = 0, kvh0_ = 0, f0_ = 0, f1_ = 0;
+  struct packed_layer {
+    cpu::packed_weights q, k, v, attn_out, ff_proj, up_proj, ff_out;
+  };
+  std::vector<packed_layer> packed_;  // empty: every product through OpenBLAS
+  cpu::packed_weights packed_head_;
   std::vector<int> offsets_;
   std::vector<int32_t> pos_;
   std::vector<float> x_, h_, y_, q_, k_, v_, o_, g_, u_, z_, logits_, scores_;

@@ -1,5 +1,6 @@
 #define BOOST_TEST_MODULE gpu_kernels
 #include "gpu/cpu_kernels.hpp"
+#include "gpu/cpu_packed_gemm.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -38,6 +39,36 @@ BOOST_AUTO_TEST_CASE(matmul_matches_naive_with_strides) {
       ref[r * out + o] = float(s);
     }
   close(y, ref, 1e-4f);
+}
+
+// The packed small-M kernel against a double-precision reference: every tile edge (rows not a
+// multiple of 4, columns not a multiple of 24, K spanning several K slices and not a multiple of
+// them) and weights that are a column slice of a wider matrix, as a TP shard's attn_out is.
+BOOST_AUTO_TEST_CASE(packed_matmul_matches_naive_at_every_edge) {
+  if (!cpu::packed_gemm_available()) {
+    BOOST_TEST_MESSAGE("packed kernel: this CPU lacks AVX2/FMA; the backend uses OpenBLAS only");
+    return;
+  }
+  const int shapes[][3] = {{1, 5, 1}, {3, 24, 7}, {4, 48, 256}, {7, 25, 257}, {32, 100, 600}, {64, 47, 513}, {33, 8, 64}};
+  for (const auto& sh : shapes) {
+    const int rows = sh[0], out = sh[1], in = sh[2], ldw = in + 5, ldx = in + 3, ldy = out + 2;
+    auto x = randn(static_cast<std::size_t>(rows) * ldx, 11), w = randn(static_cast<std::size_t>(out) * ldw, 12);
+    cpu::packed_weights pw(w.data() + 2, out, in, ldw);
+    std::vector<float> y(static_cast<std::size_t>(rows) * ldy, 7.0f);
+    cpu::matmul_packed(x.data(), rows, ldx, pw, y.data(), ldy);
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < out; ++o) {
+        double s = 0;
+        for (int i = 0; i < in; ++i) s += double(x[r * ldx + i]) * w[o * ldw + 2 + i];
+        BOOST_TEST(std::fabs(y[r * ldy + o] - s) <= 1e-4 * std::sqrt(double(in)) + 1e-5,
+                   rows << "x" << out << "x" << in << " at " << r << "," << o);
+      }
+      for (int o = out; o < ldy; ++o) BOOST_TEST(y[r * ldy + o] == 7.0f);  // padding columns untouched
+    }
+  }
+  BOOST_CHECK_THROW(cpu::matmul_packed(nullptr, cpu::packed_weights::max_rows + 1, 1,
+                                       cpu::packed_weights(std::vector<float>(4, 1.0f).data(), 2, 2, 2), nullptr, 1),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(rmsnorm_matches_naive) {
