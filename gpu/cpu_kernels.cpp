@@ -1,5 +1,6 @@
 #include "gpu/cpu_kernels.hpp"
 
+#include "gpu/cpu_small_attention.hpp"
 #include "gpu/cpu_softmax.hpp"
 #include "gpu/noise_hash.hpp"
 
@@ -62,6 +63,10 @@ void rope(float* x, const int32_t* positions, int rows, int heads, int hd, int l
 void attention(const float* q, int tq, int ldq, const float* k, const float* v, int tk, int ldk, int heads,
                int kv_heads, int hd, float* out, int ldo, std::vector<float>& scratch) {
   if (tq == 0) return;
+  if (small_attention_fits(tq, hd)) {
+    small_attention(q, tq, ldq, k, v, tk, ldk, heads, kv_heads, hd, out, ldo, scratch);
+    return;
+  }
   scratch.resize(static_cast<std::size_t>(tq) * static_cast<std::size_t>(tk));
   float* sc = scratch.data();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

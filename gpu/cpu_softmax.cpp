@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace dls::gpu::cpu {
@@ -19,6 +20,34 @@ void softmax_rows(float* x, int rows, int cols, int ld) {
     const float inv = 1.0f / sum;
 #pragma omp simd
     for (int j = 0; j < cols; ++j) row[j] *= inv;
+  }
+}
+
+void softmax_columns(float* x, int rows, int cols, int ld) {
+  thread_local std::vector<float> mx, sum;
+  mx.assign(static_cast<std::size_t>(cols), std::numeric_limits<float>::lowest());
+  sum.assign(static_cast<std::size_t>(cols), 0.0f);
+  float* m = mx.data();
+  float* s = sum.data();
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x + static_cast<std::size_t>(r) * static_cast<std::size_t>(ld);
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) m[c] = std::max(m[c], row[c]);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<std::size_t>(r) * static_cast<std::size_t>(ld);
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) {
+      row[c] = std::exp(row[c] - m[c]);
+      s[c] += row[c];
+    }
+  }
+#pragma omp simd
+  for (int c = 0; c < cols; ++c) s[c] = 1.0f / s[c];
+  for (int r = 0; r < rows; ++r) {
+    float* row = x + static_cast<std::size_t>(r) * static_cast<std::size_t>(ld);
+#pragma omp simd
+    for (int c = 0; c < cols; ++c) row[c] *= s[c];
   }
 }
 

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE gpu_kernels
 #include "gpu/cpu_kernels.hpp"
 #include "gpu/cpu_packed_gemm.hpp"
+#include "gpu/cpu_small_attention.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -104,12 +105,16 @@ BOOST_AUTO_TEST_CASE(rope_rotates_half_split_pairs) {
   for (int i = 0; i < ld; ++i) BOOST_TEST(x[i] == ref[i]);
 }
 
-BOOST_AUTO_TEST_CASE(attention_arbitrary_rows_with_gqa) {
-  const int tq = 3, tk = 9, heads = 4, kvh = 2, hd = 6;
-  auto q = randn(tq * heads * hd, 6), k = randn(tk * kvh * hd, 7), v = randn(tk * kvh * hd, 8);
-  std::vector<float> out(tq * heads * hd), ref(tq * heads * hd), scratch;
-  cpu::attention(q.data(), tq, heads * hd, k.data(), v.data(), tk, kvh * hd, heads, kvh, hd, out.data(), heads * hd,
-                 scratch);
+namespace {
+
+// cpu::attention against a double-precision reference, with the query, key and output rows
+// interleaved with unrelated columns (ld wider than the heads), as in the backend's buffers.
+void check_attention(int tq, int tk, int heads, int kvh, int hd, unsigned seed) {
+  const int ldq = heads * hd + 3, ldk = kvh * hd + 5, ldo = heads * hd + 1;
+  auto q = randn(std::size_t(tq) * ldq, seed), k = randn(std::size_t(tk) * ldk, seed + 1),
+       v = randn(std::size_t(tk) * ldk, seed + 2);
+  std::vector<float> out(std::size_t(tq) * ldo, 0.0f), ref(out.size(), 0.0f), scratch;
+  cpu::attention(q.data(), tq, ldq, k.data(), v.data(), tk, ldk, heads, kvh, hd, out.data(), ldo, scratch);
   for (int h = 0; h < heads; ++h) {
     int kh = h / (heads / kvh);
     for (int r = 0; r < tq; ++r) {
@@ -117,7 +122,7 @@ BOOST_AUTO_TEST_CASE(attention_arbitrary_rows_with_gqa) {
       double m = -1e30;
       for (int j = 0; j < tk; ++j) {
         double dot = 0;
-        for (int e = 0; e < hd; ++e) dot += double(q[r * heads * hd + h * hd + e]) * k[j * kvh * hd + kh * hd + e];
+        for (int e = 0; e < hd; ++e) dot += double(q[r * ldq + h * hd + e]) * k[j * ldk + kh * hd + e];
         s[j] = dot / std::sqrt(double(hd));
         m = std::max(m, s[j]);
       }
@@ -125,12 +130,34 @@ BOOST_AUTO_TEST_CASE(attention_arbitrary_rows_with_gqa) {
       for (auto& x : s) z += (x = std::exp(x - m));
       for (int e = 0; e < hd; ++e) {
         double acc = 0;
-        for (int j = 0; j < tk; ++j) acc += s[j] / z * v[j * kvh * hd + kh * hd + e];
-        ref[r * heads * hd + h * hd + e] = float(acc);
+        for (int j = 0; j < tk; ++j) acc += s[j] / z * v[j * ldk + kh * hd + e];
+        ref[r * ldo + h * hd + e] = float(acc);
       }
     }
   }
-  close(out, ref, 1e-5f);
+  BOOST_TEST_CONTEXT("tq " << tq << " tk " << tk << " heads " << heads << "/" << kvh << " hd " << hd) { close(out, ref, 2e-5f); }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(attention_arbitrary_rows_with_gqa) {
+  check_attention(3, 9, 4, 2, 6, 6);    // OpenBLAS path (head size not a multiple of 16)
+  check_attention(65, 40, 2, 2, 16, 9);  // OpenBLAS path (more queries than a block)
+}
+
+// The small-query path of a dual-cache reuse step: every tile edge in keys (not a multiple of 4)
+// and queries (not a multiple of 4 or 16), one to 64 queries, grouped KV heads.
+BOOST_AUTO_TEST_CASE(small_query_attention_matches_reference) {
+  if (!cpu::small_attention_fits(8, 32)) {
+    BOOST_TEST_MESSAGE("small-query attention: this CPU lacks AVX2/FMA; OpenBLAS serves every shape");
+    return;
+  }
+  BOOST_TEST(!cpu::small_attention_fits(65, 32));
+  BOOST_TEST(!cpu::small_attention_fits(8, 24));
+  const int shapes[][5] = {{1, 5, 2, 1, 16}, {8, 37, 4, 2, 32}, {32, 1024, 2, 2, 64}, {33, 100, 4, 4, 16},
+                           {64, 7, 2, 1, 32}, {5, 1, 1, 1, 128}};
+  unsigned seed = 20;
+  for (const auto& s : shapes) check_attention(s[0], s[1], s[2], s[3], s[4], seed += 3);
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_is_silu_gate_times_up) {
