@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+#include <vector>
+
+#include <sys/mman.h>
 #include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,11 +25,21 @@ constexpr int KC = 128;
 packed_weights::packed_weights(const float* w, int out, int in, int ld) : out_(out), in_(in) {
   if (out <= 0 || in <= 0 || ld < in) throw std::invalid_argument("packed_weights: bad shape");
   const int panels = (out + NR - 1) / NR;
-  data_.assign(static_cast<std::size_t>(panels) * in * NR, 0.0f);
+  size_ = static_cast<std::size_t>(panels) * in * NR;
+  // A reuse step streams every weight from memory; on 4 KiB pages that is a TLB miss every 4 KiB,
+  // which the prefetches cannot hide. Large buffers go on 2 MiB pages where the kernel allows it
+  // (transparent huge pages in "madvise" mode, Debian's default).
+  constexpr std::size_t huge = std::size_t{2} << 20;
+  const std::size_t bytes = size_ * sizeof(float), alloc = bytes >= huge ? (bytes + huge - 1) / huge * huge : bytes;
+  void* p = nullptr;
+  if (posix_memalign(&p, bytes >= huge ? huge : 64, alloc) != 0) throw std::bad_alloc();
+  data_.reset(static_cast<float*>(p));
+  if (bytes >= huge) madvise(p, alloc, MADV_HUGEPAGE);  // advice only: 4 KiB pages still work
+  std::memset(p, 0, bytes);
   for (int j = 0; j < panels; ++j)
     for (int c = 0; c < NR && j * NR + c < out; ++c) {
       const float* src = w + static_cast<std::size_t>(j * NR + c) * ld;
-      float* dst = data_.data() + static_cast<std::size_t>(j) * in * NR + c;
+      float* dst = data_.get() + static_cast<std::size_t>(j) * in * NR + c;
       for (int k = 0; k < in; ++k) dst[static_cast<std::size_t>(k) * NR] = src[k];
     }
 }
@@ -42,10 +56,10 @@ namespace {
 // One 4 x 24 tile over K values: twelve accumulators stay in registers (GCC keeps an array of
 // __m256 in memory, so they are named). acc_in continues partial sums of an earlier K slice;
 // acc_out receives them for a later one; otherwise the tile lands in y. The tile also prefetches
-// pf_lines cache lines from pf, one per k (see matmul_packed).
+// pf_lines cache lines from pf, one every pf_every k (see matmul_packed).
 __attribute__((target("avx2,fma"))) void tile4(const float* x0, const float* x1, const float* x2, const float* x3,
                                                const float* pb, int K, const float* acc_in, float* acc_out, float* y,
-                                               int ldy, int nrows, int ncols, const char* pf, int pf_lines) {
+                                               int ldy, int nrows, int ncols, const char* pf, int pf_lines, int pf_every) {
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
   __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
   if (acc_in) {
@@ -56,7 +70,7 @@ __attribute__((target("avx2,fma"))) void tile4(const float* x0, const float* x1,
   }
   for (int k = 0; k < K; ++k) {
     const float* b = pb + static_cast<std::size_t>(k) * NR;
-    if (k < pf_lines) _mm_prefetch(pf + 64 * k, _MM_HINT_T0);
+    if (k % pf_every == 0 && k / pf_every < pf_lines) _mm_prefetch(pf + 64 * (k / pf_every), _MM_HINT_T0);
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
     __m256 a = _mm256_broadcast_ss(x0 + k);
     c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01), c02 = _mm256_fmadd_ps(a, b2, c02);
@@ -91,7 +105,8 @@ void matmul_packed(const float* x, int rows, int ldx, const packed_weights& w, f
   // The weights of a whole model do not stay in cache between steps, so every panel slice comes
   // from memory once, and all of it on the first tile that touches it, where the hardware
   // prefetcher cannot keep up. Each tile therefore prefetches its share of the next slice (the
-  // packing puts it right after this one), spreading the traffic over the whole slice's work.
+  // packing puts it right after this one), evenly over its k loop: issued in a burst, the misses
+  // overflow the core's miss buffers and stall the loop as a demand miss would.
   const int slice_lines = KC * NR * static_cast<int>(sizeof(float)) / 64, share = (slice_lines + tiles - 1) / tiles;
   const char* end = reinterpret_cast<const char*>(w.panel(0)) + w.bytes();
   for (int j = 0; j < panels; ++j) {
@@ -103,14 +118,15 @@ void matmul_packed(const float* x, int rows, int ldx, const packed_weights& w, f
       const char* next = reinterpret_cast<const char*>(pb + static_cast<std::size_t>(k0 + kc) * NR);
       const int next_lines = static_cast<int>(std::min<std::ptrdiff_t>(slice_lines, (end - next) / 64));
       for (int t = 0; t < tiles; ++t) {
-        const int first = t * share, lines = std::max(0, std::min({share, kc, next_lines - first}));
+        const int first = t * share, lines = std::max(0, std::min(share, next_lines - first));
         const int m = 4 * t;
         const float* r[4];
         for (int i = 0; i < 4; ++i)
           r[i] = (m + i < rows ? x + static_cast<std::size_t>(m + i) * ldx : zeros.data()) + k0;
         tile4(r[0], r[1], r[2], r[3], pb + static_cast<std::size_t>(k0) * NR, kc, k0 ? partial[t] : nullptr,
               last ? nullptr : partial[t], y + static_cast<std::size_t>(m) * ldy + j * NR, ldy, std::min(4, rows - m),
-              ncols, lines > 0 ? next + static_cast<std::size_t>(first) * 64 : nullptr, lines);
+              ncols, lines > 0 ? next + static_cast<std::size_t>(first) * 64 : nullptr, lines,
+              std::max(1, kc / std::max(1, lines)));
       }
     }
   }
