@@ -1,5 +1,6 @@
 #include "gpu/cpu_backend.hpp"
 
+#include "gpu/cpu_huge_pages.hpp"
 #include "gpu/cpu_kernels.hpp"
 #include "gpu/cpu_packed_gemm.hpp"
 #include "gpu/kv_wire.hpp"
@@ -14,7 +15,7 @@ namespace {
 class cpu_kv_cache final : public kv_cache {
  public:
   int layers = 0, rows = 0, width = 0;
-  std::vector<float> k, v;  // [layer][row][width]
+  std::vector<float, cpu::huge_page_allocator<float>> k, v;  // [layer][row][width]
 
   void ensure(int l, int r, int w) {
     if (l == layers && r == rows && w == width) return;

@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 #include <vector>
-
-#include <sys/mman.h>
 #include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -25,21 +22,11 @@ constexpr int KC = 128;
 packed_weights::packed_weights(const float* w, int out, int in, int ld) : out_(out), in_(in) {
   if (out <= 0 || in <= 0 || ld < in) throw std::invalid_argument("packed_weights: bad shape");
   const int panels = (out + NR - 1) / NR;
-  size_ = static_cast<std::size_t>(panels) * in * NR;
-  // A reuse step streams every weight from memory; on 4 KiB pages that is a TLB miss every 4 KiB,
-  // which the prefetches cannot hide. Large buffers go on 2 MiB pages where the kernel allows it
-  // (transparent huge pages in "madvise" mode, Debian's default).
-  constexpr std::size_t huge = std::size_t{2} << 20;
-  const std::size_t bytes = size_ * sizeof(float), alloc = bytes >= huge ? (bytes + huge - 1) / huge * huge : bytes;
-  void* p = nullptr;
-  if (posix_memalign(&p, bytes >= huge ? huge : 64, alloc) != 0) throw std::bad_alloc();
-  data_.reset(static_cast<float*>(p));
-  if (bytes >= huge) madvise(p, alloc, MADV_HUGEPAGE);  // advice only: 4 KiB pages still work
-  std::memset(p, 0, bytes);
+  data_.assign(static_cast<std::size_t>(panels) * in * NR, 0.0f);
   for (int j = 0; j < panels; ++j)
     for (int c = 0; c < NR && j * NR + c < out; ++c) {
       const float* src = w + static_cast<std::size_t>(j * NR + c) * ld;
-      float* dst = data_.get() + static_cast<std::size_t>(j) * in * NR + c;
+      float* dst = data_.data() + static_cast<std::size_t>(j) * in * NR + c;
       for (int k = 0; k < in; ++k) dst[static_cast<std::size_t>(k) * NR] = src[k];
     }
 }

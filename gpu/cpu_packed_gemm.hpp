@@ -4,9 +4,10 @@
 // about half of its large-M rate, because it repacks the whole weight matrix on every call while
 // each packed weight element feeds only M multiply-adds. Packing the weights once, in panels of
 // 24 output columns laid out k-major, lets a 4 x 24 register tile stream each panel from cache.
+#include "gpu/cpu_huge_pages.hpp"
+
 #include <cstddef>
-#include <cstdlib>
-#include <memory>
+#include <vector>
 
 namespace dls::gpu::cpu {
 
@@ -23,17 +24,13 @@ class packed_weights {
 
   int out() const { return out_; }
   int in() const { return in_; }
-  bool empty() const { return size_ == 0; }
-  std::size_t bytes() const { return size_ * sizeof(float); }
-  const float* panel(int j) const { return data_.get() + static_cast<std::size_t>(j) * in_ * panel_cols; }
+  bool empty() const { return data_.empty(); }
+  std::size_t bytes() const { return data_.size() * sizeof(float); }
+  const float* panel(int j) const { return data_.data() + static_cast<std::size_t>(j) * in_ * panel_cols; }
 
  private:
-  struct release {
-    void operator()(float* p) const { std::free(p); }
-  };
   int out_ = 0, in_ = 0;
-  std::size_t size_ = 0;
-  std::unique_ptr<float, release> data_;
+  std::vector<float, huge_page_allocator<float>> data_;
 };
 
 /// Whether this CPU runs the packed kernel (AVX2 and FMA); when it does not, callers keep OpenBLAS.
