@@ -59,6 +59,18 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       keys.push_back({0, r.arrival_s, r.id, i, 0.0});
       continue;
     }
+    if (cfg.chain_slack && cost) {
+      // Slack against the request's own chain: the delay it can still absorb if each of its
+      // remaining steps ran alone on this group. On-time requests go in deadline order (EDF)
+      // with that slack as their budget; late ones (negative chain slack) as below.
+      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double chain = r.deadline_s - now - best;
+      if (!cfg.demote_late || chain >= 0)
+        keys.push_back({0, r.deadline_s, r.id, i, std::max(0.0, chain)});
+      else
+        keys.push_back({1, best, r.id, i, 0.0});
+      continue;
+    }
     const double s = slack_s(r, now, q, step_s);
     if (!cfg.demote_late || s >= 0) {
       keys.push_back({0, s, r.id, i, std::max(0.0, s)});

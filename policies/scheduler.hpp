@@ -9,6 +9,13 @@
 // still make it, shortest remaining work first; plain least-slack would serve the latest
 // first and let one overload cascade into everyone missing.
 //
+// Chain slack (default, with a step-cost model): the slack of request i is
+// d_i - now - (its remaining steps each alone on the group), the delay it can absorb and
+// still finish in time; on-time requests are ordered by deadline (EDF), late ones (negative
+// chain slack) after them. Without it the key is slack_s at the group's expected step time,
+// which in a burst counts the refreshes of everyone else into each request's own steps,
+// reads negative for most requests, and leaves the slack budget nothing to protect.
+//
 // Slack budget (least slack with a step-cost model): a step is atomic, so a long refresh
 // (up to ~100 ms for a 4k canvas on one H100) delays every request batched with it. Requests
 // are added in key order; adding request j raises the step time by d_j (step-cost model), and
@@ -32,6 +39,10 @@ struct scheduler_config {
   bool demote_late = true;
   bool slack_budget = true;   // least slack only, and only when a cost model is passed
   bool admission_control = true;  // least slack with a cost model: EDF test before admitting
+  /// Least slack with a cost model: order on-time requests by deadline (EDF) and give each
+  /// the slack of its own chain, d - now - (remaining steps each alone on the group), as its
+  /// budget. Off: order by and budget with slack_s at the group's expected step time.
+  bool chain_slack = true;
 };
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.

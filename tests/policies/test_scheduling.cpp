@@ -85,6 +85,50 @@ BOOST_AUTO_TEST_CASE(slack_budget_defers_a_refresh_that_would_make_an_urgent_req
   BOOST_TEST(out.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(chain_slack_serves_the_earliest_deadline_first) {
+  auto q = test::two_step_quality();          // every block: one refresh and one reuse
+  auto cost = test::flat_cost(0.001, 1e-5);   // 1 ms + 10 us per query row
+  policy::scheduler_config cfg;
+  cfg.token_budget = 5500;
+  // In a burst the group's expected step time is long (50 ms). C: three blocks of a
+  // 968 + 96 canvas, alone 3 x (11.64 + 1.32) = 38.9 ms, deadline 200 ms. D: one block of a
+  // 4968 + 32 canvas, alone 51 + 1.32 = 52.3 ms, deadline 60 ms. Their refreshes (1,064 and
+  // 5,000 rows) do not fit one 5,500-row step.
+  std::vector<policy::request_view> a{test::request(1, 0, 0.2, 968, 96), test::request(2, 0, 0.06, 4968, 32)};
+  std::vector<int> out;
+  // EDF: D first. D finishes at 52.3 ms (< 60), C after it at 91.2 ms (< 200): both on time.
+  policy::form_batch(a, 0.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  // Slack at the expected step time (0.2 - 6 x 0.05 = -0.1 for C against 0.06 - 2 x 0.05 =
+  // -0.04 for D) serves C first, and D then ends at 11.6 + 52.3 = 63.9 ms: a miss.
+  cfg.chain_slack = false;
+  policy::form_batch(a, 0.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(chain_slack_lets_a_refresh_in_when_everyone_can_absorb_it) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);
+  policy::scheduler_config cfg;
+  // A has one reuse step left (1.32 ms alone) and 60 ms to go: it can absorb 58.7 ms. B's
+  // 2,000-row refresh adds 20 ms to the step, so A still ends at 22.3 ms and B starts now.
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.06, 1968, 32)),
+                                      test::request(2, 0, 0.10, 1968, 32)};
+  std::vector<int> out;
+  policy::form_batch(a, 0.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0, 1}), tt::per_element());
+  // At the expected step time B's slack (0.10 - 2 x 0.05 = 0) is below A's (10 ms), so B
+  // goes first with a zero budget and A's reuse (0.32 ms more) has to wait a step.
+  cfg.chain_slack = false;
+  policy::form_batch(a, 0.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  // With 15 ms left A cannot absorb B's 20 ms under either rule.
+  cfg.chain_slack = true;
+  a[0].deadline_s = 0.015;
+  policy::form_batch(a, 0.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(admission_respects_slots_and_kv_memory) {
   auto q = test::two_step_quality();
   policy::scheduler_config cfg;

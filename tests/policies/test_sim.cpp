@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE policies_simulator
 #include <boost/test/unit_test.hpp>
 
+#include "sim/bound.hpp"
 #include "sim/report.hpp"
 #include "sim/simulator.hpp"
 #include "sim/trace.hpp"
@@ -218,4 +219,22 @@ BOOST_AUTO_TEST_CASE(shipped_clusters_load) {
   BOOST_TEST(c1k.devices() == 1024);
   BOOST_TEST(c1k.cost.supports(8));
   BOOST_CHECK_THROW(sim::parse_cluster("profile: x.yaml\n", "."), std::exception);
+}
+
+BOOST_AUTO_TEST_CASE(no_policy_beats_the_attainment_bound) {
+  // The bound relaxes everything a policy is constrained by, so on the same requests and
+  // deadlines every policy's attainment is at most the bound, and the relaxation's own EDF
+  // schedule is below it too.
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  for (double load : {0.5, 3.0}) {
+    const auto reqs = sample_requests(load, c);
+    const auto b = sim::slo_attainment_bound(c, reqs, 2.0);
+    BOOST_TEST(b.requests == reqs.size());
+    BOOST_TEST(b.relaxed <= b.upper);
+    BOOST_TEST(b.mean_work_s > 0.0);
+    for (const char* p : {"static", "deadline", "dilaserve"}) {
+      auto row = sim::summarize(run(c, reqs, p), p, load, 2.0);
+      BOOST_TEST(row.slo_attainment <= b.upper, p << " at load " << load);
+    }
+  }
 }

@@ -34,9 +34,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
     const auto& r = in[i];
     if (i > 0 && r.arrival_s < in[i - 1].arrival_s)
       throw std::invalid_argument("simulate: requests must be sorted by arrival");
-    const double iso = policy::isolated_latency_s(c.cost, c.quality, r.prompt_len, r.gen_len,
-                                                  c.block_len, c.ref_tau, 1);
-    rt_[i].deadline_s = r.arrival_s + cfg.slo_scale * iso;
+    rt_[i].deadline_s = request_deadline_s(c, r, cfg.slo_scale);
     std::uint64_t s = cfg.seed * 0x9e3779b97f4a7c15ULL + i;
     rt_[i].draw = rng(splitmix64(s));
     mean_canvas += r.prompt_len + r.gen_len;
@@ -314,6 +312,11 @@ run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& 
                     const run_config& cfg) {
   detail::engine e(cluster, requests, cfg);
   return e.run();
+}
+
+double request_deadline_s(const sim_cluster& c, const sim_request& r, double slo_scale) {
+  return r.arrival_s + slo_scale * policy::isolated_latency_s(c.cost, c.quality, r.prompt_len, r.gen_len,
+                                                              c.block_len, c.ref_tau, 1);
 }
 
 double cluster_capacity_rps(const sim_cluster& c, const std::vector<policy::length_class>& mix) {

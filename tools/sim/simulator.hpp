@@ -63,6 +63,10 @@ struct run_result {
 run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& requests,
                     const run_config& cfg);
 
+/// A request's deadline: arrival + S x its isolated latency (alone on one device at the
+/// reference tau, step-cost model, expected steps). The simulator and the bound both use it.
+double request_deadline_s(const sim_cluster& cluster, const sim_request& r, double slo_scale);
+
 /// Requests per second the cluster sustains in its initial layout at the reference tau, for
 /// this length mix (saturated batches, no SLO): what load 1.0 means.
 double cluster_capacity_rps(const sim_cluster& cluster, const std::vector<policy::length_class>& mix);
