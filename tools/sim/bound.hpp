@@ -1,7 +1,7 @@
 #pragma once
 // The SLO-attainment bound of a simulated workload (policies/bound.hpp): the same requests
 // and deadlines the simulator replays, each at its least work over the allowed tau range, on
-// the cluster's devices pooled into one preemptive machine. `sim-bound` prints it per load.
+// the cluster's devices pooled into one preemptive machine. `dilaserve sim-bound` prints it per load.
 #include "sim/simulator.hpp"
 
 #include <cstddef>
