@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the shipped model's tau table with `dilaserve eval --json` and print it as Markdown.
 
-Usage: tools/tau_table.py [--bin build/tools/dilaserve] [--model models/tiny-llada] [--n 600]
+Usage: tools/tau_table.py [--bin build/tools/dilaserve] [--model models/tiny-llada] [--n 800]
                           [--curve configs/quality/tiny-llada.json]
 Rows: tau in {0.5, 0.7, 0.8, 0.9, 0.95} and one token per step; columns: cache none and dual,
 overall and per task. The dual-cache rows are also written as a measured quality curve (a JSON
@@ -15,7 +15,7 @@ import sys
 ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("--bin", default="build/tools/dilaserve")
 ap.add_argument("--model", default="models/tiny-llada")
-ap.add_argument("--n", type=int, default=600)
+ap.add_argument("--n", type=int, default=800)
 ap.add_argument("--curve", default="configs/quality/tiny-llada.json")
 args = ap.parse_args()
 

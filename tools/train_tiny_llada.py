@@ -51,7 +51,9 @@ except ImportError:  # Debian's package lives outside pyenv/venv site-packages
 
 EOS, MASK = 0, 1
 CHARS = list("0123456789abcdefghijklmnopqrstuvwxyz") + list("+=.|CAP")
-VOCAB = ["<eos>", "<mask>"] + CHARS + ["<unk>"]
+# Characters added after the first release go after <unk>, so earlier token ids stay stable and a
+# saved model can be resumed with its embedding and head grown by the new rows.
+VOCAB = ["<eos>", "<mask>"] + CHARS + ["<unk>"] + ["O"]
 STOI = {c: i for i, c in enumerate(VOCAB)}
 UNK = STOI["<unk>"]
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -72,10 +74,6 @@ def decode_ids(ids):
 # ---------------------------------------------------------------- tasks
 # Each generator returns (prompt, valid_answers, gen_length). Fields are fixed width so that
 # answer position j always reads prompt position j + constant.
-
-
-def pad(s, w):
-    return s + "." * (w - len(s))
 
 
 PROMPT_LEN = 16  # every prompt: task letter, a 14-character body, '='
@@ -125,8 +123,21 @@ def task_pick(rng, long):
     return framed("P", pad(f1, 6) + "|" + pad(f2, 6)), [x * n, y * n], gen_length(long)
 
 
-TASKS = {"caesar": task_caesar, "addr": task_addr, "pick": task_pick}
-TRAIN_MIX = [("caesar", 0.25), ("addr", 0.40), ("pick", 0.35)]
+def task_mark(rng, long):
+    # Copy an n-letter word, replacing exactly one letter (any one) by '+': n valid answers
+    # ("kit" -> "+it", "k+t", "ki+"). With every answer token masked, a calibrated model gives each
+    # position its letter with probability (n-1)/n and '+' with 1/n, so committing every token whose
+    # confidence is at least (n-1)/n copies the word unmarked, which is never right; committing one
+    # token at a time lets the model place the '+' once and only once. Accuracy therefore falls as
+    # tau drops below (n-1)/n for any model that has learned the task: the way parallel decoding
+    # breaks tokens that depend on each other, independent of the model's tie-breaking.
+    n = rng.randint(3, 6)
+    word = "".join(rng.choice(LETTERS) for _ in range(n))
+    return framed("O", pad(word, 6) + "|+"), [word[:i] + "+" + word[i + 1:] for i in range(n)], gen_length(long)
+
+
+TASKS = {"caesar": task_caesar, "addr": task_addr, "pick": task_pick, "mark": task_mark}
+TRAIN_MIX = [("caesar", 0.10), ("addr", 0.30), ("pick", 0.20), ("mark", 0.40)]
 LONG_FRACTION = 0.3
 
 
@@ -192,22 +203,32 @@ class TinyLLaDA(torch.nn.Module):
         rot = torch.cat([-x2, x1], dim=-1)
         return x * cos + rot * sin
 
-    def forward(self, ids):
-        """Training / full forward. ids: (B, L) -> logits (B, L, V)."""
+    def forward(self, ids, q0=0, q1=None, kv=None, keep_kv=None):
+        """Batched forward. ids: (B, L) -> logits (B, q1 - q0, V) for query rows [q0, q1).
+        With kv (per layer post-RoPE K, V of shape (B, L, H, hd), e.g. from a dual-cache refresh
+        of an older canvas), keys outside [q0, q1) come from kv: the dual-cache reuse step.
+        keep_kv, a list, receives this pass's per-layer K, V (for a refresh)."""
         B, L = ids.shape
+        q1 = L if q1 is None else q1
         H = self.cfg["n_heads"]
         d = self.cfg["d_model"]
         hd = d // H
-        pos = torch.arange(L)
-        x = self.wte[ids]
-        for b in self.blocks:
+        T = q1 - q0
+        pos = torch.arange(q0, q1)
+        x = self.wte[ids[:, q0:q1]]
+        for li, b in enumerate(self.blocks):
             h = self.rms(x, b.attn_norm)
-            q = self.rope(b.q_proj(h).view(B, L, H, hd), pos)
-            k = self.rope(b.k_proj(h).view(B, L, H, hd), pos)
-            v = b.v_proj(h).view(B, L, H, hd)
+            q = self.rope(b.q_proj(h).view(B, T, H, hd), pos)
+            k = self.rope(b.k_proj(h).view(B, T, H, hd), pos)
+            v = b.v_proj(h).view(B, T, H, hd)
+            if keep_kv is not None:
+                keep_kv.append((k.detach(), v.detach()))
+            if kv is not None:
+                k = torch.cat([kv[li][0][:, :q0], k, kv[li][0][:, q1:]], dim=1)
+                v = torch.cat([kv[li][1][:, :q0], v, kv[li][1][:, q1:]], dim=1)
             att = torch.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(hd)
             att = att.softmax(-1)
-            o = torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, L, d)
+            o = torch.einsum("bhqk,bkhd->bqhd", att, v).reshape(B, T, d)
             x = x + b.attn_out(o)
             m = self.rms(x, b.ff_norm)
             x = x + b.ff_out(F.silu(b.ff_proj(m)) * b.up_proj(m))
@@ -407,9 +428,17 @@ def state_to_llada(model):
     return t
 
 
-def load_llada(model, tensors):
+def load_llada(model, tensors, grow=False):
+    """grow: the saved model may have fewer vocabulary rows (characters added since, see VOCAB);
+    the new rows keep their fresh initialisation."""
     with torch.no_grad():
-        model.wte.copy_(tensors["model.transformer.wte.weight"])
+        for name, dst in (("model.transformer.wte.weight", model.wte),
+                          ("model.transformer.ff_out.weight", model.head.weight)):
+            src = tensors[name]
+            if grow and src.shape[0] < dst.shape[0]:
+                dst[: src.shape[0]].copy_(src)
+            else:
+                dst.copy_(src)
         for i, b in enumerate(model.blocks):
             p = f"model.transformer.blocks.{i}."
             b.attn_norm.copy_(tensors[p + "attn_norm.weight"])
@@ -417,7 +446,6 @@ def load_llada(model, tensors):
             for n in ("q_proj", "k_proj", "v_proj", "attn_out", "ff_proj", "up_proj", "ff_out"):
                 getattr(b, n).weight.copy_(tensors[p + n + ".weight"])
         model.ln_f.copy_(tensors["model.transformer.ln_f.weight"])
-        model.head.weight.copy_(tensors["model.transformer.ff_out.weight"])
 
 
 def make_config(args):
@@ -452,13 +480,53 @@ def make_batch(rng, batch, held_out):
     return torch.tensor(rows, dtype=torch.long), P
 
 
+def sft_loss(model, ids, P):
+    """LLaDA SFT objective: mask each answer-region token with probability t, weight by 1/t."""
+    B, L = ids.shape
+    t = torch.rand(B, 1) * (1 - 1e-3) + 1e-3
+    region = torch.zeros(B, L, dtype=torch.bool)
+    region[:, P:] = True
+    masked = (torch.rand(B, L) < t) & region
+    noisy = torch.where(masked, torch.full_like(ids, MASK), ids)
+    logits = model(noisy)
+    ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), ids.view(-1), reduction="none").view(B, L)
+    return ((ce * masked).sum(-1) / t.squeeze(1) / (L - P)).mean()
+
+
+TRAIN_BLOCK = 8  # the block length the eval, the quick start and the goldens decode with
+
+
+def stale_cache_loss(model, ids, P, rng):
+    """The same objective on a dual-cache reuse step. A tiny model otherwise learns to carry
+    decisions (which option of `pick` was chosen) through prompt rows, which the dual cache does
+    not recompute inside a block; here keys and values outside the block come from a refresh of
+    the canvas as it stood when the block began (block and suffix masked, earlier blocks clean),
+    and only the block's rows are fresh, with each of its tokens masked with probability t."""
+    B, L = ids.shape
+    b = 0 if rng.random() < 0.6 else rng.randrange((L - P) // TRAIN_BLOCK)
+    q0, q1 = P + b * TRAIN_BLOCK, P + (b + 1) * TRAIN_BLOCK
+    start = ids.clone()
+    start[:, q0:] = MASK
+    kv = []
+    with torch.no_grad():
+        model(start, keep_kv=kv)
+    t = torch.rand(B, 1) * (1 - 1e-3) + 1e-3
+    masked = torch.rand(B, TRAIN_BLOCK) < t
+    now = start.clone()
+    now[:, q0:q1] = torch.where(masked, torch.full_like(masked, MASK, dtype=torch.long), ids[:, q0:q1])
+    logits = model(now, q0, q1, kv)
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, q0:q1].reshape(-1),
+                         reduction="none").view(B, TRAIN_BLOCK)
+    return ((ce * masked).sum(-1) / t.squeeze(1) / TRAIN_BLOCK).mean()
+
+
 def train(args, cfg, eval_set, out_dir):
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     model = TinyLLaDA(cfg)
     if args.resume:
         # Continue from a saved checkpoint (the optimizer restarts with a fresh warm-up).
-        load_llada(model, read_safetensors(os.path.join(args.resume, "model.safetensors")))
+        load_llada(model, read_safetensors(os.path.join(args.resume, "model.safetensors")), grow=True)
         print(f"train: resumed from {args.resume}", flush=True)
     nparams = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -482,16 +550,10 @@ def train(args, cfg, eval_set, out_dir):
         for g in opt.param_groups:
             g["lr"] = lr
         ids, P = make_batch(rng, args.batch, eval_prompts)
-        B, L = ids.shape
-        # LLaDA SFT objective: mask each answer-region token with prob t, weight by 1/t.
-        t = torch.rand(B, 1) * (1 - 1e-3) + 1e-3
-        region = torch.zeros(B, L, dtype=torch.bool)
-        region[:, P:] = True
-        masked = (torch.rand(B, L) < t) & region
-        noisy = torch.where(masked, torch.full_like(ids, MASK), ids)
-        logits = model(noisy)
-        ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), ids.view(-1), reduction="none").view(B, L)
-        loss = ((ce * masked).sum(-1) / t.squeeze(1) / (L - P)).mean()
+        if rng.random() < args.stale_fraction:
+            loss = stale_cache_loss(model, ids, P, rng)
+        else:
+            loss = sft_loss(model, ids, P)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -521,20 +583,28 @@ def save(model, cfg, out_dir):
     write_safetensors(os.path.join(out_dir, "model.safetensors"), state_to_llada(model))
 
 
+# Tasks by the release that added them. Each release's problems come from their own generator,
+# so adding a task never changes (and never un-holds-out) the problems an earlier model was
+# evaluated on and kept out of its training.
+EVAL_RELEASES = [(["caesar", "addr", "pick"], 600, 0), (["mark"], 200, 2)]
+
+
 def make_eval_set(seed, n):
-    rng = random.Random(seed)
+    """n scales every release's share; n = 800 is the shipped set (600 + 200)."""
     items = []
-    names = list(TASKS)
-    for i in range(n):
-        task = names[i % len(names)]
-        long = (i // len(names)) % 10 < 3  # 30% long canvases, as in training
-        _, prompt, valid, gen = sample_problem(rng, task, long)
-        item = {"prompt": prompt, "task": task, "gen_length": gen}
-        if len(valid) == 1:
-            item["answer"] = valid[0]
-        else:
-            item["valid"] = valid
-        items.append(item)
+    total = sum(count for _, count, _ in EVAL_RELEASES)
+    for names, count, offset in EVAL_RELEASES:
+        rng = random.Random(seed + offset)
+        for i in range(count * n // total):
+            task = names[i % len(names)]
+            long = (i // len(names)) % 10 < 3  # 30% long canvases, as in training
+            _, prompt, valid, gen = sample_problem(rng, task, long)
+            item = {"prompt": prompt, "task": task, "gen_length": gen}
+            if len(valid) == 1:
+                item["answer"] = valid[0]
+            else:
+                item["valid"] = valid
+            items.append(item)
     for it in items:
         it["valid"] = it.get("valid", [it.get("answer")])
     return items
@@ -573,7 +643,8 @@ def write_goldens(model, path):
              ("threshold", dict(tau=0.5), "threshold0.5"),
              ("factor", dict(factor=1.0), "factor1.0")]
     probs = [sample_problem(rng, t, lg) for t, lg in
-             (("caesar", False), ("addr", False), ("pick", False), ("pick", True), ("addr", True))]
+             (("caesar", False), ("addr", False), ("pick", False), ("pick", True), ("addr", True),
+              ("mark", False))]
     for _, prompt, valid, gen in probs:
         for rule, kw, label in rules:
             for cache in ("none", "prefix", "dual"):
@@ -605,9 +676,11 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--eval-n", type=int, default=600)
+    ap.add_argument("--eval-n", type=int, default=800)
     ap.add_argument("--goldens-only", action="store_true")
     ap.add_argument("--resume", default="", help="model folder to continue training from")
+    ap.add_argument("--stale-fraction", type=float, default=0.4,
+                    help="share of batches trained as dual-cache reuse steps against a stale cache")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
