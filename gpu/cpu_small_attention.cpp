@@ -18,6 +18,7 @@ namespace dls::gpu::cpu {
 namespace {
 constexpr int QW = 16;        // queries per packed panel (two AVX registers)
 constexpr int max_queries = 64;
+constexpr int KJ = 64;        // keys per slice of the weighted sum
 }  // namespace
 
 bool small_attention_fits(int tq, int hd) {
@@ -32,6 +33,12 @@ bool small_attention_fits(int tq, int hd) {
 #ifdef DLS_SMALL_ATTN_X86
 
 namespace {
+
+constexpr int prefetch_rows = 16;  // how many cached rows ahead the key and value loops prefetch
+
+void prefetch_row(const float* row, int n) {
+  for (int i = 0; i < n; i += 16) _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T0);
+}
 
 // S^T rows j..j+3 (keys) x 16 queries of one panel: sum over d of K[j][d] * Q[i][d], scaled.
 // qp holds the panel d-major (16 queries per d); the key rows are read in place.
@@ -59,10 +66,18 @@ __attribute__((target("avx2,fma"))) void scores_tile(const float* k0, const floa
 }
 
 // Output rows i..i+3 (queries) x 16 head dims: sum over keys j of P[i][j] * V[j][dims], with P
-// stored transposed (row j holds every query's weight for key j) and V read in place.
+// stored transposed (row j holds every query's weight for key j). `accumulate` adds to what `out`
+// holds (the sums over earlier keys) instead of overwriting it.
 __attribute__((target("avx2,fma"))) void weighted_sum_tile(const float* pt, int ld, int tk, const float* v, int ldv,
-                                                           float* out, int ldo, int nrows) {
+                                                           float* out, int ldo, int nrows, bool accumulate) {
   __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+  if (accumulate) {
+    const auto row = [&](int r, int half) {
+      return r < nrows ? _mm256_loadu_ps(out + static_cast<std::size_t>(r) * ldo + 8 * half) : _mm256_setzero_ps();
+    };
+    a0 = row(0, 0), b0 = row(0, 1), a1 = row(1, 0), b1 = row(1, 1);
+    a2 = row(2, 0), b2 = row(2, 1), a3 = row(3, 0), b3 = row(3, 1);
+  }
   for (int j = 0; j < tk; ++j) {
     const float* vr = v + static_cast<std::size_t>(j) * ldv;
     const float* p = pt + static_cast<std::size_t>(j) * ld;
@@ -110,6 +125,11 @@ void small_attention(const float* q, int tq, int ldq, const float* k, const floa
       for (int d = 0; d < hd; ++d)
         qp[(static_cast<std::size_t>(i / QW) * hd + d) * QW + i % QW] = q[static_cast<std::size_t>(i) * ldq + h * hd + d];
     for (int j = 0; j < tk; j += 4) {
+      // Cached keys sit a whole cache row apart and come from memory; the hardware prefetcher
+      // does not follow that stride far enough ahead.
+      if (j + prefetch_rows < tk)
+        for (int t = 0; t < 4 && j + prefetch_rows + t < tk; ++t)
+          prefetch_row(kh + static_cast<std::size_t>(j + prefetch_rows + t) * ldk, hd);
       const float* r[4];
       for (int t = 0; t < 4; ++t) r[t] = j + t < tk ? kh + static_cast<std::size_t>(j + t) * ldk : zero;
       for (int p = 0; p < panels; ++p)
@@ -119,14 +139,22 @@ void small_attention(const float* q, int tq, int ldq, const float* k, const floa
     softmax_columns(st, tk, cols, cols);
     // V's head columns, 16 at a time, copied key-major into one contiguous run each: read in place,
     // successive keys sit a whole cache row (a power of two) apart and evict each other from L1.
-    for (int j = 0; j < tk; ++j)
+    for (int j = 0; j < tk; ++j) {
+      if (j + prefetch_rows < tk) prefetch_row(vh + static_cast<std::size_t>(j + prefetch_rows) * ldk, hd);
       for (int e = 0; e < hd; e += QW)
         std::memcpy(vp + static_cast<std::size_t>(e) * tk + static_cast<std::size_t>(j) * QW,
                     vh + static_cast<std::size_t>(j) * ldk + e, sizeof(float) * QW);
-    for (int e = 0; e < hd; e += QW)
-      for (int i = 0; i < tq; i += 4)
-        weighted_sum_tile(st + i, cols, tk, vp + static_cast<std::size_t>(e) * tk, QW,
-                          out + static_cast<std::size_t>(i) * ldo + h * hd + e, ldo, std::min(4, tq - i));
+    }
+    // Keys in slices whose V run and weights (64 x 16 and 64 x cols floats) stay in L1 while every
+    // tile passes over them; over the whole key range each tile would stream both from L2.
+    for (int j0 = 0; j0 < tk; j0 += KJ) {
+      const int kj = std::min(KJ, tk - j0);
+      for (int e = 0; e < hd; e += QW)
+        for (int i = 0; i < tq; i += 4)
+          weighted_sum_tile(st + static_cast<std::size_t>(j0) * cols + i, cols, kj,
+                            vp + static_cast<std::size_t>(e) * tk + static_cast<std::size_t>(j0) * QW, QW,
+                            out + static_cast<std::size_t>(i) * ldo + h * hd + e, ldo, std::min(4, tq - i), j0 > 0);
+    }
   }
 }
 
