@@ -3,10 +3,13 @@
 //   2. engine forward GFLOP/s for a refresh and a dual-cache reuse step on a LLaDA-shaped
 //      random model, and the measured refresh/reuse time ratio beside its FLOP ratio;
 //   3. TP=2 against TP=1 refresh step time (shared-memory all-reduce across two slots);
-//   4. tokens/s of the shipped model for tau in {0.7, 0.9, one-per-step} x cache {none, dual}.
+//   4. tokens/s of the shipped model for tau in {0.7, 0.9, one-per-step} x cache {none, dual};
+//   5. one pass of a block's rows over every weight of the random model, the packed small-M
+//      kernel against OpenBLAS (what a reuse step's products cost either way).
 #include "dilaserve/command_registry.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/cpu_kernels.hpp"
+#include "gpu/cpu_packed_gemm.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/eval_set.hpp"
 #include "gpu/model.hpp"
@@ -189,6 +192,39 @@ int run_bench(const bench_options& o) {
         std::printf(" | TP2 %8.2f ms (%.2fx)", row["tp2_refresh_ms"].get<double>(), row["tp2_speedup"].get<double>());
       std::printf("\n");
     }
+  }
+  if (gpu::cpu::packed_gemm_available()) {
+    // Every product of a reuse step (7 per layer, then the head), at M = block rows, with weights
+    // too big to stay in cache between passes: the packed kernel, then OpenBLAS on the same data.
+    struct product {
+      const float* w;
+      int out, in;
+      gpu::cpu::packed_weights packed;
+    };
+    std::vector<product> ws;
+    const int d = c.d_model, ff = c.mlp_hidden, M = std::min(o.block, gpu::cpu::packed_weights::max_rows);
+    auto add = [&](const float* w, int out, int in) { ws.push_back({w, out, in, gpu::cpu::packed_weights(w, out, in, in)}); };
+    for (const auto& l : big->layers) {
+      add(l.q_proj, d, d), add(l.k_proj, c.kv_dim(), d), add(l.v_proj, c.kv_dim(), d), add(l.attn_out, d, d);
+      add(l.ff_proj, ff, d), add(l.up_proj, ff, d), add(l.ff_out, d, ff);
+    }
+    add(big->head, c.vocab_size, d);
+    std::vector<float> x(static_cast<std::size_t>(M) * ff, 0.5f), y(static_cast<std::size_t>(M) * c.vocab_size);
+    double flops = 0, bytes = 0;
+    for (const auto& p : ws) flops += 2.0 * M * p.out * p.in, bytes += 4.0 * p.out * p.in;
+    const double t_packed = median_seconds(o.reps * 3, [&] {
+      for (const auto& p : ws) gpu::cpu::matmul_packed(x.data(), M, p.in, p.packed, y.data(), p.out);
+    });
+    const double t_blas = median_seconds(o.reps * 3, [&] {
+      for (const auto& p : ws) gpu::cpu::matmul_xwt(x.data(), M, p.in, p.in, p.w, p.out, p.in, y.data(), p.out);
+    });
+    out["small_m_pass"] = {{"rows", M}, {"weight_mb", bytes / 1e6}, {"packed_ms", t_packed * 1e3},
+                           {"openblas_ms", t_blas * 1e3}, {"packed_gflops", flops / t_packed / 1e9},
+                           {"openblas_gflops", flops / t_blas / 1e9}};
+    if (!o.json)
+      std::printf("one pass of %d rows over all %.0f MB of weights: packed kernel %.2f ms (%.1f GFLOP/s), "
+                  "OpenBLAS %.2f ms (%.1f GFLOP/s)\n",
+                  M, bytes / 1e6, t_packed * 1e3, flops / t_packed / 1e9, t_blas * 1e3, flops / t_blas / 1e9);
   }
   // Tokens/s on the shipped model, batched like the serving loop.
   auto tiny = gpu::load_model(o.model);
