@@ -151,7 +151,7 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
 
 // Forecast from the requests [from, to): the `forecast_quantile` of the arrival rate over
 // `forecast_subwindow_s` sub-windows of [end_s - window_s, end_s) (bursts, not the mean), the
-// mean rate over that window, and the length mix of at most the last 512 of them.
+// mean rate over that window, and the length mix of at most the last 4,096 of them.
 policy::forecast engine::rate_forecast(std::size_t from, std::size_t to, double window_s, double end_s) const {
   const double sub = std::min(window_s, cl_.forecast_subwindow_s);
   const int n_sub = std::max(1, static_cast<int>(std::lround(window_s / sub)));
@@ -169,7 +169,7 @@ policy::forecast engine::rate_forecast(std::size_t from, std::size_t to, double 
   fc.arrival_rate = counts[qi] / sub;
   fc.mean_rate = n / (n_sub * sub);
   std::vector<canvas_shape> shapes;
-  for (std::size_t i = to > from + 512 ? to - 512 : from; i < to; ++i)
+  for (std::size_t i = to > from + 4096 ? to - 4096 : from; i < to; ++i)
     shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
   fc.mix = length_mix(shapes, 16);
   return fc;
