@@ -112,12 +112,15 @@ double mean_latency_j(double wl, double c, double lambda) {
   return (wl / c) / (1.0 - lambda / c);
 }
 
-// Overload beyond every SLO-feasible layout: no layout meets the target, so serve as many
-// requests per second as possible (saturated throughput), keeping current partitions on ties.
-reconfig_plan max_throughput_plan(const std::vector<int>& node_devices,
-                                  const std::vector<partition>& current,
-                                  std::map<int, std::vector<partition>>& parts_by_size,
-                                  const std::map<int, group_perf>& perf, double lambda, double tau) {
+// No layout meets the target at the forecast rate. Each node independently takes the
+// partition with the largest sum of `score` over its groups (ties keep its current partition):
+// the score is the saturated throughput mu under sustained overload, the SLO capacity C in a
+// burst (both are sums over nodes, so this is exact).
+reconfig_plan best_per_node_plan(const std::vector<int>& node_devices,
+                                 const std::vector<partition>& current,
+                                 std::map<int, std::vector<partition>>& parts_by_size,
+                                 const std::map<int, group_perf>& perf, double lambda, double tau,
+                                 double group_perf::*score) {
   reconfig_plan plan;
   plan.tau = tau;
   plan.demand_rps = lambda;
@@ -127,14 +130,14 @@ reconfig_plan max_throughput_plan(const std::vector<int>& node_devices,
   for (std::size_t i = 0; i < node_devices.size(); ++i) {
     const auto& parts = parts_by_size[node_devices[i]];
     const partition* best = nullptr;
-    double best_thr = -1;
+    double best_val = -1;
     for (const auto& p : parts) {
-      double thr = 0;
-      for (int tp : p) thr += perf.at(tp).max_rps;
+      double val = 0;
+      for (int tp : p) val += perf.at(tp).*score;
       const bool cur = i < current.size() && current[i] == p;
-      if (thr > best_thr * (1.0 + 1e-9) || (cur && thr >= best_thr * (1.0 - 1e-9))) {
+      if (val > best_val * (1.0 + 1e-9) || (cur && val >= best_val * (1.0 - 1e-9))) {
         best = &p;
-        best_thr = thr;
+        best_val = val;
       }
     }
     plan.nodes.push_back(*best);
@@ -142,6 +145,32 @@ reconfig_plan max_throughput_plan(const std::vector<int>& node_devices,
     if (i < current.size() && !current[i].empty() && current[i] != *best) ++plan.changed_nodes;
   }
   plan.switch_layout = plan.changed_nodes > 0 || current.size() != node_devices.size();
+  return plan;
+}
+
+// Overload beyond every SLO-feasible layout (reconfig.hpp): a burst maximizes the SLO capacity
+// (predicted attainment min(1, C / lambda)), sustained overload the saturated throughput.
+reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vector<partition>& current,
+                            std::map<int, std::vector<partition>>& parts_by_size,
+                            const std::map<int, group_perf>& perf, double lambda, double mean_rate,
+                            double tau, const reconfig_config& cfg) {
+  auto thr = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::max_rps);
+  double mu = 0;
+  for (const auto& p : thr.nodes)
+    for (int tp : p) mu += perf.at(tp).max_rps;
+  if (mean_rate >= mu) return thr;  // sustained: the backlog grows whatever the layout
+  auto plan = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::capacity_rps);
+  plan.burst = true;
+  bool have_current = current.size() == node_devices.size();
+  double cur_c = 0;
+  for (std::size_t i = 0; i < current.size() && have_current; ++i) {
+    if (current[i].empty()) have_current = false;
+    for (int tp : current[i]) cur_c += perf.at(tp).capacity_rps;
+  }
+  if (have_current && plan.changed_nodes > 0) {
+    const double frac = static_cast<double>(plan.changed_nodes) / static_cast<double>(std::max<std::size_t>(1, node_devices.size()));
+    plan.switch_layout = plan.capacity_rps > cur_c * (1.0 + cfg.switch_attainment * frac);
+  }
   return plan;
 }
 
@@ -230,7 +259,9 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
     const bool last = li + 1 == levels.size();
     const bool feasible = end >= 0 && best_j < inf;
     if (!feasible && !last) continue;
-    if (!feasible) return max_throughput_plan(node_devices, current, parts_by_size, perf, lambda, tau);
+    if (!feasible)
+      return overload_plan(node_devices, current, parts_by_size, perf, lambda,
+                           load.mean_rate < 0 ? lambda : load.mean_rate, tau, cfg);
     reconfig_plan plan;
     plan.tau = tau;
     plan.demand_rps = lambda;

@@ -23,8 +23,13 @@
 // total capacity in U units of the cluster's largest possible capacity (capacities rounded
 // down, so a plan found is feasible): cell u keeps the least sum C_g l_g reaching u, then J is
 // evaluated for every u >= lambda. The first tau level with a feasible plan wins. If none is
-// feasible (overload), no layout meets the target and the plan maximizes saturated throughput
-// sum mu_g at tau_min instead.
+// feasible, no layout meets the target at lambda; two cases:
+//  - a burst (the sustained rate load.mean_rate is below the saturated throughput of the
+//    fastest layout): the plan maximizes predicted attainment min(1, C / lambda), i.e. the SLO
+//    capacity C = sum C_g, at tau_min (exact per node: C is a sum over nodes); it replaces the
+//    current layout only if C grows by more than switch_attainment x changed / N (relative);
+//  - sustained overload (mean_rate at or above that throughput): the backlog grows whatever the
+//    layout, so the plan maximizes saturated throughput sum mu_g at tau_min instead.
 // Cost: O(T (N P U + |K| (B + M log M))) time and O(N U) memory for T tau levels, N nodes,
 // P partitions per node (10 for 8 devices in degrees {1,2,4,8}), U capacity units, |K|
 // degrees, B batch sizes and M length classes. At 1,024 devices (N = 128, P = 10, U = 2000,
@@ -50,6 +55,7 @@ struct reconfig_config {
   double utilization_max = 0.9;    // never plan a group beyond this utilisation
   double switch_cost_s = 0.02;     // hysteresis: J must drop by this x changed / N
   int capacity_units = 2000;
+  double switch_attainment = 0.02; // burst plans: C must grow by this x changed / N (relative)
   int max_batch = 256;
   double token_budget = 8192;
 };
@@ -78,6 +84,7 @@ struct reconfig_plan {
   int changed_nodes = 0;
   bool feasible = false;
   bool switch_layout = false;      // hysteresis passed: apply `nodes`
+  bool burst = false;              // infeasible, not sustained: SLO capacity maximized
 };
 
 /// Solves the problem above. `current[i]` is node i's partition now (may be empty: no

@@ -55,8 +55,10 @@ struct length_class {
 };
 
 struct forecast {
-  double arrival_rate = 0.0;            // requests per second
+  double arrival_rate = 0.0;            // requests per second to plan for (bursts included)
   std::vector<length_class> mix;
+  /// Sustained rate (e.g. the mean over the forecast window); < 0: same as arrival_rate.
+  double mean_rate = -1.0;
 };
 
 /// Whole-cluster picture, used by the reconfiguration optimizer and the migration policy.

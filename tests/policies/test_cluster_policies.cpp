@@ -129,6 +129,77 @@ BOOST_AUTO_TEST_CASE(decision_time_at_1024_devices) {
   BOOST_TEST(plan.nodes.size() == 128u);
 }
 
+// Linear costs chosen so the SLO capacity and the throughput disagree, worked out by hand.
+// Per query row: TP 1 1 ms, TP 2 0.6 ms; 16 tokens per step (a refresh and one reuse per
+// 32-token block); one class P = 96, G = 32: refresh 128 rows, reuse 32 rows.
+//   TP 1: alone 128 + 32 = 160 ms; deadline 2 x 160 = 320 ms; rho* = 1 - 160/320 = 0.5.
+//   TP 2: alone 76.8 + 19.2 = 96 ms; rho* = 1 - 96/320 = 0.7.
+// Throughput (per-row costs, no fixed term, so batching does not help): mu_1 = 1/0.16 =
+// 6.25/s, mu_2 = 1/0.096 = 10.42/s. A 2-device node: {1, 1} serves 12.5/s, {2} 10.42/s;
+// SLO capacity (u_max 0.9 does not bind): {1, 1} 2 x 6.25 x 0.5 = 6.25/s, {2} 10.42 x 0.7 = 7.29/s.
+namespace {
+
+policy::step_cost_model tp12_cost() {
+  return policy::step_cost_model::make_linear({{1, {0.0, 0.0, 1e-3, 0.0, 0.0}}, {2, {0.0, 0.0, 0.6e-3, 0.0, 0.0}}});
+}
+
+policy::forecast tp12_forecast(double burst_rate, double mean_rate) {
+  policy::forecast f;
+  f.arrival_rate = burst_rate;
+  f.mean_rate = mean_rate;
+  f.mix = {{96, 32, 1.0}};
+  return f;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(slo_capacity_and_throughput_by_hand) {
+  auto m = tp12_cost();
+  auto q = test::two_step_quality();
+  auto cfg = reconfig_cfg();
+  const auto mix = tp12_forecast(0, 0).mix;
+  auto g1 = policy::evaluate_group(m, q, mix, 1, 0.9, cfg);
+  auto g2 = policy::evaluate_group(m, q, mix, 2, 0.9, cfg);
+  BOOST_TEST(g1.max_rps == 6.25, tt::tolerance(1e-6));
+  BOOST_TEST(g2.max_rps == 1.0 / 0.096, tt::tolerance(1e-6));
+  BOOST_TEST(g1.rho_star == 0.5, tt::tolerance(1e-9));
+  BOOST_TEST(g2.rho_star == 0.7, tt::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(a_burst_maximises_slo_capacity_and_sustained_overload_throughput) {
+  auto m = tp12_cost();
+  auto q = test::two_step_quality();
+  auto cfg = reconfig_cfg();
+  std::vector<int> nodes(2, 2);
+  std::vector<partition> ones(2, partition({1, 1}));
+  // A burst of 50/s (above every layout's SLO capacity, 2 x 7.29 at best) while the sustained
+  // rate, 10/s, is below the best throughput (25/s): maximise SLO capacity, so {2} on both.
+  auto burst = policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg);
+  BOOST_TEST(!burst.feasible);
+  BOOST_TEST(burst.burst);
+  for (const auto& p : burst.nodes) BOOST_TEST(p == partition({2}), tt::per_element());
+  BOOST_TEST(burst.capacity_rps == 2 * 0.7 / 0.096, tt::tolerance(1e-6));
+  BOOST_TEST(burst.changed_nodes == 2);
+  BOOST_TEST(burst.switch_layout);  // 14.58 > 12.5 x (1 + 0.02)
+  // Kept through the next burst: no change, no switch.
+  auto again = policy::optimize_layout(nodes, burst.nodes, tp12_forecast(50, 10), m, q, cfg);
+  BOOST_TEST(again.changed_nodes == 0);
+  BOOST_TEST(!again.switch_layout);
+  // Sustained overload, 30/s on average (above 25/s): throughput, so {1, 1} on both.
+  auto sustained = policy::optimize_layout(nodes, burst.nodes, tp12_forecast(50, 30), m, q, cfg);
+  BOOST_TEST(!sustained.burst);
+  for (const auto& p : sustained.nodes) BOOST_TEST(p == partition({1, 1}), tt::per_element());
+  // Without a separate mean rate the forecast rate is sustained (the old behaviour).
+  auto plain = policy::optimize_layout(nodes, ones, tp12_forecast(50, -1), m, q, cfg);
+  for (const auto& p : plain.nodes) BOOST_TEST(p == partition({1, 1}), tt::per_element());
+  // Hysteresis: a capacity gain below switch_attainment x changed / N does not switch
+  // (14.58 / 12.5 - 1 = 16.7 % < 20 %).
+  cfg.switch_attainment = 0.2;
+  auto sticky = policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg);
+  BOOST_TEST(sticky.changed_nodes == 2);
+  BOOST_TEST(!sticky.switch_layout);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(migration)

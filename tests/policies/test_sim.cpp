@@ -121,12 +121,37 @@ BOOST_AUTO_TEST_CASE(reconfiguration_drains_and_regroups_a_quiet_node) {
   const auto rows = sim::synthetic_trace(spec, 1500, 5);
   std::vector<sim::sim_request> reqs;
   for (std::size_t i = 0; i < rows.size(); ++i) reqs.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});
+  c.boot_from_forecast = false;  // start in the file's TP-1 layout to exercise the regroup
   auto r = run(c, reqs, "reconfig-only");
   BOOST_TEST(r.stats.reconfigurations >= 1u);
   BOOST_TEST(r.stats.reconfig_decisions >= 2u);
   for (const auto& o : r.requests) BOOST_TEST((o.finish_s >= o.arrival_s && !o.dropped));
   // Static never regroups.
   BOOST_TEST(run(c, reqs, "static").stats.reconfigurations == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(reconfiguring_policies_boot_in_the_forecast_layout) {
+  // The quiet node above, booted from the provisioning forecast: TP 8 from the start (the
+  // optimizer's choice at a tenth of capacity), so it never needs to regroup; static keeps the
+  // cluster file's eight TP-1 groups.
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  c.node_devices = {8};
+  c.initial_layout = {policy::partition(8, 1)};
+  sim::synthetic_spec spec;
+  const auto rows0 = sim::synthetic_trace(spec, 1500, 5);
+  std::vector<sim::canvas_shape> shapes;
+  for (const auto& r : rows0) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
+  spec.rate = 0.1 * sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
+  const auto rows = sim::synthetic_trace(spec, 1500, 5);
+  std::vector<sim::sim_request> reqs;
+  for (std::size_t i = 0; i < rows.size(); ++i) reqs.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});
+  auto r = run(c, reqs, "reconfig-only");
+  BOOST_REQUIRE(r.stats.boot_layout.size() == 1u);
+  BOOST_TEST(r.stats.boot_layout[0] == policy::partition({8}), tt::per_element());
+  BOOST_TEST(r.stats.reconfigurations == 0u);
+  auto s = run(c, reqs, "static");
+  BOOST_REQUIRE(s.stats.boot_layout.size() == 1u);
+  BOOST_TEST(s.stats.boot_layout[0] == policy::partition(8, 1), tt::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_fixed_seed_reproduces_the_numbers_exactly) {

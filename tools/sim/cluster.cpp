@@ -89,6 +89,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   const auto r = root["reconfig"];
   read(r, "interval_s", c.reconfig_interval_s);
   read(r, "forecast_window_s", c.forecast_window_s);
+  read(r, "boot_from_forecast", c.boot_from_forecast);
   read(r, "forecast_subwindow_s", c.forecast_subwindow_s);
   read(r, "forecast_quantile", c.forecast_quantile);
   read(r, "regroup_cost_s", c.regroup_cost_s);
@@ -98,6 +99,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(r, "utilization_max", c.reconfig.utilization_max);
   read(r, "switch_cost_s", c.reconfig.switch_cost_s);
   read(r, "capacity_units", c.reconfig.capacity_units);
+  read(r, "switch_attainment", c.reconfig.switch_attainment);
   c.reconfig.ref_tau = c.ref_tau;
   c.reconfig.max_batch = c.max_batch;
   c.reconfig.token_budget = c.token_budget;

@@ -39,7 +39,8 @@ struct sim_cluster {
   double control_interval_s = 0.02;    // tau controller per group, at most this often
   double migration_interval_s = 0.1;
   double reconfig_interval_s = 5.0;
-  double forecast_window_s = 5.0;      // history the forecast looks at
+  double forecast_window_s = 60.0;     // history the forecast looks at (>= min_dwell_s)
+  bool boot_from_forecast = true;      // reconfiguring policies pick their boot layout
   double forecast_subwindow_s = 0.5;   // rate samples within the window
   double forecast_quantile = 0.9;      // forecast rate = this quantile of the samples
   double regroup_cost_s = 2.0;         // after drain: NCCL re-init and graph capture

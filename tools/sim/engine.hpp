@@ -105,6 +105,8 @@ class engine {
   void on_migrate_arrive(std::uint32_t id, int dst);
   void depart(int g, std::size_t idx);
   void tick_reconfig();
+  policy::forecast rate_forecast(std::size_t from, std::size_t to, double window_s, double end_s) const;
+  std::vector<policy::partition> boot_layout();
   void maybe_regroup(int node);
   void on_regroup_done(int node);
   void refresh_marginals(policy::request_view& r, int tp);

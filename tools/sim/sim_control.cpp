@@ -149,28 +149,54 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
 
 // -- reconfiguration --------------------------------------------------------------------------
 
-void engine::tick_reconfig() {
-  // Forecast: a high quantile of the arrival rate over short sub-windows of the recent past,
-  // so the plan is sized for the bursts the SLO must survive rather than the mean.
-  const double w = cl_.forecast_window_s, sub = std::min(w, cl_.forecast_subwindow_s);
-  const int n_sub = std::max(1, static_cast<int>(std::lround(w / sub)));
+// Forecast from the requests [from, to): the `forecast_quantile` of the arrival rate over
+// `forecast_subwindow_s` sub-windows of [end_s - window_s, end_s) (bursts, not the mean), the
+// mean rate over that window, and the length mix of at most the last 4,096 of them.
+policy::forecast engine::rate_forecast(std::size_t from, std::size_t to, double window_s, double end_s) const {
+  const double sub = std::min(window_s, cl_.forecast_subwindow_s);
+  const int n_sub = std::max(1, static_cast<int>(std::lround(window_s / sub)));
   std::vector<double> counts(static_cast<std::size_t>(n_sub), 0.0);
-  for (std::size_t i = next_arrival_; i-- > 0;) {
-    const double age = now_ - in_[i].arrival_s;
+  double n = 0;
+  for (std::size_t i = to; i-- > from;) {
+    const double age = end_s - in_[i].arrival_s;
     if (age >= n_sub * sub) break;
-    counts[static_cast<std::size_t>(std::min(n_sub - 1, static_cast<int>(age / sub)))] += 1;
+    counts[static_cast<std::size_t>(std::min(n_sub - 1, static_cast<int>(std::max(0.0, age) / sub)))] += 1;
+    n += 1;
   }
   std::sort(counts.begin(), counts.end());
   const auto qi = static_cast<std::size_t>(std::min<double>(n_sub - 1, std::floor(cl_.forecast_quantile * n_sub)));
   policy::forecast fc;
   fc.arrival_rate = counts[qi] / sub;
+  fc.mean_rate = n / (n_sub * sub);
   std::vector<canvas_shape> shapes;
-  const std::size_t from = next_arrival_ > 512 ? next_arrival_ - 512 : 0;
-  for (std::size_t i = from; i < next_arrival_; ++i) shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
-  if (shapes.empty())
-    for (std::size_t i = 0; i < std::min<std::size_t>(in_.size(), 512); ++i)
-      shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
+  for (std::size_t i = to > from + 4096 ? to - 4096 : from; i < to; ++i)
+    shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
   fc.mix = length_mix(shapes, 16);
+  return fc;
+}
+
+// Boot layout of a reconfiguring policy: a real deployment sizes its first layout from a
+// provisioning forecast (history), not from arrivals it has not seen. The simulator's stand-in
+// is the workload's aggregate statistics: the same burst quantile and mean rate as the running
+// forecast, taken over the whole run, and the whole run's length mix (16 classes). No single
+// arrival time enters the decision; from then on every forecast uses seen arrivals only.
+std::vector<policy::partition> engine::boot_layout() {
+  if (in_.empty()) return cl_.initial_layout;
+  const double span = std::max(cl_.forecast_subwindow_s, in_.back().arrival_s - in_.front().arrival_s);
+  auto fc = rate_forecast(0, in_.size(), span, in_.back().arrival_s + 1e-9);
+  std::vector<canvas_shape> shapes;
+  shapes.reserve(in_.size());
+  for (const auto& r : in_) shapes.push_back({r.prompt_len, r.gen_len});
+  fc.mix = length_mix(shapes, 16);
+  const auto plan = policy::optimize_layout(cl_.node_devices, {}, fc, cl_.cost, cl_.quality, rcfg_);
+  return plan.nodes.size() == cl_.node_devices.size() ? plan.nodes : cl_.initial_layout;
+}
+
+void engine::tick_reconfig() {
+  // Forecast from arrivals already seen (causal): bursts of the last window, not the mean.
+  const double window = std::min(cl_.forecast_window_s, std::max(cl_.forecast_subwindow_s, now_));
+  const auto fc = rate_forecast(0, next_arrival_, window, now_);
+  if (fc.mix.empty()) return;  // nothing seen yet: no basis for a plan
 
   std::vector<policy::partition> current;
   for (const auto& n : nodes_) current.push_back(n.target.empty() ? n.layout : n.target);

@@ -43,9 +43,13 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   ref_batch_ = policy::saturated_batch(static_cast<int>(mean_canvas), c.block_len, c.token_budget,
                                        spb(c.ref_tau));
   nodes_.resize(c.node_devices.size());
+  // Policies that reconfigure choose their boot layout from the forecast (sim_control.cpp);
+  // the others keep the cluster file's layout.
+  const auto layout = p.reconfigure && c.boot_from_forecast ? boot_layout() : c.initial_layout;
+  stats_.boot_layout = layout;
   for (std::size_t n = 0; n < c.node_devices.size(); ++n) {
-    nodes_[n].layout = c.initial_layout[n];
-    for (int tp : c.initial_layout[n]) make_group(static_cast<int>(n), tp);
+    nodes_[n].layout = layout[n];
+    for (int tp : layout[n]) make_group(static_cast<int>(n), tp);
   }
 }
 
@@ -250,8 +254,9 @@ run_result engine::run() {
   const auto wall0 = clock::now();
   if (mcfg_.mode != policy::migration_mode::none && groups_.size() > 1)
     push(cl_.migration_interval_s, ev::tick_migration);
-  // The first plan needs one forecast window of history.
-  if (cfg_.policy.reconfigure) push(cl_.forecast_window_s, ev::tick_reconfig);
+  // The boot layout came from the provisioning forecast; the first re-plan comes one interval
+  // in, over the history seen by then.
+  if (cfg_.policy.reconfigure) push(cl_.reconfig_interval_s, ev::tick_reconfig);
   const std::size_t n = in_.size();
   const std::size_t report_every = std::max<std::size_t>(1, n / 200);
   for (;;) {

@@ -46,6 +46,7 @@ struct run_stats {
   std::uint64_t request_steps = 0;
   std::uint64_t migrations = 0;
   std::uint64_t reconfigurations = 0;     // nodes regrouped
+  std::vector<policy::partition> boot_layout;  // the layout the run started in
   std::uint64_t batch_decisions = 0, control_decisions = 0, migration_decisions = 0,
                 reconfig_decisions = 0;
   double batch_policy_s = 0, control_policy_s = 0, migration_policy_s = 0, reconfig_policy_s = 0;
