@@ -55,7 +55,10 @@ struct reconfig_config {
   double utilization_max = 0.9;    // never plan a group beyond this utilisation
   double switch_cost_s = 0.02;     // hysteresis: J must drop by this x changed / N
   int capacity_units = 2000;
-  double switch_attainment = 0.02; // burst plans: C must grow by this x changed / N (relative)
+  // Burst plans: C must grow by this x changed / N (relative). At 0.02, 1,024 GPUs at load 0.5
+  // regrouped every node twice in 150 s between two layouts rated within 3 % of each other
+  // (256 regroups, 99.41 %); at 0.05 once (128, 99.59 %), and 0.1 changes nothing more.
+  double switch_attainment = 0.05;
   int max_batch = 256;
   double token_budget = 8192;
 };
