@@ -56,12 +56,7 @@ class cpu_backend final : public backend {
       throw std::invalid_argument("TP degree > 1 needs an all-reduce of the same world size");
     cpu::pin_blas_threads();
     hd_ = c.head_dim();
-    heads_ = sl.heads;
-    kv_heads_ = sl.kv_heads;
-    h0_ = sl.h0;
-    kvh0_ = sl.kvh0;
-    f0_ = sl.f0;
-    f1_ = sl.f1;
+    sl_ = sl;
     pack_weights();
   }
 
@@ -107,7 +102,7 @@ class cpu_backend final : public backend {
  private:
   void run_layers(const std::vector<forward_item>& items) {
     const auto& c = m_->config;
-    const int d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
     offsets_.assign(items.size() + 1, 0);
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& p = items[i].plan;
@@ -142,14 +137,14 @@ class cpu_backend final : public backend {
       const auto& w = m_->layers[static_cast<std::size_t>(l)];
       cpu::rmsnorm(x_.data(), w.attn_norm, h_.data(), R, d, c.rms_eps);
       const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];
-      product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
+      product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
               q_.data(), qs);
-      product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
+      product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
               k_.data(), kvs);
-      product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
+      product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
               v_.data(), kvs);
-      cpu::rope(q_.data(), pos_.data(), R, heads_, hd_, qs, c.rope_theta);
-      cpu::rope(k_.data(), pos_.data(), R, kv_heads_, hd_, kvs, c.rope_theta);
+      cpu::rope(q_.data(), pos_.data(), R, sl_.heads, hd_, qs, c.rope_theta);
+      cpu::rope(k_.data(), pos_.data(), R, sl_.kv_heads, hd_, kvs, c.rope_theta);
       for (std::size_t i = 0; i < items.size(); ++i) {
         const auto& it = items[i];
         auto* cache = static_cast<cpu_kv_cache*>(it.cache);
@@ -159,19 +154,19 @@ class cpu_backend final : public backend {
         float* vl = cache->v_layer(l);
         std::memcpy(kl + static_cast<std::size_t>(it.plan.q0) * kvs, &k_[off * kvs], sizeof(float) * T * kvs);
         std::memcpy(vl + static_cast<std::size_t>(it.plan.q0) * kvs, &v_[off * kvs], sizeof(float) * T * kvs);
-        cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, heads_, kv_heads_, hd_, &o_[off * qs], qs,
+        cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, sl_.heads, sl_.kv_heads, hd_, &o_[off * qs], qs,
                        scores_);
       }
-      product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
+      product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
               y_.data(), d);
       reduce_add(R * d);
       cpu::rmsnorm(x_.data(), w.ff_norm, h_.data(), R, d, c.rms_eps);
-      product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
+      product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
               g_.data(), fs);
-      product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
+      product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
               u_.data(), fs);
       cpu::swiglu(g_.data(), u_.data(), Rz * fs);
-      product(g_.data(), R, fs, w.ff_out + f0_, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
+      product(g_.data(), R, fs, w.ff_out + sl_.f0, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
       reduce_add(R * d);
     }
   }
@@ -193,18 +188,18 @@ class cpu_backend final : public backend {
   void pack_weights() {
     if (!cpu::packed_gemm_available()) return;
     const auto& c = m_->config;
-    const int d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
     const std::size_t per_layer = static_cast<std::size_t>(d) * (qs + 2 * kvs + qs + 3 * fs);
     const std::size_t total = sizeof(float) * (per_layer * c.n_layers + static_cast<std::size_t>(c.vocab_size) * d);
     if (total > pack_budget_bytes) return;
     for (const auto& w : m_->layers) {
-      packed_.push_back({cpu::packed_weights(w.q_proj + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, d),
-                         cpu::packed_weights(w.k_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d),
-                         cpu::packed_weights(w.v_proj + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, d),
-                         cpu::packed_weights(w.attn_out + static_cast<std::size_t>(h0_) * hd_, d, qs, d),
-                         cpu::packed_weights(w.ff_proj + static_cast<std::size_t>(f0_) * d, fs, d, d),
-                         cpu::packed_weights(w.up_proj + static_cast<std::size_t>(f0_) * d, fs, d, d),
-                         cpu::packed_weights(w.ff_out + f0_, d, fs, c.mlp_hidden)});
+      packed_.push_back({cpu::packed_weights(w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d),
+                         cpu::packed_weights(w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d),
+                         cpu::packed_weights(w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d),
+                         cpu::packed_weights(w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d),
+                         cpu::packed_weights(w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d),
+                         cpu::packed_weights(w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d),
+                         cpu::packed_weights(w.ff_out + sl_.f0, d, fs, c.mlp_hidden)});
     }
     packed_head_ = cpu::packed_weights(m_->head, c.vocab_size, d, d);
   }
@@ -231,7 +226,8 @@ class cpu_backend final : public backend {
   std::shared_ptr<const model> m_;
   shard_spec shard_;
   allreduce* ar_;
-  int hd_ = 0, heads_ = 0, kv_heads_ = 0, h0_ = 0, kvh0_ = 0, f0_ = 0, f1_ = 0;
+  int hd_ = 0;
+  shard_slice sl_;  // this rank's heads and MLP columns
   struct packed_layer {
     cpu::packed_weights q, k, v, attn_out, ff_proj, up_proj, ff_out;
   };

@@ -145,12 +145,7 @@ class cuda_backend final : public backend {
                                     std::to_string(w_->device));
     }
     hd_ = c.head_dim();
-    heads_ = sl.heads;
-    kv_heads_ = sl.kv_heads;
-    h0_ = sl.h0;
-    kvh0_ = sl.kvh0;
-    f0_ = sl.f0;
-    f1_ = sl.f1;
+    sl_ = sl;
     switch (o.attention) {
       case cuda_attention::automatic:
         impl_ = cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core : cuda::attention_impl::scalar;
@@ -227,7 +222,7 @@ class cuda_backend final : public backend {
   // Builds the step's tables on the host, sizes the workspace and uploads the tables in one copy.
   void prepare(const std::vector<forward_item>& items, bool all_rows) {
     const auto& c = w_->config;
-    const int kvs = kv_heads_ * hd_;
+    const int kvs = sl_.kv_heads * hd_;
     // The pinned tables may still feed an earlier step's upload.
     DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
     tok_.clear();
@@ -318,8 +313,8 @@ class cuda_backend final : public backend {
     DLS_CUDA(cudaMemcpyAsync(desc_.get(), h, total, cudaMemcpyHostToDevice, ctx_->stream));
 
     // Workspace for R rows (grows only).
-    const std::size_t d = static_cast<std::size_t>(c.d_model), qs = static_cast<std::size_t>(heads_ * hd_),
-                      kv = static_cast<std::size_t>(kvs), fs = static_cast<std::size_t>(f1_ - f0_);
+    const std::size_t d = static_cast<std::size_t>(c.d_model), qs = static_cast<std::size_t>(sl_.heads * hd_),
+                      kv = static_cast<std::size_t>(kvs), fs = static_cast<std::size_t>(sl_.f1 - sl_.f0);
     x_.grow(Rz * d * sizeof(float));
     y_.grow(Rz * d * sizeof(float));
     h_.grow(Rz * d * sizeof(bf16));
@@ -332,7 +327,7 @@ class cuda_backend final : public backend {
     u_.grow(Rz * fs * sizeof(bf16));
     if (splits_ > 1) {
       part_o_.grow(static_cast<std::size_t>(splits_) * Rz * qs * sizeof(float));
-      part_ml_.grow(static_cast<std::size_t>(splits_) * Rz * static_cast<std::size_t>(heads_) * 2 * sizeof(float));
+      part_ml_.grow(static_cast<std::size_t>(splits_) * Rz * static_cast<std::size_t>(sl_.heads) * 2 * sizeof(float));
     }
     if (M) {
       z_.grow(M * d * sizeof(bf16));
@@ -342,7 +337,7 @@ class cuda_backend final : public backend {
   }
 
   int choose_splits(int n_tiles, int max_l) const {
-    return cuda::choose_kv_splits(n_tiles, heads_, max_l, ctx_->sm_count, opt_.max_kv_splits);
+    return cuda::choose_kv_splits(n_tiles, sl_.heads, max_l, ctx_->sm_count, opt_.max_kv_splits);
   }
 
   const int32_t* desc_i32(std::size_t off) const {
@@ -363,7 +358,7 @@ class cuda_backend final : public backend {
 
   void run_layers() {
     const auto& c = w_->config;
-    const int R = rows_, d = c.d_model, qs = heads_ * hd_, kvs = kv_heads_ * hd_, fs = f1_ - f0_;
+    const int R = rows_, d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
     const cudaStream_t s = ctx_->stream;
     const auto* items = reinterpret_cast<const cuda::item_desc*>(desc_.as<unsigned char>() + off_items_);
     const auto* tiles = reinterpret_cast<const cuda::tile_desc*>(desc_.as<unsigned char>() + off_tiles_);
@@ -375,20 +370,20 @@ class cuda_backend final : public backend {
       const auto& w = w_->layers[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here.
       cuda::add_rmsnorm(x, l == 0 ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
-      gemm(h, R, d, d, w.q + static_cast<std::size_t>(h0_) * hd_ * d, qs, d, qf_.get(), CUDA_R_32F, qs);
-      gemm(h, R, d, d, w.k + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, kf_.get(), CUDA_R_32F, kvs);
-      gemm(h, R, d, d, w.v + static_cast<std::size_t>(kvh0_) * hd_ * d, kvs, d, vf_.get(), CUDA_R_32F, kvs);
+      gemm(h, R, d, d, w.q + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, qf_.get(), CUDA_R_32F, qs);
+      gemm(h, R, d, d, w.k + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, kf_.get(), CUDA_R_32F, kvs);
+      gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, vf_.get(), CUDA_R_32F, kvs);
       cuda::rope_scatter(qf_.as<float>(), kf_.as<float>(), vf_.as<float>(), desc_i32(off_pos_), desc_i32(off_row_item_),
-                         items, l, R, heads_, kv_heads_, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
-      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, l, R, heads_, kv_heads_, hd_, splits_, impl_,
+                         items, l, R, sl_.heads, sl_.kv_heads, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
+      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
                       part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
-      gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(h0_) * hd_, d, d, y, CUDA_R_32F, d);
+      gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, y, CUDA_R_32F, d);
       reduce(y, static_cast<std::size_t>(R) * d);
       cuda::add_rmsnorm(x, y, w.ff_norm, h, R, d, c.rms_eps, s);
-      gemm(h, R, d, d, w.gate + static_cast<std::size_t>(f0_) * d, fs, d, g_.get(), CUDA_R_16BF, fs);
-      gemm(h, R, d, d, w.up + static_cast<std::size_t>(f0_) * d, fs, d, u_.get(), CUDA_R_16BF, fs);
+      gemm(h, R, d, d, w.gate + static_cast<std::size_t>(sl_.f0) * d, fs, d, g_.get(), CUDA_R_16BF, fs);
+      gemm(h, R, d, d, w.up + static_cast<std::size_t>(sl_.f0) * d, fs, d, u_.get(), CUDA_R_16BF, fs);
       cuda::swiglu(g_.as<bf16>(), u_.as<bf16>(), g_.as<bf16>(), static_cast<std::size_t>(R) * fs, s);
-      gemm(g_.as<bf16>(), R, fs, fs, w.down + f0_, d, c.mlp_hidden, y, CUDA_R_32F, d);
+      gemm(g_.as<bf16>(), R, fs, fs, w.down + sl_.f0, d, c.mlp_hidden, y, CUDA_R_32F, d);
       reduce(y, static_cast<std::size_t>(R) * d);
     }
     // y still holds the last MLP output; run_head adds it to the rows it reads.
@@ -407,7 +402,8 @@ class cuda_backend final : public backend {
   std::shared_ptr<const cuda_weights> w_;
   cuda_backend_options opt_;
   cuda::attention_impl impl_ = cuda::attention_impl::scalar;
-  int hd_ = 0, heads_ = 0, kv_heads_ = 0, h0_ = 0, kvh0_ = 0, f0_ = 0, f1_ = 0;
+  int hd_ = 0;
+  shard_slice sl_;  // this rank's heads and MLP columns
   int rows_ = 0, n_tiles_ = 0, splits_ = 1;
 
   std::vector<int32_t> tok_, pos_, row_item_, logit_src_;

@@ -107,10 +107,17 @@ BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(reconfiguration_drains_and_regroups_a_quiet_node) {
-  // One 8-GPU node at a tenth of its capacity: the optimizer prefers TP 8 (lowest latency),
-  // so the node drains, regroups after 2 s, and every request still finishes exactly once.
-  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+namespace {
+
+// One 8-GPU node in eight TP-1 groups, and 1,500 Poisson arrivals at a tenth of its capacity.
+struct quiet_node {
+  sim::sim_cluster cluster;
+  std::vector<sim::sim_request> requests;
+};
+
+quiet_node quiet_node_workload() {
+  quiet_node q{sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml"), {}};
+  auto& c = q.cluster;
   c.node_devices = {8};
   c.initial_layout = {policy::partition(8, 1)};
   sim::synthetic_spec spec;
@@ -119,8 +126,17 @@ BOOST_AUTO_TEST_CASE(reconfiguration_drains_and_regroups_a_quiet_node) {
   for (const auto& r : rows0) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
   spec.rate = 0.1 * sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
   const auto rows = sim::synthetic_trace(spec, 1500, 5);
-  std::vector<sim::sim_request> reqs;
-  for (std::size_t i = 0; i < rows.size(); ++i) reqs.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    q.requests.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});
+  return q;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(reconfiguration_drains_and_regroups_a_quiet_node) {
+  // One 8-GPU node at a tenth of its capacity: the optimizer prefers TP 8 (lowest latency),
+  // so the node drains, regroups after 2 s, and every request still finishes exactly once.
+  auto [c, reqs] = quiet_node_workload();
   c.boot_from_forecast = false;  // start in the file's TP-1 layout to exercise the regroup
   auto r = run(c, reqs, "reconfig-only");
   BOOST_TEST(r.stats.reconfigurations >= 1u);
@@ -134,17 +150,7 @@ BOOST_AUTO_TEST_CASE(reconfiguring_policies_boot_in_the_forecast_layout) {
   // The quiet node above, booted from the provisioning forecast: TP 8 from the start (the
   // optimizer's choice at a tenth of capacity), so it never needs to regroup; static keeps the
   // cluster file's eight TP-1 groups.
-  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
-  c.node_devices = {8};
-  c.initial_layout = {policy::partition(8, 1)};
-  sim::synthetic_spec spec;
-  const auto rows0 = sim::synthetic_trace(spec, 1500, 5);
-  std::vector<sim::canvas_shape> shapes;
-  for (const auto& r : rows0) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
-  spec.rate = 0.1 * sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
-  const auto rows = sim::synthetic_trace(spec, 1500, 5);
-  std::vector<sim::sim_request> reqs;
-  for (std::size_t i = 0; i < rows.size(); ++i) reqs.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});
+  auto [c, reqs] = quiet_node_workload();
   auto r = run(c, reqs, "reconfig-only");
   BOOST_REQUIRE(r.stats.boot_layout.size() == 1u);
   BOOST_TEST(r.stats.boot_layout[0] == policy::partition({8}), tt::per_element());
