@@ -72,11 +72,14 @@ __attribute__((target("avx2,fma"))) void weighted_sum_tile(const float* pt, int 
                                                            float* out, int ldo, int nrows, bool accumulate) {
   __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
   if (accumulate) {
-    const auto row = [&](int r, int half) {
-      return r < nrows ? _mm256_loadu_ps(out + static_cast<std::size_t>(r) * ldo + 8 * half) : _mm256_setzero_ps();
-    };
-    a0 = row(0, 0), b0 = row(0, 1), a1 = row(1, 0), b1 = row(1, 1);
-    a2 = row(2, 0), b2 = row(2, 1), a3 = row(3, 0), b3 = row(3, 1);
+    // A loop, not a lambda: GCC does not give a lambda its enclosing function's target
+    // attribute, so AVX intrinsics in one fail to build without -march=native.
+    __m256 init[4][2];
+    for (int r = 0; r < 4; ++r)
+      for (int half = 0; half < 2; ++half)
+        init[r][half] = r < nrows ? _mm256_loadu_ps(out + static_cast<std::size_t>(r) * ldo + 8 * half) : _mm256_setzero_ps();
+    a0 = init[0][0], b0 = init[0][1], a1 = init[1][0], b1 = init[1][1];
+    a2 = init[2][0], b2 = init[2][1], a3 = init[3][0], b3 = init[3][1];
   }
   for (int j = 0; j < tk; ++j) {
     const float* vr = v + static_cast<std::size_t>(j) * ldv;
