@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 namespace dls::gpu {
 
@@ -148,18 +151,35 @@ class cuda_backend final : public backend {
     sl_ = sl;
     switch (o.attention) {
       case cuda_attention::automatic:
-        impl_ = cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core : cuda::attention_impl::scalar;
+        impl_ = cuda::mma_head_dim(hd_)           ? cuda::attention_impl::mma
+                : cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core
+                                                  : cuda::attention_impl::scalar;
         break;
+      case cuda_attention::mma: impl_ = cuda::attention_impl::mma; break;
       case cuda_attention::tensor_core: impl_ = cuda::attention_impl::tensor_core; break;
       case cuda_attention::scalar: impl_ = cuda::attention_impl::scalar; break;
     }
+    if (impl_ == cuda::attention_impl::mma && !cuda::mma_head_dim(hd_))
+      throw std::invalid_argument("mma attention needs head dim 32, 64, 96 or 128, not " + std::to_string(hd_));
     if (impl_ == cuda::attention_impl::tensor_core && !cuda::tensor_core_head_dim(hd_))
       throw std::invalid_argument("tensor-core attention needs head dim 32, 64 or 128, not " + std::to_string(hd_));
     if (!cuda::scalar_head_dim(hd_))
       throw std::invalid_argument("the CUDA backend supports even head dims up to 256, not " + std::to_string(hd_));
+    // One GEMM for Q, K and V (and one for gate and up) when this shard takes whole matrices
+    // and they lie back to back in the weight block, as upload order leaves them: wider GEMMs
+    // fill the GPU better, most of all for a reuse step's 32 rows.
+    const std::size_t d = static_cast<std::size_t>(c.d_model), kv = static_cast<std::size_t>(c.kv_dim()),
+                      qrows = static_cast<std::size_t>(c.n_heads) * static_cast<std::size_t>(hd_),
+                      ff = static_cast<std::size_t>(c.mlp_hidden);
+    fused_qkv_ = sl_.heads == c.n_heads && sl_.kv_heads == c.n_kv_heads;
+    fused_gate_up_ = sl_.f0 == 0 && sl_.f1 == c.mlp_hidden;
+    for (const auto& l : w_->layers) {
+      fused_qkv_ = fused_qkv_ && l.k == l.q + qrows * d && l.v == l.k + kv * d;
+      fused_gate_up_ = fused_gate_up_ && l.up == l.gate + ff * d;
+    }
     device_guard g(ctx_->device);
-    for (auto* b : {&x_, &y_, &h_, &qf_, &kf_, &vf_, &qb_, &ob_, &g_, &u_, &part_o_, &part_ml_, &z_, &logits_,
-                    &props_, &desc_, &inv_freq_})
+    for (auto* b : {&x_, &y_, &h_, &qkv_, &qb_, &ob_, &gu_, &part_o_, &part_ml_, &z_, &logits_, &props_, &desc_,
+                    &inv_freq_})
       *b = device_buffer(ctx_->pool);
     // theta^(-2i/hd) exactly as the CPU's rope() computes it.
     std::vector<float> inv(static_cast<std::size_t>(hd_ / 2));
@@ -175,6 +195,7 @@ class cuda_backend final : public backend {
     (void)cudaGetDevice(&prev);
     (void)cudaSetDevice(ctx_->device);
     (void)cudaStreamSynchronize(ctx_->stream);
+    drop_graphs();
     if (prev >= 0) (void)cudaSetDevice(prev);
   }
 
@@ -185,13 +206,14 @@ class cuda_backend final : public backend {
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
     device_guard g(ctx_->device);
     prepare(items, false);
-    run_layers();
     const int M = static_cast<int>(logit_src_.size());
+    run_step(M);
     proposals.assign(items.size(), {});
-    if (M == 0) return;
-    run_head(M);
+    if (M == 0) {
+      DLS_CUDA(cudaStreamSynchronize(ctx_->stream));  // the caches are written when forward returns
+      return;
+    }
     auto* dev = props_.as<cuda::proposal_dev>();
-    cuda::propose(logits_.as<float>(), M, w_->config.vocab_size, desc_logits(), dev, ctx_->stream);
     host_props_.grow(sizeof(cuda::proposal_dev) * static_cast<std::size_t>(M));
     DLS_CUDA(cudaMemcpyAsync(host_props_.get(), dev, sizeof(cuda::proposal_dev) * static_cast<std::size_t>(M),
                              cudaMemcpyDeviceToHost, ctx_->stream));
@@ -207,7 +229,7 @@ class cuda_backend final : public backend {
     device_guard g(ctx_->device);
     std::vector<forward_item> items{{&cv, plan, &cache}};
     prepare(items, true);
-    run_layers();
+    run_layers();  // eager: this path serves tests and tools, not the step loop
     const int M = static_cast<int>(logit_src_.size());
     const std::size_t n = static_cast<std::size_t>(M) * static_cast<std::size_t>(w_->config.vocab_size);
     std::vector<float> out(n);
@@ -318,13 +340,10 @@ class cuda_backend final : public backend {
     x_.grow(Rz * d * sizeof(float));
     y_.grow(Rz * d * sizeof(float));
     h_.grow(Rz * d * sizeof(bf16));
-    qf_.grow(Rz * qs * sizeof(float));
-    kf_.grow(Rz * kv * sizeof(float));
-    vf_.grow(Rz * kv * sizeof(float));
+    qkv_.grow(Rz * (qs + 2 * kv) * sizeof(float));
     qb_.grow(Rz * qs * sizeof(bf16));
     ob_.grow(Rz * qs * sizeof(bf16));
-    g_.grow(Rz * fs * sizeof(bf16));
-    u_.grow(Rz * fs * sizeof(bf16));
+    gu_.grow(Rz * 2 * fs * sizeof(bf16));
     if (splits_ > 1) {
       part_o_.grow(static_cast<std::size_t>(splits_) * Rz * qs * sizeof(float));
       part_ml_.grow(static_cast<std::size_t>(splits_) * Rz * static_cast<std::size_t>(sl_.heads) * 2 * sizeof(float));
@@ -366,24 +385,37 @@ class cuda_backend final : public backend {
     float* y = y_.as<float>();
     bf16* h = h_.as<bf16>();
     cuda::embed(desc_i32(off_tok_), R, w_->wte, d, x, s);
+    // Q, K and V side by side in one f32 buffer [R, qs | kvs | kvs]; gate and up in one bf16
+    // buffer [R, fs | fs], whose gate half then holds the SwiGLU output.
+    const int ldqkv = qs + 2 * kvs, ldgu = 2 * fs;
+    float* q = qkv_.as<float>();
+    bf16* gu = gu_.as<bf16>();
     for (int l = 0; l < c.n_layers; ++l) {
       const auto& w = w_->layers[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here.
       cuda::add_rmsnorm(x, l == 0 ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
-      gemm(h, R, d, d, w.q + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, qf_.get(), CUDA_R_32F, qs);
-      gemm(h, R, d, d, w.k + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, kf_.get(), CUDA_R_32F, kvs);
-      gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, vf_.get(), CUDA_R_32F, kvs);
-      cuda::rope_scatter(qf_.as<float>(), kf_.as<float>(), vf_.as<float>(), desc_i32(off_pos_), desc_i32(off_row_item_),
-                         items, l, R, sl_.heads, sl_.kv_heads, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
+      if (fused_qkv_) {
+        gemm(h, R, d, d, w.q, ldqkv, d, q, CUDA_R_32F, ldqkv);
+      } else {
+        gemm(h, R, d, d, w.q + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, q, CUDA_R_32F, ldqkv);
+        gemm(h, R, d, d, w.k + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs, CUDA_R_32F, ldqkv);
+        gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs + kvs, CUDA_R_32F, ldqkv);
+      }
+      cuda::rope_scatter(q, q + qs, q + qs + kvs, ldqkv, desc_i32(off_pos_), desc_i32(off_row_item_), items, l, R,
+                         sl_.heads, sl_.kv_heads, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
       cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
                       part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
       gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, y, CUDA_R_32F, d);
       reduce(y, static_cast<std::size_t>(R) * d);
       cuda::add_rmsnorm(x, y, w.ff_norm, h, R, d, c.rms_eps, s);
-      gemm(h, R, d, d, w.gate + static_cast<std::size_t>(sl_.f0) * d, fs, d, g_.get(), CUDA_R_16BF, fs);
-      gemm(h, R, d, d, w.up + static_cast<std::size_t>(sl_.f0) * d, fs, d, u_.get(), CUDA_R_16BF, fs);
-      cuda::swiglu(g_.as<bf16>(), u_.as<bf16>(), g_.as<bf16>(), static_cast<std::size_t>(R) * fs, s);
-      gemm(g_.as<bf16>(), R, fs, fs, w.down + sl_.f0, d, c.mlp_hidden, y, CUDA_R_32F, d);
+      if (fused_gate_up_) {
+        gemm(h, R, d, d, w.gate, ldgu, d, gu, CUDA_R_16BF, ldgu);
+      } else {
+        gemm(h, R, d, d, w.gate + static_cast<std::size_t>(sl_.f0) * d, fs, d, gu, CUDA_R_16BF, ldgu);
+        gemm(h, R, d, d, w.up + static_cast<std::size_t>(sl_.f0) * d, fs, d, gu + fs, CUDA_R_16BF, ldgu);
+      }
+      cuda::swiglu(gu, ldgu, gu + fs, ldgu, gu, ldgu, R, fs, s);
+      gemm(gu, R, fs, ldgu, w.down + sl_.f0, d, c.mlp_hidden, y, CUDA_R_32F, d);
       reduce(y, static_cast<std::size_t>(R) * d);
     }
     // y still holds the last MLP output; run_head adds it to the rows it reads.
@@ -398,6 +430,86 @@ class cuda_backend final : public backend {
     gemm(z_.as<bf16>(), M, d, d, w_->head, c.vocab_size, d, logits_.get(), CUDA_R_32F, c.vocab_size);
   }
 
+  // The step after prepare(): layers, head and proposals, enqueued on the stream.
+  void step_body(int M) {
+    run_layers();
+    if (M == 0) return;
+    run_head(M);
+    cuda::propose(logits_.as<float>(), M, w_->config.vocab_size, desc_logits(), props_.as<cuda::proposal_dev>(),
+                  ctx_->stream);
+  }
+
+  // A step's kernels depend on the host only through these sizes and the workspace addresses
+  // (the tables' contents are uploaded anew each step), so a graph captured for one step
+  // replays any later step that matches them.
+  struct graph_key {
+    int rows, items, tiles, splits, logit_rows;
+    std::vector<const void*> buffers;
+    bool operator<(const graph_key& o) const {
+      return std::tie(rows, items, tiles, splits, logit_rows, buffers) <
+             std::tie(o.rows, o.items, o.tiles, o.splits, o.logit_rows, o.buffers);
+    }
+  };
+
+  void run_step(int M) {
+    if (!opt_.graphs || graphs_failed_ || opt_.shard.world > 1) {
+      step_body(M);
+      return;
+    }
+    graph_key key{rows_, static_cast<int>(item_desc_.size()), n_tiles_, splits_, M, {}};
+    for (const auto* b : {&x_, &y_, &h_, &qkv_, &qb_, &ob_, &gu_, &part_o_, &part_ml_, &z_, &logits_, &props_, &desc_})
+      key.buffers.push_back(b->get());
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) {
+      // First sight of this shape: run it eagerly (one-off shapes never pay for a capture, and
+      // one-time setup such as kernel attributes happens outside any capture).
+      if (graphs_.size() >= max_graphs) drop_graphs();
+      graphs_.emplace(std::move(key), nullptr);
+      step_body(M);
+      return;
+    }
+    if (!it->second && !capture(M, it->second)) {
+      step_body(M);
+      return;
+    }
+    DLS_CUDA(cudaGraphLaunch(it->second, ctx_->stream));
+  }
+
+  // Captures step_body into `exec`. On failure graphs are turned off for this backend (a
+  // library call that cannot be captured), and the caller runs the step eagerly.
+  bool capture(int M, cudaGraphExec_t& exec) {
+    const cudaStream_t s = ctx_->stream;
+    DLS_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    std::string why;
+    try {
+      step_body(M);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(s, &graph);
+    if (why.empty() && e != cudaSuccess) why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(e);
+    if (why.empty()) {
+      e = cudaGraphInstantiate(&exec, graph, 0);
+      if (e != cudaSuccess) why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(e);
+    }
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (why.empty()) return true;
+    (void)cudaGetLastError();
+    exec = nullptr;
+    graphs_failed_ = true;
+    std::fprintf(stderr, "dls cuda backend: CUDA graph capture failed, steps run without graphs: %s\n", why.c_str());
+    return false;
+  }
+
+  void drop_graphs() noexcept {
+    for (auto& [k, exec] : graphs_)
+      if (exec) (void)cudaGraphExecDestroy(exec);
+    graphs_.clear();
+  }
+
+  static constexpr std::size_t max_graphs = 64;
+
   std::shared_ptr<device_context> ctx_;  // first: outlives every buffer below
   std::shared_ptr<const cuda_weights> w_;
   cuda_backend_options opt_;
@@ -405,6 +517,9 @@ class cuda_backend final : public backend {
   int hd_ = 0;
   shard_slice sl_;  // this rank's heads and MLP columns
   int rows_ = 0, n_tiles_ = 0, splits_ = 1;
+  bool fused_qkv_ = false, fused_gate_up_ = false;
+  std::map<graph_key, cudaGraphExec_t> graphs_;
+  bool graphs_failed_ = false;
 
   std::vector<int32_t> tok_, pos_, row_item_, logit_src_;
   std::vector<cuda::item_desc> item_desc_;
@@ -414,8 +529,7 @@ class cuda_backend final : public backend {
   std::size_t off_tok_ = 0, off_pos_ = 0, off_row_item_ = 0, off_items_ = 0, off_tiles_ = 0, off_src_ = 0,
               off_logit_ = 0;
   pinned_buffer host_desc_, host_props_;
-  device_buffer x_, y_, h_, qf_, kf_, vf_, qb_, ob_, g_, u_, part_o_, part_ml_, z_, logits_, props_, desc_,
-      inv_freq_;
+  device_buffer x_, y_, h_, qkv_, qb_, ob_, gu_, part_o_, part_ml_, z_, logits_, props_, desc_, inv_freq_;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 // simulator (policies/step_cost.hpp, kind "measured").
 //
 //   bench_cuda_step [--device N] [--prompts 512,1024,2048] [--gen 256] [--block 32]
-//                   [--batches 1,8] [--reps 5] [--profile FILE] [--small]
+//                   [--batches 1,8] [--reps 5] [--profile FILE] [--small] [--breakdown]
 //   bench_cuda_step --count     prints the number of usable CUDA devices and exits
 #include "gpu/canvas.hpp"
 #include "gpu/cuda/cuda_backend.hpp"
@@ -46,6 +46,7 @@ struct options {
   int reps = 5;
   std::string profile;
   bool small = false;  // a tiny shape, to smoke-test the harness quickly
+  bool breakdown = false;
 };
 
 struct sample {
@@ -139,7 +140,10 @@ int run(const options& o) {
           items.push_back({&c, plan, caches[static_cast<std::size_t>(i)].get()});
         }
         std::vector<std::vector<row_proposal>> props;
-        b->forward(items, props);  // warm-up (and, for refresh, fills the caches reuse reads)
+        // Warm-up: the first forward of a shape runs eagerly (and, for refresh, fills the caches
+        // reuse reads), the second captures its CUDA graph; the timed ones replay it.
+        b->forward(items, props);
+        b->forward(items, props);
         std::vector<double> times;
         for (int r = 0; r < o.reps; ++r) {
           auto s0 = std::chrono::steady_clock::now();
@@ -176,6 +180,34 @@ int run(const options& o) {
               "2 P_head logit_rows); bytes = bf16 weights + batch KV (k read + q written)\n",
               peak_flops / 1e12, peak_bw / 1e9);
   std::printf("targets: refresh within 1.5x, reuse within 2x of the roofline\n");
+
+  if (o.breakdown) {
+    // Where a step's time goes: the step's attention launches and GEMMs timed alone (CUDA
+    // events, best of 10) and multiplied by the layer count; "rest" is the measured step minus
+    // both (norms, RoPE, SwiGLU, embedding, proposals, host work, launch gaps).
+    const int hd = cfg.head_dim(), ff = cfg.mlp_hidden, dm = cfg.d_model, kvd = cfg.kv_dim();
+    std::printf("\nbreakdown (ms per step; attention and GEMMs timed alone x %d layers):\n", cfg.n_layers);
+    std::printf("| prompt | batch | step | measured | attention (mma) | attention (wmma) | GEMMs | head | rest |\n");
+    std::printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    for (const auto& s : samples) {
+      const int R = s.batch * s.query_rows, Mh = s.batch * s.logit_rows;
+      const double att = cuda_testing::time_attention(o.device, s.batch, s.query_rows, s.key_rows, cfg.n_heads,
+                                                      cfg.n_kv_heads, hd, cuda_attention::automatic) * cfg.n_layers;
+      const double att_wmma = cuda_testing::time_attention(o.device, s.batch, s.query_rows, s.key_rows, cfg.n_heads,
+                                                           cfg.n_kv_heads, hd, cuda_attention::tensor_core) *
+                              cfg.n_layers;
+      const double gemms = (cuda_testing::time_gemm(o.device, R, dm, dm + 2 * kvd, true) +
+                            cuda_testing::time_gemm(o.device, R, dm, dm, true) +
+                            cuda_testing::time_gemm(o.device, R, dm, 2 * ff, false) +
+                            cuda_testing::time_gemm(o.device, R, ff, dm, true)) *
+                           cfg.n_layers;
+      const double head_s = cuda_testing::time_gemm(o.device, Mh, dm, cfg.vocab_size, true);
+      std::printf("| %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", s.prompt, s.batch, s.kind.c_str(),
+                  s.seconds * 1e3, att * 1e3, att_wmma * 1e3, gemms * 1e3, head_s * 1e3,
+                  (s.seconds - att - gemms - head_s) * 1e3);
+      std::fflush(stdout);
+    }
+  }
 
   if (!o.profile.empty()) {
     std::ofstream f(o.profile);
@@ -238,9 +270,11 @@ int main(int argc, char** argv) {
       o.profile = value();
     } else if (a == "--small") {
       o.small = true;
+    } else if (a == "--breakdown") {
+      o.breakdown = true;
     } else {
       std::fprintf(stderr, "usage: bench_cuda_step [--device N] [--prompts 512,1024,2048] [--gen 256] [--block 32]\n"
-                           "                       [--batches 1,8] [--reps 5] [--profile FILE] [--small] | --count\n");
+                           "                       [--batches 1,8] [--reps 5] [--profile FILE] [--small] [--breakdown] | --count\n");
       return a == "--help" || a == "-h" ? 0 : 1;
     }
   }

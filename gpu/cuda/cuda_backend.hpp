@@ -78,15 +78,20 @@ class nccl_group {
   std::unique_ptr<impl> p_;
 };
 
-/// Which attention kernel runs. `automatic` picks the tensor-core (WMMA) flash kernel for head
-/// dims 32, 64 and 128 and the scalar flash kernel otherwise (any even head dim up to 256).
-enum class cuda_attention : uint8_t { automatic, tensor_core, scalar };
+/// Which attention kernel runs. `automatic` picks the mma.sync flash kernel (FlashAttention-2
+/// style, S/P/O in registers) for head dims 32, 64, 96 and 128, else the WMMA flash kernel for
+/// 32/64/128 (none left), else the scalar flash kernel (any even head dim up to 256).
+enum class cuda_attention : uint8_t { automatic, mma, tensor_core, scalar };
 
 struct cuda_backend_options {
   shard_spec shard{};
   nccl_group* group = nullptr;  // required when shard.world > 1; must outlive the backend
   cuda_attention attention = cuda_attention::automatic;
   int max_kv_splits = 16;       // flash-decoding splits of the key range for short query sets
+  /// Replay each step shape as a CUDA graph from its second occurrence on (TP = 1 only): a
+  /// LLaDA-8B step is ~450 kernel launches, which otherwise cost more host time than a
+  /// reuse step's GPU time.
+  bool graphs = true;
 };
 
 /// A backend on the weights' device. For world > 1, every rank calls forward() on the same

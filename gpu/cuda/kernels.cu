@@ -81,7 +81,7 @@ __global__ void gather_rmsnorm_kernel(const float* x, const float* y, const int3
 
 // -- RoPE + KV scatter ------------------------------------------------------------------------
 
-__global__ void rope_scatter_kernel(const float* q, const float* k, const float* v, const int32_t* pos,
+__global__ void rope_scatter_kernel(const float* q, const float* k, const float* v, int ld, const int32_t* pos,
                                     const int32_t* row_item, const item_desc* items, int layer, int heads,
                                     int kv_heads, int hd, const float* inv_freq, bf16* qb) {
   const int r = blockIdx.x;
@@ -92,9 +92,9 @@ __global__ void rope_scatter_kernel(const float* q, const float* k, const float*
   const std::size_t layer_off = static_cast<std::size_t>(layer) * static_cast<std::size_t>(it.L) * kvs;
   bf16* kc = it.k + layer_off + crow * kvs;
   bf16* vc = it.v + layer_off + crow * kvs;
-  const float* qr = q + static_cast<std::size_t>(r) * qs;
-  const float* kr = k + static_cast<std::size_t>(r) * kvs;
-  const float* vr = v + static_cast<std::size_t>(r) * kvs;
+  const float* qr = q + static_cast<std::size_t>(r) * ld;
+  const float* kr = k + static_cast<std::size_t>(r) * ld;
+  const float* vr = v + static_cast<std::size_t>(r) * ld;
   bf16* qo = qb + static_cast<std::size_t>(r) * qs;
   for (int e = threadIdx.x; e < (heads + kv_heads) * half; e += blockDim.x) {
     const bool is_q = e < heads * half;
@@ -112,13 +112,6 @@ __global__ void rope_scatter_kernel(const float* q, const float* k, const float*
 }
 
 // -- attention --------------------------------------------------------------------------------
-
-__device__ __forceinline__ void key_range(int L, int splits, int split, int& kb, int& ke) {
-  int chunk = (L + splits - 1) / splits;
-  chunk = (chunk + attention_key_granule - 1) / attention_key_granule * attention_key_granule;
-  kb = min(L, split * chunk);
-  ke = min(L, kb + chunk);
-}
 
 /// Writes one output element: normalised bf16 when unsplit, else the unnormalised partial.
 __device__ __forceinline__ void attn_store(float o, float l, int splits, int split, int rows, int r, int ld, int col,
@@ -383,11 +376,13 @@ __global__ void attn_combine_kernel(const float* part_o, const float* part_ml, i
 
 // -- MLP, proposals, init ---------------------------------------------------------------------
 
-__global__ void swiglu_kernel(const bf16* g, const bf16* u, bf16* a, std::size_t n) {
+__global__ void swiglu_kernel(const bf16* g, int ldg, const bf16* u, int ldu, bf16* a, int lda, int cols,
+                              std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float x = to_f(g[i]);
-    a[i] = to_bf(x / (1.0f + expf(-x)) * to_f(u[i]));
+    const std::size_t r = i / static_cast<std::size_t>(cols), j = i % static_cast<std::size_t>(cols);
+    const float x = to_f(g[r * ldg + j]);
+    a[r * lda + j] = to_bf(x / (1.0f + expf(-x)) * to_f(u[r * ldu + j]));
   }
 }
 
@@ -482,8 +477,7 @@ void launch_wmma(const bf16* qb, const item_desc* items, const tile_desc* tiles,
                  int heads, int kv_heads, int splits, float scale, bf16* out, float* part_o, float* part_ml,
                  cudaStream_t s) {
   constexpr std::size_t bytes = wmma_layout<HD>::total;
-  DLS_CUDA(cudaFuncSetAttribute(attn_wmma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(bytes)));
+  allow_dynamic_smem(reinterpret_cast<const void*>(&attn_wmma_kernel<HD>), bytes);
   dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(heads), static_cast<unsigned>(splits));
   attn_wmma_kernel<HD><<<grid, 128, bytes, s>>>(qb, items, tiles, layer, rows, heads, kv_heads, splits, scale, out,
                                                 part_o, part_ml);
@@ -524,11 +518,12 @@ void gather_rmsnorm(const float* x, const float* y, const int32_t* src, int rows
   DLS_LAUNCHED("gather_rmsnorm_kernel");
 }
 
-void rope_scatter(const float* q, const float* k, const float* v, const int32_t* pos, const int32_t* row_item,
+void rope_scatter(const float* q, const float* k, const float* v, int ld, const int32_t* pos, const int32_t* row_item,
                   const item_desc* items, int layer, int rows, int heads, int kv_heads, int hd, const float* inv_freq,
                   bf16* qb, cudaStream_t s) {
   if (rows == 0) return;
-  rope_scatter_kernel<<<rows, 128, 0, s>>>(q, k, v, pos, row_item, items, layer, heads, kv_heads, hd, inv_freq, qb);
+  rope_scatter_kernel<<<rows, 128, 0, s>>>(q, k, v, ld, pos, row_item, items, layer, heads, kv_heads, hd, inv_freq,
+                                           qb);
   DLS_LAUNCHED("rope_scatter_kernel");
 }
 
@@ -538,7 +533,9 @@ void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, i
   if (n_tiles == 0) return;
   if (splits < 1) splits = 1;
   const float scale = 1.0f / sqrtf(static_cast<float>(hd));
-  if (impl == attention_impl::tensor_core) {
+  if (impl == attention_impl::mma) {
+    attention_mma(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, hd, splits, part_o, part_ml, out, s);
+  } else if (impl == attention_impl::tensor_core) {
     switch (hd) {
       case 32: launch_wmma<32>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, scale, out, part_o, part_ml, s); break;
       case 64: launch_wmma<64>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, scale, out, part_o, part_ml, s); break;
@@ -584,9 +581,10 @@ int choose_kv_splits(int n_tiles, int heads, int max_l, int sm_count, int max_sp
   return std::max(1, std::min({want, by_len, max_splits}));
 }
 
-void swiglu(const bf16* g, const bf16* u, bf16* a, std::size_t n, cudaStream_t s) {
+void swiglu(const bf16* g, int ldg, const bf16* u, int ldu, bf16* a, int lda, int rows, int cols, cudaStream_t s) {
+  const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
   if (n == 0) return;
-  swiglu_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, u, a, n);
+  swiglu_kernel<<<grid_for(n, 256), 256, 0, s>>>(g, ldg, u, ldu, a, lda, cols, n);
   DLS_LAUNCHED("swiglu_kernel");
 }
 

@@ -37,9 +37,13 @@ struct proposal_dev {
   double confidence;
 };
 
-enum class attention_impl : uint8_t { tensor_core, scalar };
+/// mma: the FlashAttention-2-style kernel on mma.sync (attention_mma.cu), the default;
+/// tensor_core: the WMMA kernel; scalar: one thread per query row, any even head dim.
+enum class attention_impl : uint8_t { mma, tensor_core, scalar };
 
-/// Whether the tensor-core kernel supports this head dim (32, 64, 128).
+/// Whether the mma kernel supports this head dim (32, 64, 96, 128).
+bool mma_head_dim(int hd);
+/// Whether the WMMA kernel supports this head dim (32, 64, 128).
 bool tensor_core_head_dim(int hd);
 /// Whether the scalar kernel supports it (even, <= 256).
 bool scalar_head_dim(int hd);
@@ -54,12 +58,21 @@ void add_rmsnorm(float* x, const float* y, const float* w, bf16* h, int rows, in
 void gather_rmsnorm(const float* x, const float* y, const int32_t* src, int rows, const float* w, bf16* z, int d,
                     float eps, cudaStream_t s);
 
-/// RoPE (non-interleaved half split, fp32) of q into qb (bf16), RoPE of k and a copy of v into
-/// each item's cache rows at layer `layer` (bf16). q: [R, heads*hd]; k, v: [R, kv_heads*hd].
-/// inv_freq: hd/2 values theta^(-2i/hd) as the CPU computes them.
-void rope_scatter(const float* q, const float* k, const float* v, const int32_t* pos, const int32_t* row_item,
+/// RoPE (non-interleaved half split, fp32) of q into qb (bf16, [R, heads*hd]), RoPE of k and a
+/// copy of v into each item's cache rows at layer `layer` (bf16). q, k, v: R rows of row stride
+/// `ld` (f32; [q | k | v] column blocks of one buffer in the backend). inv_freq: hd/2 values
+/// theta^(-2i/hd) as the CPU computes them.
+void rope_scatter(const float* q, const float* k, const float* v, int ld, const int32_t* pos, const int32_t* row_item,
                   const item_desc* items, int layer, int rows, int heads, int kv_heads, int hd, const float* inv_freq,
                   bf16* qb, cudaStream_t s);
+
+/// The key range [kb, ke) of split `split` of L keys: chunks rounded up to attention_key_granule.
+__device__ __forceinline__ void key_range(int L, int splits, int split, int& kb, int& ke) {
+  int chunk = (L + splits - 1) / splits;
+  chunk = (chunk + attention_key_granule - 1) / attention_key_granule * attention_key_granule;
+  kb = min(L, split * chunk);
+  ke = min(L, kb + chunk);
+}
 
 /// Bidirectional attention of each tile's query rows against all key rows of its item's cache
 /// at `layer`. qb, out: [R, heads*hd] bf16. With splits > 1 the key range is split and the
@@ -68,6 +81,12 @@ void rope_scatter(const float* q, const float* k, const float* v, const int32_t*
 void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
                int heads, int kv_heads, int hd, int splits, attention_impl impl, float* part_o, float* part_ml,
                bf16* out, cudaStream_t s);
+/// The mma kernel alone (attention() dispatches here, then combines the splits).
+void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
+                   int heads, int kv_heads, int hd, int splits, float* part_o, float* part_ml, bf16* out,
+                   cudaStream_t s);
+/// Raises a kernel's dynamic shared memory limit, once per kernel and device.
+void allow_dynamic_smem(const void* kernel, std::size_t bytes);
 
 /// Y[rows, out] = X[rows, in] W^T with W row-major [out, in] (leading dim ldw, so a shard can
 /// pass a slice of the full weight): bf16 inputs, fp32 accumulation, output type `yt`.
@@ -78,8 +97,9 @@ void gemm_xwt(cublasHandle_t blas, const bf16* x, int rows, int in, int ldx, con
 /// SM, at least 256 keys per split, at most max_splits.
 int choose_kv_splits(int n_tiles, int heads, int max_l, int sm_count, int max_splits);
 
-/// a = bf16(silu(g) * u), elementwise (a may alias g).
-void swiglu(const bf16* g, const bf16* u, bf16* a, std::size_t n, cudaStream_t s);
+/// a[r][j] = bf16(silu(g[r][j]) * u[r][j]) for rows r < rows and columns j < cols, each matrix
+/// with its own row stride (a may alias g).
+void swiglu(const bf16* g, int ldg, const bf16* u, int ldu, bf16* a, int lda, int rows, int cols, cudaStream_t s);
 
 /// Per row j of logits [rows, n]: token = argmax over v != suppressed of l + T * gumbel(seed,
 /// counter, row, v) (lowest index on ties), confidence = clean softmax probability (double).

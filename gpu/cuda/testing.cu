@@ -75,6 +75,18 @@ double best_time(cudaStream_t s, int reps, F&& fn) {
   return best;
 }
 
+cuda::attention_impl resolve(cuda_attention impl, int hd) {
+  switch (impl) {
+    case cuda_attention::mma: return cuda::attention_impl::mma;
+    case cuda_attention::tensor_core: return cuda::attention_impl::tensor_core;
+    case cuda_attention::scalar: return cuda::attention_impl::scalar;
+    case cuda_attention::automatic: break;
+  }
+  return cuda::mma_head_dim(hd)           ? cuda::attention_impl::mma
+         : cuda::tensor_core_head_dim(hd) ? cuda::attention_impl::tensor_core
+                                          : cuda::attention_impl::scalar;
+}
+
 }  // namespace
 
 std::vector<float> rmsnorm(int device, const std::vector<float>& x, const std::vector<float>& add,
@@ -119,8 +131,15 @@ rope_result rope(int device, const std::vector<float>& q, const std::vector<floa
   for (int i = 0; i < hd / 2; ++i)
     inv[static_cast<std::size_t>(i)] =
         static_cast<float>(1.0 / std::pow(static_cast<double>(theta), (2.0 * i) / static_cast<double>(hd)));
-  auto dq = upload(ctx, q), dk = upload(ctx, k), dv = upload(ctx, v), dpos = upload(ctx, positions),
-       dinv = upload(ctx, inv);
+  // The backend's layout: q, k and v side by side in one buffer.
+  const std::size_t ld = qs + 2 * kvs;
+  std::vector<float> qkv(rows * ld);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+    std::copy_n(q.begin() + r * qs, qs, qkv.begin() + r * ld);
+    std::copy_n(k.begin() + r * kvs, kvs, qkv.begin() + r * ld + qs);
+    std::copy_n(v.begin() + r * kvs, kvs, qkv.begin() + r * ld + qs + kvs);
+  }
+  auto dqkv = upload(ctx, qkv), dpos = upload(ctx, positions), dinv = upload(ctx, inv);
   auto drow_item = upload(ctx, std::vector<int32_t>(static_cast<std::size_t>(rows), 0));
   device_buffer qb(ctx.pool, std::max<std::size_t>(1, rows * qs) * sizeof(bf16));
   device_buffer kc(ctx.pool, std::max<std::size_t>(1, rows * kvs) * sizeof(bf16));
@@ -133,7 +152,8 @@ rope_result rope(int device, const std::vector<float>& q, const std::vector<floa
   it.k = kc.as<bf16>();
   it.v = vc.as<bf16>();
   auto ditems = upload(ctx, std::vector<cuda::item_desc>{it});
-  cuda::rope_scatter(dq.as<float>(), dk.as<float>(), dv.as<float>(), dpos.as<int32_t>(), drow_item.as<int32_t>(),
+  const float* base = dqkv.as<float>();
+  cuda::rope_scatter(base, base + qs, base + qs + kvs, static_cast<int>(ld), dpos.as<int32_t>(), drow_item.as<int32_t>(),
                      ditems.as<cuda::item_desc>(), 0, rows, heads, kv_heads, hd, dinv.as<float>(), qb.as<bf16>(),
                      ctx.stream);
   rope_result r;
@@ -174,10 +194,7 @@ std::vector<float> attention(int device, const std::vector<float>& q, const std:
     max_l = std::max(max_l, tk[i]);
   }
   if (q.size() != static_cast<std::size_t>(R) * qs) throw std::invalid_argument("attention: q size");
-  cuda::attention_impl which = cuda::attention_impl::scalar;
-  if (impl == cuda_attention::tensor_core ||
-      (impl == cuda_attention::automatic && cuda::tensor_core_head_dim(hd)))
-    which = cuda::attention_impl::tensor_core;
+  const cuda::attention_impl which = resolve(impl, hd);
   if (splits <= 0) splits = cuda::choose_kv_splits(static_cast<int>(tiles.size()), heads, max_l, ctx.sm_count, 16);
   auto dq = upload_bf16(ctx, q);
   auto ditems = upload(ctx, items);
@@ -201,7 +218,8 @@ std::vector<float> swiglu(int device, const std::vector<float>& g, const std::ve
   cuda::device_guard guard(device);
   auto dg = upload_bf16(ctx, g), du = upload_bf16(ctx, u);
   device_buffer da(ctx.pool, std::max<std::size_t>(1, g.size()) * sizeof(bf16));
-  cuda::swiglu(dg.as<bf16>(), du.as<bf16>(), da.as<bf16>(), g.size(), ctx.stream);
+  const int n = static_cast<int>(g.size());
+  cuda::swiglu(dg.as<bf16>(), n, du.as<bf16>(), n, da.as<bf16>(), n, 1, n, ctx.stream);
   return download_bf16(ctx, da, g.size());
 }
 
@@ -245,6 +263,63 @@ double measure_gemm_bf16_flops(int device, int n, int reps) {
     cuda::gemm_xwt(ctx.blas, a.as<bf16>(), n, n, n, b.as<bf16>(), n, n, c.get(), CUDA_R_32F, n);
   });
   return 2.0 * static_cast<double>(n) * n * n / t;
+}
+
+double time_attention(int device, int items, int q_rows, int k_rows, int heads, int kv_heads, int hd,
+                      cuda_attention impl, int max_splits, int reps) {
+  device_context ctx(device);
+  cuda::device_guard guard(device);
+  const std::size_t qs = static_cast<std::size_t>(heads) * hd, kvs = static_cast<std::size_t>(kv_heads) * hd;
+  const std::size_t kv_elems = static_cast<std::size_t>(k_rows) * kvs;
+  device_buffer k(ctx.pool, static_cast<std::size_t>(items) * kv_elems * sizeof(bf16));
+  device_buffer v(ctx.pool, static_cast<std::size_t>(items) * kv_elems * sizeof(bf16));
+  cuda::fill_uniform_bf16(k.as<bf16>(), static_cast<std::size_t>(items) * kv_elems, 3, 1.0f, ctx.stream);
+  cuda::fill_uniform_bf16(v.as<bf16>(), static_cast<std::size_t>(items) * kv_elems, 4, 1.0f, ctx.stream);
+  std::vector<cuda::item_desc> desc;
+  std::vector<cuda::tile_desc> tiles;
+  for (int i = 0; i < items; ++i) {
+    cuda::item_desc it;
+    it.q_off = i * q_rows;
+    it.T = q_rows;
+    it.q0 = 0;
+    it.L = k_rows;
+    it.k = k.as<bf16>() + static_cast<std::size_t>(i) * kv_elems;
+    it.v = v.as<bf16>() + static_cast<std::size_t>(i) * kv_elems;
+    desc.push_back(it);
+    for (int t0 = 0; t0 < q_rows; t0 += cuda::attention_rows) tiles.push_back({i, t0});
+  }
+  const int R = items * q_rows;
+  const int splits = cuda::choose_kv_splits(static_cast<int>(tiles.size()), heads, k_rows, ctx.sm_count, max_splits);
+  device_buffer q(ctx.pool, static_cast<std::size_t>(R) * qs * sizeof(bf16));
+  cuda::fill_uniform_bf16(q.as<bf16>(), static_cast<std::size_t>(R) * qs, 5, 1.0f, ctx.stream);
+  device_buffer out(ctx.pool, static_cast<std::size_t>(R) * qs * sizeof(bf16));
+  device_buffer po, pml;
+  if (splits > 1) {
+    po = device_buffer(ctx.pool, static_cast<std::size_t>(splits) * R * qs * sizeof(float));
+    pml = device_buffer(ctx.pool, static_cast<std::size_t>(splits) * R * heads * 2 * sizeof(float));
+  }
+  auto ditems = upload(ctx, desc);
+  auto dtiles = upload(ctx, tiles);
+  const cuda::attention_impl which = resolve(impl, hd);
+  return best_time(ctx.stream, reps, [&] {
+    cuda::attention(q.as<bf16>(), ditems.as<cuda::item_desc>(), dtiles.as<cuda::tile_desc>(),
+                    static_cast<int>(tiles.size()), 0, R, heads, kv_heads, hd, splits, which, po.as<float>(),
+                    pml.as<float>(), out.as<bf16>(), ctx.stream);
+  });
+}
+
+double time_gemm(int device, int rows, int in, int out, bool f32_out, int reps) {
+  device_context ctx(device);
+  cuda::device_guard guard(device);
+  const std::size_t nx = static_cast<std::size_t>(rows) * in, nw = static_cast<std::size_t>(out) * in;
+  device_buffer x(ctx.pool, nx * sizeof(bf16)), w(ctx.pool, nw * sizeof(bf16));
+  device_buffer y(ctx.pool, static_cast<std::size_t>(rows) * out * (f32_out ? sizeof(float) : sizeof(bf16)));
+  cuda::fill_uniform_bf16(x.as<bf16>(), nx, 6, 1.0f, ctx.stream);
+  cuda::fill_uniform_bf16(w.as<bf16>(), nw, 7, 0.02f, ctx.stream);
+  return best_time(ctx.stream, reps, [&] {
+    cuda::gemm_xwt(ctx.blas, x.as<bf16>(), rows, in, in, w.as<bf16>(), out, in, y.get(),
+                   f32_out ? CUDA_R_32F : CUDA_R_16BF, out);
+  });
 }
 
 double measure_copy_bytes_per_s(int device, std::size_t bytes, int reps) {

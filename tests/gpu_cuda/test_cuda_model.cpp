@@ -30,9 +30,10 @@ std::shared_ptr<const cuda_weights> device_weights() {
 }
 
 std::unique_ptr<backend> cpu() { return make_cpu_backend(fixture().m); }
-std::unique_ptr<backend> gpu(cuda_attention a = cuda_attention::automatic) {
+std::unique_ptr<backend> gpu(cuda_attention a = cuda_attention::automatic, bool graphs = true) {
   cuda_backend_options o;
   o.attention = a;
+  o.graphs = graphs;
   return make_cuda_backend(device_weights(), o);
 }
 
@@ -91,7 +92,7 @@ step_plan reuse_plan(const canvas& c, cache_mode mode) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(logits_match_cpu_on_refresh_and_reuse_steps) {
-  for (auto attn : {cuda_attention::automatic, cuda_attention::scalar}) {
+  for (auto attn : {cuda_attention::automatic, cuda_attention::tensor_core, cuda_attention::scalar}) {
     auto cb = cpu();
     auto gb = gpu(attn);
     for (std::size_t i = 0; i < std::min<std::size_t>(2, fixture().prompts.size()); ++i) {
@@ -169,6 +170,57 @@ BOOST_AUTO_TEST_CASE(threshold_decodes_are_token_identical_for_each_cache_mode) 
     expect_same_decodes(decode(gpu(), p, 3), ref, std::string("batch 3, cache ") + to_string(mode));
   }
   BOOST_TEST(saw_reuse);  // the cache modes really took reuse steps
+}
+
+// A step shape runs eagerly the first time, is captured as a CUDA graph the second time and
+// replayed after that: all three must give the eager backend's proposals bit for bit.
+BOOST_AUTO_TEST_CASE(graph_replay_is_bitwise_the_eager_step) {
+  for (auto mode : {cache_mode::none, cache_mode::dual}) {
+    auto eager = gpu(cuda_attention::automatic, false);
+    auto graphed = gpu(cuda_attention::automatic, true);
+    std::vector<canvas> cs;
+    std::vector<std::unique_ptr<kv_cache>> ce, cg;
+    for (const auto& prompt : fixture().prompts) {
+      cs.push_back(start(prompt, params(mode)));
+      ce.push_back(eager->make_cache());
+      cg.push_back(graphed->make_cache());
+    }
+    std::size_t steps = 0;
+    for (bool any = true; any;) {
+      any = false;
+      std::vector<forward_item> ie, ig;
+      for (std::size_t i = 0; i < cs.size(); ++i) {
+        if (cs[i].finished) continue;
+        const step_plan p = cs[i].next_step();
+        ie.push_back({&cs[i], p, ce[i].get()});
+        ig.push_back({&cs[i], p, cg[i].get()});
+      }
+      if (ie.empty()) break;
+      any = true;
+      std::vector<std::vector<row_proposal>> pe;
+      eager->forward(ie, pe);
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<std::vector<row_proposal>> pg;
+        graphed->forward(ig, pg);
+        BOOST_REQUIRE_EQUAL(pg.size(), pe.size());
+        for (std::size_t i = 0; i < pe.size(); ++i) {
+          BOOST_REQUIRE_EQUAL(pg[i].size(), pe[i].size());
+          for (std::size_t j = 0; j < pe[i].size(); ++j) {
+            BOOST_TEST_CONTEXT("cache " << to_string(mode) << " step " << steps << " rep " << rep) {
+              BOOST_TEST(pg[i][j].position == pe[i][j].position);
+              BOOST_TEST(pg[i][j].token == pe[i][j].token);
+              BOOST_TEST(pg[i][j].confidence == pe[i][j].confidence);
+            }
+          }
+        }
+      }
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < cs.size(); ++i)
+        if (!cs[i].finished) cs[i].apply(pe[k++]);
+      ++steps;
+    }
+    BOOST_TEST(steps > 2u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(gumbel_sampling_matches_cpu) {
