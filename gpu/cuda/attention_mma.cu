@@ -8,7 +8,8 @@
 // g + 8 of its warp's 16) and, per 8-column tile, two adjacent columns of each; the
 // accumulator layout of S is exactly the A-operand layout P needs for P V.
 //
-// A block: 4 warps, 64 query rows of one (tile, head, key split). Key/value tiles of 64 rows
+// A block: 4 warps and 64 query rows (2 and 32 for short query sets) of one (tile, head, key
+// split). Key/value tiles of 64 rows
 // are double-buffered in shared memory with cp.async; ldmatrix feeds K (and, transposed, V)
 // to the MMAs. Softmax runs in base 2 on scores pre-multiplied by log2(e) / sqrt(hd).
 #include "gpu/cuda/kernels.cuh"
@@ -22,8 +23,7 @@ namespace dls::gpu::cuda {
 
 namespace {
 
-constexpr int BQ = attention_rows;  // 4 warps x 16 rows
-constexpr int BK = 64;               // keys per shared-memory tile
+constexpr int BK = 64;  // keys per shared-memory tile
 constexpr float ln2 = 0.69314718055994531f;
 
 template <int HD>
@@ -82,12 +82,14 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi, float& sum) {
 
 __device__ __forceinline__ uint32_t load_u32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-template <int HD>
-__global__ void __launch_bounds__(128) attn_mma_kernel(const bf16* qb, const item_desc* items, const tile_desc* tiles,
+// Three blocks per SM (shared memory allows three at head dim 128): the register cap this sets
+// (168 at 4 warps) costs at most 8 bytes of spill, against 242 registers and two blocks free.
+template <int HD, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS, 3) attn_mma_kernel(const bf16* qb, const item_desc* items, const tile_desc* tiles,
                                                        int layer, int rows, int heads, int kv_heads, int splits,
                                                        float scale_log2, bf16* out, float* part_o, float* part_ml) {
   using Lay = mma_layout<HD>;
-  constexpr int LD = Lay::LD, C8 = HD / 8;
+  constexpr int LD = Lay::LD, C8 = HD / 8, BQ = 16 * WARPS;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem);  // [stage][BK][LD]
   bf16* Vs = Ks + 2 * Lay::tile_elems;       // [stage][BK][LD]
@@ -259,30 +261,41 @@ __global__ void __launch_bounds__(128) attn_mma_kernel(const bf16* qb, const ite
   }
 }
 
-template <int HD>
-void launch(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
-            int heads, int kv_heads, int splits, bf16* out, float* part_o, float* part_ml, cudaStream_t s) {
+template <int HD, int WARPS>
+void launch_warps(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
+                  int heads, int kv_heads, int splits, bf16* out, float* part_o, float* part_ml, cudaStream_t s) {
   constexpr std::size_t bytes = mma_layout<HD>::bytes;
-  allow_dynamic_smem(reinterpret_cast<const void*>(&attn_mma_kernel<HD>), bytes);
+  allow_dynamic_smem(reinterpret_cast<const void*>(&attn_mma_kernel<HD, WARPS>), bytes);
   const float scale_log2 = 1.4426950408889634f / std::sqrt(static_cast<float>(HD));
   dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(heads), static_cast<unsigned>(splits));
-  attn_mma_kernel<HD><<<grid, 128, bytes, s>>>(qb, items, tiles, layer, rows, heads, kv_heads, splits, scale_log2,
-                                               out, part_o, part_ml);
+  attn_mma_kernel<HD, WARPS><<<grid, 32 * WARPS, bytes, s>>>(qb, items, tiles, layer, rows, heads, kv_heads, splits,
+                                                             scale_log2, out, part_o, part_ml);
   DLS_LAUNCHED("attn_mma_kernel");
+}
+
+template <int HD>
+void launch(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int tile_rows, int layer,
+            int rows, int heads, int kv_heads, int splits, bf16* out, float* part_o, float* part_ml, cudaStream_t s) {
+  if (tile_rows == 32)
+    launch_warps<HD, 2>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s);
+  else if (tile_rows == 64)
+    launch_warps<HD, 4>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s);
+  else
+    throw cuda_error("mma attention takes tiles of 32 or 64 rows, not " + std::to_string(tile_rows));
 }
 
 }  // namespace
 
 bool mma_head_dim(int hd) { return hd == 32 || hd == 64 || hd == 96 || hd == 128; }
 
-void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
-                   int heads, int kv_heads, int hd, int splits, float* part_o, float* part_ml, bf16* out,
-                   cudaStream_t s) {
+void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int tile_rows,
+                   int layer, int rows, int heads, int kv_heads, int hd, int splits, float* part_o, float* part_ml,
+                   bf16* out, cudaStream_t s) {
   switch (hd) {
-    case 32: launch<32>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
-    case 64: launch<64>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
-    case 96: launch<96>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
-    case 128: launch<128>(qb, items, tiles, n_tiles, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
+    case 32: launch<32>(qb, items, tiles, n_tiles, tile_rows, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
+    case 64: launch<64>(qb, items, tiles, n_tiles, tile_rows, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
+    case 96: launch<96>(qb, items, tiles, n_tiles, tile_rows, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
+    case 128: launch<128>(qb, items, tiles, n_tiles, tile_rows, layer, rows, heads, kv_heads, splits, out, part_o, part_ml, s); break;
     default: throw cuda_error("mma attention does not support head dim " + std::to_string(hd));
   }
 }

@@ -196,6 +196,7 @@ class cuda_backend final : public backend {
     (void)cudaSetDevice(ctx_->device);
     (void)cudaStreamSynchronize(ctx_->stream);
     drop_graphs();
+    for (auto e : events_) (void)cudaEventDestroy(e);
     if (prev >= 0) (void)cudaSetDevice(prev);
   }
 
@@ -229,6 +230,8 @@ class cuda_backend final : public backend {
     device_guard g(ctx_->device);
     std::vector<forward_item> items{{&cv, plan, &cache}};
     prepare(items, true);
+    marks_.clear();
+    mark(ph_count);
     run_layers();  // eager: this path serves tests and tools, not the step loop
     const int M = static_cast<int>(logit_src_.size());
     const std::size_t n = static_cast<std::size_t>(M) * static_cast<std::size_t>(w_->config.vocab_size);
@@ -284,7 +287,6 @@ class cuda_backend final : public backend {
         pos_.push_back(r);
         row_item_.push_back(static_cast<int32_t>(i));
       }
-      for (int t0 = 0; t0 < T; t0 += cuda::attention_rows) tiles_.push_back({static_cast<int32_t>(i), t0});
       auto add_logit_row = [&](int r) {
         cuda::logit_desc ld;
         ld.src = R + (r - p.q0);
@@ -309,6 +311,11 @@ class cuda_backend final : public backend {
       R += T;
     }
     rows_ = R;
+    int max_t = 0;
+    for (const auto& d : item_desc_) max_t = std::max(max_t, static_cast<int>(d.T));
+    tile_rows_ = cuda::attention_tile_rows(impl_, max_t);
+    for (std::size_t i = 0; i < item_desc_.size(); ++i)
+      for (int t0 = 0; t0 < item_desc_[i].T; t0 += tile_rows_) tiles_.push_back({static_cast<int32_t>(i), t0});
     n_tiles_ = static_cast<int>(tiles_.size());
     splits_ = choose_splits(n_tiles_, max_l);
 
@@ -356,7 +363,7 @@ class cuda_backend final : public backend {
   }
 
   int choose_splits(int n_tiles, int max_l) const {
-    return cuda::choose_kv_splits(n_tiles, sl_.heads, max_l, ctx_->sm_count, opt_.max_kv_splits);
+    return cuda::choose_kv_splits(n_tiles, tile_rows_, sl_.heads, max_l, ctx_->sm_count, opt_.max_kv_splits);
   }
 
   const int32_t* desc_i32(std::size_t off) const {
@@ -385,6 +392,7 @@ class cuda_backend final : public backend {
     float* y = y_.as<float>();
     bf16* h = h_.as<bf16>();
     cuda::embed(desc_i32(off_tok_), R, w_->wte, d, x, s);
+    mark(ph_embed);
     // Q, K and V side by side in one f32 buffer [R, qs | kvs | kvs]; gate and up in one bf16
     // buffer [R, fs | fs], whose gate half then holds the SwiGLU output.
     const int ldqkv = qs + 2 * kvs, ldgu = 2 * fs;
@@ -394,6 +402,7 @@ class cuda_backend final : public backend {
       const auto& w = w_->layers[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here.
       cuda::add_rmsnorm(x, l == 0 ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
+      mark(ph_norm);
       if (fused_qkv_) {
         gemm(h, R, d, d, w.q, ldqkv, d, q, CUDA_R_32F, ldqkv);
       } else {
@@ -401,22 +410,32 @@ class cuda_backend final : public backend {
         gemm(h, R, d, d, w.k + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs, CUDA_R_32F, ldqkv);
         gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs + kvs, CUDA_R_32F, ldqkv);
       }
+      mark(ph_qkv);
       cuda::rope_scatter(q, q + qs, q + qs + kvs, ldqkv, desc_i32(off_pos_), desc_i32(off_row_item_), items, l, R,
                          sl_.heads, sl_.kv_heads, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
-      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
+      mark(ph_rope);
+      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, tile_rows_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
                       part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
+      mark(ph_attention);
       gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, y, CUDA_R_32F, d);
+      mark(ph_o);
       reduce(y, static_cast<std::size_t>(R) * d);
+      mark(ph_allreduce);
       cuda::add_rmsnorm(x, y, w.ff_norm, h, R, d, c.rms_eps, s);
+      mark(ph_norm);
       if (fused_gate_up_) {
         gemm(h, R, d, d, w.gate, ldgu, d, gu, CUDA_R_16BF, ldgu);
       } else {
         gemm(h, R, d, d, w.gate + static_cast<std::size_t>(sl_.f0) * d, fs, d, gu, CUDA_R_16BF, ldgu);
         gemm(h, R, d, d, w.up + static_cast<std::size_t>(sl_.f0) * d, fs, d, gu + fs, CUDA_R_16BF, ldgu);
       }
+      mark(ph_gate_up);
       cuda::swiglu(gu, ldgu, gu + fs, ldgu, gu, ldgu, R, fs, s);
+      mark(ph_swiglu);
       gemm(gu, R, fs, ldgu, w.down + sl_.f0, d, c.mlp_hidden, y, CUDA_R_32F, d);
+      mark(ph_down);
       reduce(y, static_cast<std::size_t>(R) * d);
+      mark(ph_allreduce);
     }
     // y still holds the last MLP output; run_head adds it to the rows it reads.
   }
@@ -428,6 +447,7 @@ class cuda_backend final : public backend {
     cuda::gather_rmsnorm(x_.as<float>(), c.n_layers > 0 ? y_.as<float>() : nullptr, desc_i32(off_src_), M, w_->ln_f,
                          z_.as<bf16>(), d, c.rms_eps, ctx_->stream);
     gemm(z_.as<bf16>(), M, d, d, w_->head, c.vocab_size, d, logits_.get(), CUDA_R_32F, c.vocab_size);
+    mark(ph_head);
   }
 
   // The step after prepare(): layers, head and proposals, enqueued on the stream.
@@ -437,26 +457,33 @@ class cuda_backend final : public backend {
     run_head(M);
     cuda::propose(logits_.as<float>(), M, w_->config.vocab_size, desc_logits(), props_.as<cuda::proposal_dev>(),
                   ctx_->stream);
+    mark(ph_propose);
   }
 
   // A step's kernels depend on the host only through these sizes and the workspace addresses
   // (the tables' contents are uploaded anew each step), so a graph captured for one step
   // replays any later step that matches them.
   struct graph_key {
-    int rows, items, tiles, splits, logit_rows;
+    int rows, items, tiles, tile_rows, splits, logit_rows;
     std::vector<const void*> buffers;
     bool operator<(const graph_key& o) const {
-      return std::tie(rows, items, tiles, splits, logit_rows, buffers) <
-             std::tie(o.rows, o.items, o.tiles, o.splits, o.logit_rows, o.buffers);
+      return std::tie(rows, items, tiles, tile_rows, splits, logit_rows, buffers) <
+             std::tie(o.rows, o.items, o.tiles, o.tile_rows, o.splits, o.logit_rows, o.buffers);
     }
   };
 
   void run_step(int M) {
+    if (opt_.profile_phases) {
+      marks_.clear();
+      mark(ph_count);  // the step's start
+      step_body(M);
+      return;
+    }
     if (!opt_.graphs || graphs_failed_ || opt_.shard.world > 1) {
       step_body(M);
       return;
     }
-    graph_key key{rows_, static_cast<int>(item_desc_.size()), n_tiles_, splits_, M, {}};
+    graph_key key{rows_, static_cast<int>(item_desc_.size()), n_tiles_, tile_rows_, splits_, M, {}};
     for (const auto* b : {&x_, &y_, &h_, &qkv_, &qb_, &ob_, &gu_, &part_o_, &part_ml_, &z_, &logits_, &props_, &desc_})
       key.buffers.push_back(b->get());
     auto it = graphs_.find(key);
@@ -510,13 +537,50 @@ class cuda_backend final : public backend {
 
   static constexpr std::size_t max_graphs = 64;
 
+ public:
+  // -- phase profiling (profile_phases) --
+  enum phase : int { ph_embed, ph_norm, ph_qkv, ph_rope, ph_attention, ph_o, ph_allreduce, ph_gate_up, ph_swiglu,
+                     ph_down, ph_head, ph_propose, ph_count };
+
+  // The phases of the last forward, after its final synchronisation.
+  std::vector<std::pair<std::string, double>> phases() const {
+    static const char* names[ph_count] = {"embed",    "rmsnorm", "qkv gemm", "rope+kv",   "attention", "o gemm",
+                                          "all-reduce", "gate/up gemm", "swiglu", "down gemm", "head", "propose"};
+    std::vector<std::pair<std::string, double>> out;
+    if (marks_.size() < 2) return out;
+    std::vector<double> sum(ph_count, 0.0);
+    for (std::size_t i = 1; i < marks_.size(); ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, events_[i - 1], events_[i]) == cudaSuccess)
+        sum[static_cast<std::size_t>(marks_[i])] += ms * 1e-3;
+    }
+    for (int p = 0; p < ph_count; ++p)
+      if (sum[static_cast<std::size_t>(p)] > 0) out.emplace_back(names[p], sum[static_cast<std::size_t>(p)]);
+    return out;
+  }
+
+ private:
+  void mark(int p) {
+    if (!opt_.profile_phases) return;
+    if (events_.size() <= marks_.size()) {
+      cudaEvent_t e;
+      DLS_CUDA(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    DLS_CUDA(cudaEventRecord(events_[marks_.size()], ctx_->stream));
+    marks_.push_back(p);
+  }
+
+  std::vector<cudaEvent_t> events_;
+  std::vector<int> marks_;
+
   std::shared_ptr<device_context> ctx_;  // first: outlives every buffer below
   std::shared_ptr<const cuda_weights> w_;
   cuda_backend_options opt_;
   cuda::attention_impl impl_ = cuda::attention_impl::scalar;
   int hd_ = 0;
   shard_slice sl_;  // this rank's heads and MLP columns
-  int rows_ = 0, n_tiles_ = 0, splits_ = 1;
+  int rows_ = 0, n_tiles_ = 0, tile_rows_ = cuda::attention_rows, splits_ = 1;
   bool fused_qkv_ = false, fused_gate_up_ = false;
   std::map<graph_key, cudaGraphExec_t> graphs_;
   bool graphs_failed_ = false;
@@ -537,6 +601,11 @@ class cuda_backend final : public backend {
 std::unique_ptr<backend> make_cuda_backend(std::shared_ptr<const cuda_weights> w, const cuda_backend_options& o) {
   if (!w) throw std::invalid_argument("make_cuda_backend: no weights");
   return std::make_unique<cuda_backend>(std::move(w), o);
+}
+
+std::vector<std::pair<std::string, double>> cuda_step_phases(const backend& b) {
+  const auto* cb = dynamic_cast<const cuda_backend*>(&b);
+  return cb ? cb->phases() : std::vector<std::pair<std::string, double>>{};
 }
 
 std::unique_ptr<backend> make_cuda_backend(const model& m, int device, const cuda_backend_options& o) {

@@ -53,6 +53,7 @@ struct sample {
   std::string kind;
   int prompt = 0, batch = 0, query_rows = 0, key_rows = 0, logit_rows = 0;
   double seconds = 0, roof_s = 0, flops = 0, bytes = 0;
+  std::vector<std::pair<std::string, double>> phases;  // --breakdown: GPU time per phase
 };
 
 double median(std::vector<double> v) {
@@ -100,6 +101,13 @@ int run(const options& o) {
   std::printf("weights: %.2f GB bf16 on device in %.1f s\n", static_cast<double>(weights_bytes(*weights)) / 1e9,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   auto b = make_cuda_backend(weights);
+  // --breakdown: a second backend on the same weights that times each phase with events.
+  std::unique_ptr<backend> pb;
+  if (o.breakdown) {
+    cuda_backend_options po;
+    po.profile_phases = true;
+    pb = make_cuda_backend(weights, po);
+  }
 
   const double d = cfg.d_model, L = cfg.n_layers, kv = cfg.kv_dim(), ff = cfg.mlp_hidden, V = cfg.vocab_size;
   const double nonembed = L * (2 * d * d + 2 * d * kv + 3 * d * ff);  // matrices the layers multiply by
@@ -117,7 +125,7 @@ int run(const options& o) {
       p.rule = commit_rule::threshold;
       p.cache = cache_mode::dual;
       std::vector<canvas> cs;
-      std::vector<std::unique_ptr<kv_cache>> caches;
+      std::vector<std::unique_ptr<kv_cache>> caches, pcaches;
       for (int i = 0; i < B; ++i) {
         std::vector<int32_t> prompt(static_cast<std::size_t>(P));
         for (auto& t : prompt) {
@@ -126,6 +134,7 @@ int run(const options& o) {
         }
         cs.push_back(canvas::start(prompt, p, cfg.mask_id, cfg.eos_id));
         caches.push_back(b->make_cache());
+        if (pb) pcaches.push_back(pb->make_cache());
       }
       for (const char* kind : {"refresh", "reuse"}) {
         std::vector<forward_item> items;
@@ -151,6 +160,14 @@ int run(const options& o) {
           times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count());
         }
         sample s;
+        if (pb) {
+          // Same steps on the profiling backend (its own caches; refresh runs first there too).
+          std::vector<forward_item> pitems = items;
+          for (int i = 0; i < B; ++i) pitems[static_cast<std::size_t>(i)].cache = pcaches[static_cast<std::size_t>(i)].get();
+          pb->forward(pitems, props);
+          pb->forward(pitems, props);
+          s.phases = cuda_step_phases(*pb);
+        }
         s.kind = kind;
         s.prompt = P;
         s.batch = B;
@@ -182,29 +199,36 @@ int run(const options& o) {
   std::printf("targets: refresh within 1.5x, reuse within 2x of the roofline\n");
 
   if (o.breakdown) {
-    // Where a step's time goes: the step's attention launches and GEMMs timed alone (CUDA
-    // events, best of 10) and multiplied by the layer count; "rest" is the measured step minus
-    // both (norms, RoPE, SwiGLU, embedding, proposals, host work, launch gaps).
-    const int hd = cfg.head_dim(), ff = cfg.mlp_hidden, dm = cfg.d_model, kvd = cfg.kv_dim();
-    std::printf("\nbreakdown (ms per step; attention and GEMMs timed alone x %d layers):\n", cfg.n_layers);
-    std::printf("| prompt | batch | step | measured | attention (mma) | attention (wmma) | GEMMs | head | rest |\n");
-    std::printf("|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    // Where a step's time goes, measured in place: each phase of one eager step bracketed by
+    // CUDA events (summed over layers); "host + gaps" is the graph-replayed step's wall time
+    // minus the phases' GPU time. Beside it, the attention of one layer timed alone with each
+    // tensor-core kernel (x layers), the mma kernel against the WMMA one it replaced.
+    const int hd = cfg.head_dim();
+    std::vector<std::string> names;
+    for (const auto& s : samples)
+      for (const auto& [n, t] : s.phases)
+        if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    std::printf("\nbreakdown (ms per step, in place):\n| prompt | batch | step | measured |");
+    for (const auto& n : names) std::printf(" %s |", n.c_str());
+    std::printf(" host + gaps | attention alone: mma | wmma |\n|---:|---:|---|---:|");
+    for (std::size_t i = 0; i < names.size(); ++i) std::printf("---:|");
+    std::printf("---:|---:|---:|\n");
     for (const auto& s : samples) {
-      const int R = s.batch * s.query_rows, Mh = s.batch * s.logit_rows;
+      std::printf("| %d | %d | %s | %.2f |", s.prompt, s.batch, s.kind.c_str(), s.seconds * 1e3);
+      double gpu = 0;
+      for (const auto& n : names) {
+        double t = 0;
+        for (const auto& [m, v] : s.phases)
+          if (m == n) t = v;
+        gpu += t;
+        std::printf(" %.2f |", t * 1e3);
+      }
       const double att = cuda_testing::time_attention(o.device, s.batch, s.query_rows, s.key_rows, cfg.n_heads,
                                                       cfg.n_kv_heads, hd, cuda_attention::automatic) * cfg.n_layers;
       const double att_wmma = cuda_testing::time_attention(o.device, s.batch, s.query_rows, s.key_rows, cfg.n_heads,
                                                            cfg.n_kv_heads, hd, cuda_attention::tensor_core) *
                               cfg.n_layers;
-      const double gemms = (cuda_testing::time_gemm(o.device, R, dm, dm + 2 * kvd, true) +
-                            cuda_testing::time_gemm(o.device, R, dm, dm, true) +
-                            cuda_testing::time_gemm(o.device, R, dm, 2 * ff, false) +
-                            cuda_testing::time_gemm(o.device, R, ff, dm, true)) *
-                           cfg.n_layers;
-      const double head_s = cuda_testing::time_gemm(o.device, Mh, dm, cfg.vocab_size, true);
-      std::printf("| %d | %d | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", s.prompt, s.batch, s.kind.c_str(),
-                  s.seconds * 1e3, att * 1e3, att_wmma * 1e3, gemms * 1e3, head_s * 1e3,
-                  (s.seconds - att - gemms - head_s) * 1e3);
+      std::printf(" %.2f | %.2f | %.2f |\n", (s.seconds - gpu) * 1e3, att * 1e3, att_wmma * 1e3);
       std::fflush(stdout);
     }
   }

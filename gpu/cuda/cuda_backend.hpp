@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dls::gpu {
@@ -92,12 +93,20 @@ struct cuda_backend_options {
   /// LLaDA-8B step is ~450 kernel launches, which otherwise cost more host time than a
   /// reuse step's GPU time.
   bool graphs = true;
+  /// Time every phase of each forward() with CUDA events (eager, no graphs); read the last
+  /// step's times with cuda_step_phases(). For diagnosis: the events cost a little time.
+  bool profile_phases = false;
 };
 
 /// A backend on the weights' device. For world > 1, every rank calls forward() on the same
 /// batch at the same time from its own thread (as with the CPU backend).
 std::unique_ptr<backend> make_cuda_backend(std::shared_ptr<const cuda_weights> w,
                                            const cuda_backend_options& options = {});
+/// The last forward()'s GPU time per phase (embed, norms, GEMMs, RoPE, attention, SwiGLU,
+/// all-reduce, head, proposals), in seconds, summed over layers, in forward order. Empty unless
+/// `b` is a CUDA backend made with profile_phases.
+std::vector<std::pair<std::string, double>> cuda_step_phases(const backend& b);
+
 /// Convenience: uploads `m` to `device` first.
 std::unique_ptr<backend> make_cuda_backend(const model& m, int device, const cuda_backend_options& options = {});
 

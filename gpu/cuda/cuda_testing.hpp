@@ -56,10 +56,6 @@ double measure_gemm_bf16_flops(int device, int n = 8192, int reps = 20);
 double time_attention(int device, int items, int q_rows, int k_rows, int heads, int kv_heads, int hd,
                       cuda_attention impl, int max_splits = 16, int reps = 10);
 
-/// Seconds (best of `reps`) of one backend GEMM Y[rows, out] = X[rows, in] W^T, bf16 inputs,
-/// f32 or bf16 output.
-double time_gemm(int device, int rows, int in, int out, bool f32_out, int reps = 10);
-
 /// Best measured device-to-device cudaMemcpy bandwidth, counting read + write (2 x bytes per
 /// copy, as CUDA's bandwidthTest does), in bytes/s.
 double measure_copy_bytes_per_s(int device, std::size_t bytes = std::size_t{1} << 30, int reps = 20);

@@ -16,7 +16,7 @@ struct item_desc {
   bf16* v = nullptr;
 };
 
-/// A tile of up to attention_rows query rows of one item, starting at item row t0.
+/// A tile of up to attention_tile_rows() query rows of one item, starting at item row t0.
 struct tile_desc {
   int32_t item = 0, t0 = 0;
 };
@@ -43,6 +43,10 @@ enum class attention_impl : uint8_t { mma, tensor_core, scalar };
 
 /// Whether the mma kernel supports this head dim (32, 64, 96, 128).
 bool mma_head_dim(int hd);
+/// Query rows per attention tile: 32 (a 2-warp mma block) when every item of the launch has at
+/// most 32 query rows, as in reuse steps of 32-token blocks, so no warp idles on padding and
+/// more blocks fit an SM; else attention_rows (64).
+int attention_tile_rows(attention_impl impl, int max_query_rows);
 /// Whether the WMMA kernel supports this head dim (32, 64, 128).
 bool tensor_core_head_dim(int hd);
 /// Whether the scalar kernel supports it (even, <= 256).
@@ -78,13 +82,14 @@ __device__ __forceinline__ void key_range(int L, int splits, int split, int& kb,
 /// at `layer`. qb, out: [R, heads*hd] bf16. With splits > 1 the key range is split and the
 /// partial results (part_o: [splits][R][heads*hd] f32, part_ml: [splits][R][heads][2]) are
 /// combined by a second kernel.
-void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
-               int heads, int kv_heads, int hd, int splits, attention_impl impl, float* part_o, float* part_ml,
-               bf16* out, cudaStream_t s);
+/// `tile_rows` is the tiles' row count (attention_tile_rows()).
+void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int tile_rows, int layer,
+               int rows, int heads, int kv_heads, int hd, int splits, attention_impl impl, float* part_o,
+               float* part_ml, bf16* out, cudaStream_t s);
 /// The mma kernel alone (attention() dispatches here, then combines the splits).
-void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int layer, int rows,
-                   int heads, int kv_heads, int hd, int splits, float* part_o, float* part_ml, bf16* out,
-                   cudaStream_t s);
+void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tiles, int n_tiles, int tile_rows,
+                   int layer, int rows, int heads, int kv_heads, int hd, int splits, float* part_o, float* part_ml,
+                   bf16* out, cudaStream_t s);
 /// Raises a kernel's dynamic shared memory limit, once per kernel and device.
 void allow_dynamic_smem(const void* kernel, std::size_t bytes);
 
@@ -93,9 +98,10 @@ void allow_dynamic_smem(const void* kernel, std::size_t bytes);
 void gemm_xwt(cublasHandle_t blas, const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y,
               cudaDataType yt, int ldy);
 
-/// Key-range splits for a launch of n_tiles x heads blocks: enough blocks for about two per
-/// SM, at least 256 keys per split, at most max_splits.
-int choose_kv_splits(int n_tiles, int heads, int max_l, int sm_count, int max_splits);
+/// Key-range splits for a launch of n_tiles x heads blocks: enough blocks for about four per
+/// SM with 32-row tiles and two with 64-row tiles, at least 256 keys per split, at most
+/// max_splits.
+int choose_kv_splits(int n_tiles, int tile_rows, int heads, int max_l, int sm_count, int max_splits);
 
 /// a[r][j] = bf16(silu(g[r][j]) * u[r][j]) for rows r < rows and columns j < cols, each matrix
 /// with its own row stride (a may alias g).

@@ -189,13 +189,16 @@ std::vector<float> attention(int device, const std::vector<float>& q, const std:
     it.k = kc.back().as<bf16>();
     it.v = vc.back().as<bf16>();
     items.push_back(it);
-    for (int t0 = 0; t0 < tq[i]; t0 += cuda::attention_rows) tiles.push_back({static_cast<int32_t>(i), t0});
     R += tq[i];
     max_l = std::max(max_l, tk[i]);
   }
   if (q.size() != static_cast<std::size_t>(R) * qs) throw std::invalid_argument("attention: q size");
   const cuda::attention_impl which = resolve(impl, hd);
-  if (splits <= 0) splits = cuda::choose_kv_splits(static_cast<int>(tiles.size()), heads, max_l, ctx.sm_count, 16);
+  const int tile_rows = cuda::attention_tile_rows(which, *std::max_element(tq.begin(), tq.end()));
+  for (std::size_t i = 0; i < n; ++i)
+    for (int t0 = 0; t0 < tq[i]; t0 += tile_rows) tiles.push_back({static_cast<int32_t>(i), t0});
+  if (splits <= 0)
+    splits = cuda::choose_kv_splits(static_cast<int>(tiles.size()), tile_rows, heads, max_l, ctx.sm_count, 16);
   auto dq = upload_bf16(ctx, q);
   auto ditems = upload(ctx, items);
   auto dtiles = upload(ctx, tiles);
@@ -207,7 +210,7 @@ std::vector<float> attention(int device, const std::vector<float>& q, const std:
     pml = device_buffer(ctx.pool, static_cast<std::size_t>(splits) * Rz * heads * 2 * sizeof(float));
   }
   cuda::attention(dq.as<bf16>(), ditems.as<cuda::item_desc>(), dtiles.as<cuda::tile_desc>(),
-                  static_cast<int>(tiles.size()), 0, R, heads, kv_heads, hd, splits, which, po.as<float>(),
+                  static_cast<int>(tiles.size()), tile_rows, 0, R, heads, kv_heads, hd, splits, which, po.as<float>(),
                   pml.as<float>(), out.as<bf16>(), ctx.stream);
   return download_bf16(ctx, out, Rz * qs);
 }
@@ -277,6 +280,8 @@ double time_attention(int device, int items, int q_rows, int k_rows, int heads, 
   cuda::fill_uniform_bf16(v.as<bf16>(), static_cast<std::size_t>(items) * kv_elems, 4, 1.0f, ctx.stream);
   std::vector<cuda::item_desc> desc;
   std::vector<cuda::tile_desc> tiles;
+  const cuda::attention_impl which = resolve(impl, hd);
+  const int tile_rows = cuda::attention_tile_rows(which, q_rows);
   for (int i = 0; i < items; ++i) {
     cuda::item_desc it;
     it.q_off = i * q_rows;
@@ -286,10 +291,11 @@ double time_attention(int device, int items, int q_rows, int k_rows, int heads, 
     it.k = k.as<bf16>() + static_cast<std::size_t>(i) * kv_elems;
     it.v = v.as<bf16>() + static_cast<std::size_t>(i) * kv_elems;
     desc.push_back(it);
-    for (int t0 = 0; t0 < q_rows; t0 += cuda::attention_rows) tiles.push_back({i, t0});
+    for (int t0 = 0; t0 < q_rows; t0 += tile_rows) tiles.push_back({i, t0});
   }
   const int R = items * q_rows;
-  const int splits = cuda::choose_kv_splits(static_cast<int>(tiles.size()), heads, k_rows, ctx.sm_count, max_splits);
+  const int splits =
+      cuda::choose_kv_splits(static_cast<int>(tiles.size()), tile_rows, heads, k_rows, ctx.sm_count, max_splits);
   device_buffer q(ctx.pool, static_cast<std::size_t>(R) * qs * sizeof(bf16));
   cuda::fill_uniform_bf16(q.as<bf16>(), static_cast<std::size_t>(R) * qs, 5, 1.0f, ctx.stream);
   device_buffer out(ctx.pool, static_cast<std::size_t>(R) * qs * sizeof(bf16));
@@ -300,25 +306,10 @@ double time_attention(int device, int items, int q_rows, int k_rows, int heads, 
   }
   auto ditems = upload(ctx, desc);
   auto dtiles = upload(ctx, tiles);
-  const cuda::attention_impl which = resolve(impl, hd);
   return best_time(ctx.stream, reps, [&] {
     cuda::attention(q.as<bf16>(), ditems.as<cuda::item_desc>(), dtiles.as<cuda::tile_desc>(),
-                    static_cast<int>(tiles.size()), 0, R, heads, kv_heads, hd, splits, which, po.as<float>(),
+                    static_cast<int>(tiles.size()), tile_rows, 0, R, heads, kv_heads, hd, splits, which, po.as<float>(),
                     pml.as<float>(), out.as<bf16>(), ctx.stream);
-  });
-}
-
-double time_gemm(int device, int rows, int in, int out, bool f32_out, int reps) {
-  device_context ctx(device);
-  cuda::device_guard guard(device);
-  const std::size_t nx = static_cast<std::size_t>(rows) * in, nw = static_cast<std::size_t>(out) * in;
-  device_buffer x(ctx.pool, nx * sizeof(bf16)), w(ctx.pool, nw * sizeof(bf16));
-  device_buffer y(ctx.pool, static_cast<std::size_t>(rows) * out * (f32_out ? sizeof(float) : sizeof(bf16)));
-  cuda::fill_uniform_bf16(x.as<bf16>(), nx, 6, 1.0f, ctx.stream);
-  cuda::fill_uniform_bf16(w.as<bf16>(), nw, 7, 0.02f, ctx.stream);
-  return best_time(ctx.stream, reps, [&] {
-    cuda::gemm_xwt(ctx.blas, x.as<bf16>(), rows, in, in, w.as<bf16>(), out, in, y.get(),
-                   f32_out ? CUDA_R_32F : CUDA_R_16BF, out);
   });
 }
 

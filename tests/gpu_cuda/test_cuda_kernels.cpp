@@ -16,7 +16,8 @@ namespace ct = dls::gpu::cuda_testing;
 DLS_CUDA_TEST_MAIN(1)
 
 BOOST_AUTO_TEST_CASE(rmsnorm_matches_cpu) {
-  for (auto [rows, d] : std::vector<std::pair<int, int>>{{1, 32}, {7, 128}, {33, 4096}, {3, 1000}}) {
+  // Vectorised kernel (d % 4 == 0, 1 to 8 float4 per thread) and the scalar one (d = 1002).
+  for (auto [rows, d] : std::vector<std::pair<int, int>>{{1, 32}, {7, 128}, {33, 4096}, {3, 1000}, {2, 8192}, {2, 1002}}) {
     for (bool with_add : {false, true}) {
       const std::size_t n = static_cast<std::size_t>(rows) * d;
       auto x = randn(n, 11 + rows, 2.0f), w = randn(static_cast<std::size_t>(d), 12 + d);
@@ -122,6 +123,9 @@ BOOST_AUTO_TEST_CASE(attention_matches_cpu) {
       {2, 2, 128, {{32, 300}, {1, 1}, {100, 2304}}},
       {8, 2, 64, {{17, 200}}},
       {4, 2, 128, {{33, 1000}, {64, 77}, {130, 65}}},
+      // Reuse-step shapes (every item <= 32 query rows): the mma kernel's 2-warp tiles.
+      {4, 4, 128, {{32, 700}, {8, 64}, {32, 1500}}},
+      {4, 4, 32, {{32, 96}, {3, 40}}},
   };
   for (const auto& c : tc_cases)
     for (auto impl : {cuda_attention::mma, cuda_attention::tensor_core, cuda_attention::scalar})
@@ -135,7 +139,8 @@ BOOST_AUTO_TEST_CASE(attention_matches_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(swiglu_matches_cpu) {
-  for (std::size_t n : {std::size_t{1000}, std::size_t{3} * 12288}) {
+  // 16-byte vectors (n % 8 == 0) and the element-wise fallback (n = 1001).
+  for (std::size_t n : {std::size_t{1000}, std::size_t{1001}, std::size_t{3} * 12288}) {
     auto g = round_bf16(randn(n, 51, 3.0f)), u = round_bf16(randn(n, 52));
     auto got = ct::swiglu(0, g, u);
     auto ref = g;

@@ -9,6 +9,9 @@
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
 
+#include <algorithm>
+#include <string>
+
 using namespace dls::gpu;
 using namespace dls_test;
 
@@ -220,6 +223,39 @@ BOOST_AUTO_TEST_CASE(graph_replay_is_bitwise_the_eager_step) {
       ++steps;
     }
     BOOST_TEST(steps > 2u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(phase_profile_times_every_phase_and_changes_no_result) {
+  cuda_backend_options o;
+  o.profile_phases = true;
+  auto prof = make_cuda_backend(device_weights(), o);
+  auto plain = gpu();
+  BOOST_TEST(cuda_step_phases(*plain).empty());
+  canvas c = start(fixture().prompts[0], params(cache_mode::dual));
+  auto cp = prof->make_cache();
+  auto cq = plain->make_cache();
+  std::vector<std::vector<row_proposal>> pp, pq;
+  const step_plan p = c.next_step();
+  prof->forward({{&c, p, cp.get()}}, pp);
+  plain->forward({{&c, p, cq.get()}}, pq);
+  const auto phases = cuda_step_phases(*prof);
+  double total = 0;
+  std::vector<std::string> names;
+  for (const auto& [n, t] : phases) {
+    names.push_back(n);
+    BOOST_TEST(t > 0.0);
+    total += t;
+  }
+  for (const char* want : {"embed", "rmsnorm", "qkv gemm", "rope+kv", "attention", "o gemm", "gate/up gemm", "swiglu",
+                           "down gemm", "head", "propose"})
+    BOOST_TEST((std::find(names.begin(), names.end(), want) != names.end()), want);
+  BOOST_TEST(total < 10.0);
+  BOOST_REQUIRE_EQUAL(pp.size(), pq.size());
+  BOOST_REQUIRE_EQUAL(pp[0].size(), pq[0].size());
+  for (std::size_t j = 0; j < pp[0].size(); ++j) {
+    BOOST_TEST(pp[0][j].token == pq[0][j].token);
+    BOOST_TEST(pp[0][j].confidence == pq[0][j].confidence);
   }
 }
 
