@@ -52,7 +52,7 @@ gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "$DEVICE" 2>/dev
 profile="$OUT/step_cost_${gpu_name:-cuda}_llada8b.yaml"
 bench_rc=0
 timeout 200 "$BUILD/gpu/cuda/bench_cuda_step" --device "$DEVICE" --prompts 512,1024,2048 --gen 256 --block 32 \
-  --batches 1,8 --reps 5 --profile "$profile" 2>&1 | tee "$OUT/bench.txt" || bench_rc=$?
+  --batches 1,8 --reps 9 --breakdown --profile "$profile" 2>&1 | tee "$OUT/bench.txt" || bench_rc=$?
 
 stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc"
 echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"))"

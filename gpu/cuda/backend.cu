@@ -171,6 +171,10 @@ class cuda_backend final : public backend {
     const std::size_t d = static_cast<std::size_t>(c.d_model), kv = static_cast<std::size_t>(c.kv_dim()),
                       qrows = static_cast<std::size_t>(c.n_heads) * static_cast<std::size_t>(hd_),
                       ff = static_cast<std::size_t>(c.mlp_hidden);
+    // Without TP the o and down GEMMs add their output to the residual stream in their
+    // epilogue (beta = 1), saving a pass of the norm kernels over f32 rows; a TP rank's output
+    // is a partial sum that must be all-reduced first.
+    residual_in_gemm_ = s.world == 1;
     fused_qkv_ = sl_.heads == c.n_heads && sl_.kv_heads == c.n_kv_heads;
     fused_gate_up_ = sl_.f0 == 0 && sl_.f1 == c.mlp_hidden;
     for (const auto& l : w_->layers) {
@@ -374,11 +378,12 @@ class cuda_backend final : public backend {
   }
 
   void gemm(const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y, cudaDataType yt,
-            int ldy) {
-    cuda::gemm_xwt(ctx_->blas, x, rows, in, ldx, w, out, ldw, y, yt, ldy);
+            int ldy, bool accumulate = false) {
+    cuda::gemm_xwt(ctx_->blas, x, rows, in, ldx, w, out, ldw, y, yt, ldy, accumulate);
   }
 
   void reduce(float* y, std::size_t n) {
+    // residual_in_gemm_ is false whenever this sums: each rank's partial output goes to y.
     if (opt_.shard.world > 1) cuda::nccl_sum(*opt_.group, opt_.shard.rank, y, n, ctx_->stream);
   }
 
@@ -400,8 +405,9 @@ class cuda_backend final : public backend {
     bf16* gu = gu_.as<bf16>();
     for (int l = 0; l < c.n_layers; ++l) {
       const auto& w = w_->layers[static_cast<std::size_t>(l)];
-      // The previous layer's MLP output joins the residual stream here.
-      cuda::add_rmsnorm(x, l == 0 ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
+      // The previous layer's MLP output joins the residual stream here (or already did, in
+      // the down GEMM's epilogue).
+      cuda::add_rmsnorm(x, l == 0 || residual_in_gemm_ ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
       mark(ph_norm);
       if (fused_qkv_) {
         gemm(h, R, d, d, w.q, ldqkv, d, q, CUDA_R_32F, ldqkv);
@@ -417,11 +423,12 @@ class cuda_backend final : public backend {
       cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, tile_rows_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
                       part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
       mark(ph_attention);
-      gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, y, CUDA_R_32F, d);
+      gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, residual_in_gemm_ ? x : y,
+           CUDA_R_32F, d, residual_in_gemm_);
       mark(ph_o);
       reduce(y, static_cast<std::size_t>(R) * d);
       mark(ph_allreduce);
-      cuda::add_rmsnorm(x, y, w.ff_norm, h, R, d, c.rms_eps, s);
+      cuda::add_rmsnorm(x, residual_in_gemm_ ? nullptr : y, w.ff_norm, h, R, d, c.rms_eps, s);
       mark(ph_norm);
       if (fused_gate_up_) {
         gemm(h, R, d, d, w.gate, ldgu, d, gu, CUDA_R_16BF, ldgu);
@@ -432,19 +439,22 @@ class cuda_backend final : public backend {
       mark(ph_gate_up);
       cuda::swiglu(gu, ldgu, gu + fs, ldgu, gu, ldgu, R, fs, s);
       mark(ph_swiglu);
-      gemm(gu, R, fs, ldgu, w.down + sl_.f0, d, c.mlp_hidden, y, CUDA_R_32F, d);
+      gemm(gu, R, fs, ldgu, w.down + sl_.f0, d, c.mlp_hidden, residual_in_gemm_ ? x : y, CUDA_R_32F, d,
+           residual_in_gemm_);
       mark(ph_down);
       reduce(y, static_cast<std::size_t>(R) * d);
       mark(ph_allreduce);
     }
-    // y still holds the last MLP output; run_head adds it to the rows it reads.
+    // Unless the down GEMM added it to x, y still holds the last MLP output; run_head adds it to
+    // the rows it reads.
   }
 
   // Final norm of x + y on the logit rows, then the LM head (full vocabulary on every rank).
   void run_head(int M) {
     const auto& c = w_->config;
     const int d = c.d_model;
-    cuda::gather_rmsnorm(x_.as<float>(), c.n_layers > 0 ? y_.as<float>() : nullptr, desc_i32(off_src_), M, w_->ln_f,
+    cuda::gather_rmsnorm(x_.as<float>(), c.n_layers > 0 && !residual_in_gemm_ ? y_.as<float>() : nullptr,
+                         desc_i32(off_src_), M, w_->ln_f,
                          z_.as<bf16>(), d, c.rms_eps, ctx_->stream);
     gemm(z_.as<bf16>(), M, d, d, w_->head, c.vocab_size, d, logits_.get(), CUDA_R_32F, c.vocab_size);
     mark(ph_head);
@@ -581,7 +591,7 @@ class cuda_backend final : public backend {
   int hd_ = 0;
   shard_slice sl_;  // this rank's heads and MLP columns
   int rows_ = 0, n_tiles_ = 0, tile_rows_ = cuda::attention_rows, splits_ = 1;
-  bool fused_qkv_ = false, fused_gate_up_ = false;
+  bool fused_qkv_ = false, fused_gate_up_ = false, residual_in_gemm_ = false;
   std::map<graph_key, cudaGraphExec_t> graphs_;
   bool graphs_failed_ = false;
 

@@ -651,10 +651,10 @@ void attention(const bf16* qb, const item_desc* items, const tile_desc* tiles, i
 }
 
 void gemm_xwt(cublasHandle_t blas, const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y,
-              cudaDataType yt, int ldy) {
+              cudaDataType yt, int ldy, bool accumulate) {
   if (rows == 0 || out == 0) return;
   // Column-major cuBLAS sees row-major W as W^T and Y as Y^T: Y^T = op_T(W^T) X^T.
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   DLS_CUDA(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF, ldw, x, CUDA_R_16BF,
                         ldx, &beta, y, yt, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }

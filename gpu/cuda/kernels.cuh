@@ -93,10 +93,11 @@ void attention_mma(const bf16* qb, const item_desc* items, const tile_desc* tile
 /// Raises a kernel's dynamic shared memory limit, once per kernel and device.
 void allow_dynamic_smem(const void* kernel, std::size_t bytes);
 
-/// Y[rows, out] = X[rows, in] W^T with W row-major [out, in] (leading dim ldw, so a shard can
-/// pass a slice of the full weight): bf16 inputs, fp32 accumulation, output type `yt`.
+/// Y[rows, out] = X[rows, in] W^T (+ Y when accumulate) with W row-major [out, in] (leading
+/// dim ldw, so a shard can pass a slice of the full weight): bf16 inputs, fp32 accumulation,
+/// output type `yt`.
 void gemm_xwt(cublasHandle_t blas, const bf16* x, int rows, int in, int ldx, const bf16* w, int out, int ldw, void* y,
-              cudaDataType yt, int ldy);
+              cudaDataType yt, int ldy, bool accumulate = false);
 
 /// Key-range splits for a launch of n_tiles x heads blocks: enough blocks for about four per
 /// SM with 32-row tiles and two with 64-row tiles, at least 256 keys per split, at most
