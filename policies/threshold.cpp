@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace dls::policy {
 
@@ -35,7 +36,99 @@ double work_s(const request_view& r, double tau, const marginal_cost& m, const q
   return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
 }
 
+// Misses even alone at tau_min: left out of the cap's test, served last by the budget.
+bool hopeless(const request_view& r, const marginal_cost& m, double now, const quality_model& q,
+              double step_s, const threshold_config& cfg) {
+  const double budget = r.deadline_s - now;
+  return work_s(r, cfg.tau_min, m, q) > budget ||
+         remaining_steps(r, cfg.tau_min, q).total() * step_s > budget;
+}
+
+// Limits each request's change from its current tau to `tau_out` by the ledger's credit and
+// moves the reservations: raises (refunds) first, then lowerings for on-time requests in
+// deadline order, hopeless ones last; each goes to the lowest level in [target, current) it
+// can afford, or stays where it is.
+void spend_budget(const std::vector<request_view>& reqs, const std::vector<marginal_cost>& marg,
+                  double now, const quality_model& q, double step_s, const threshold_config& cfg,
+                  const std::vector<double>& levels, std::vector<double>& tau_out,
+                  accuracy_ledger& ledger) {
+  constexpr double eps = 1e-12;
+  std::vector<std::pair<int, int>> lower;  // (hopeless, index)
+  for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const auto& r = reqs[ui];
+    if (tau_out[ui] >= r.tau - eps)
+      ledger.reserved += ledger.planned(r, tau_out[ui], q) - ledger.planned(r, r.tau, q);
+    else
+      lower.push_back({hopeless(r, marg[ui], now, q, step_s, cfg) ? 1 : 0, i});
+  }
+  std::sort(lower.begin(), lower.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    const auto& ra = reqs[static_cast<std::size_t>(a.second)];
+    const auto& rb = reqs[static_cast<std::size_t>(b.second)];
+    return ra.deadline_s != rb.deadline_s ? ra.deadline_s < rb.deadline_s : ra.id < rb.id;
+  });
+  // Breadth first: every request that wants it goes down one level before any goes down two.
+  // A level saves fewer steps per point of accuracy the lower it is (tokens per step is
+  // concave in the loss on the shipped curve), so spreading the credit buys the most steps.
+  std::vector<double> target(reqs.size());
+  for (const auto& li : lower) {
+    const auto ui = static_cast<std::size_t>(li.second);
+    target[ui] = tau_out[ui];
+    tau_out[ui] = reqs[ui].tau;
+  }
+  for (double t : levels) {
+    for (const auto& li : lower) {
+      const auto ui = static_cast<std::size_t>(li.second);
+      const auto& r = reqs[ui];
+      if (t >= tau_out[ui] - eps || t < target[ui] - eps) continue;
+      const double extra = ledger.planned(r, t, q) - ledger.planned(r, tau_out[ui], q);
+      if (extra > ledger.credit() + eps) continue;
+      ledger.reserved += extra;
+      tau_out[ui] = t;
+    }
+  }
+}
+
 }  // namespace
+
+double accuracy_loss(const quality_model& q, double tau, double tau_ref) {
+  return std::max(0.0, q.accuracy(tau_ref) - q.accuracy(tau));
+}
+
+int uncommitted_tokens(const request_view& r) {
+  int left = r.gen_len - r.blocks_done * r.block_len;
+  if (r.steps_in_block > 0) left -= r.block_len - r.masks_left_in_block;
+  return std::max(0, left);
+}
+
+double accuracy_ledger::planned(const request_view& r, double tau, const quality_model& q) const {
+  if (r.gen_len <= 0) return 0.0;
+  return static_cast<double>(uncommitted_tokens(r)) / r.gen_len * accuracy_loss(q, tau, tau_ref);
+}
+
+void accuracy_ledger::enter(const request_view& r, const quality_model& q) {
+  if (!enabled()) return;
+  reserved += planned(r, r.tau, q);
+}
+
+void accuracy_ledger::finish() {
+  if (!enabled()) return;
+  earned += budget;
+  finished += 1;
+}
+
+void accuracy_ledger::commit(const request_view& r, int tokens, double tau, const quality_model& q) {
+  if (!enabled() || r.gen_len <= 0) return;
+  const double x = static_cast<double>(tokens) / r.gen_len * accuracy_loss(q, tau, tau_ref);
+  spent += x;
+  reserved -= x;
+}
+
+void accuracy_ledger::leave(const request_view& r, const quality_model& q) {
+  if (!enabled()) return;
+  reserved -= planned(r, r.tau, q);
+}
 
 double tau_from_slack(const request_view& r, double now, const quality_model& q, double step_s,
                       const threshold_config& cfg) {
@@ -52,10 +145,7 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
   order.reserve(reqs.size());
   for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
     const auto& r = reqs[static_cast<std::size_t>(i)];
-    const double budget = r.deadline_s - now;
-    const bool hopeless = work_s(r, cfg.tau_min, marg[static_cast<std::size_t>(i)], q) > budget ||
-                          remaining_steps(r, cfg.tau_min, q).total() * step_s > budget;
-    if (hopeless)
+    if (hopeless(r, marg[static_cast<std::size_t>(i)], now, q, step_s, cfg))
       ++res.excluded;
     else
       order.push_back(i);
@@ -94,12 +184,14 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
 cap_result control_group(const std::vector<request_view>& reqs,
                          const std::vector<marginal_cost>& marg, double now,
                          const quality_model& q, double step_s, const threshold_config& cfg,
-                         std::vector<double>& tau_out) {
+                         std::vector<double>& tau_out, accuracy_ledger* ledger) {
   tau_out.resize(reqs.size());
   const auto levels = tau_levels(cfg);
   for (std::size_t i = 0; i < reqs.size(); ++i) tau_out[i] = pick_tau(reqs[i], now, q, step_s, cfg, levels);
   auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg);
   for (auto& t : tau_out) t = std::min(t, cap.cap);
+  if (ledger && ledger->enabled())
+    spend_budget(reqs, marg, now, q, step_s, cfg, levels, tau_out, *ledger);
   return cap;
 }
 

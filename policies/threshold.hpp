@@ -13,6 +13,18 @@
 // The cap is the highest level c whose count of infeasible prefixes equals the count at
 // tau_min: lowering tau further rescues nobody. Requests that miss even alone at tau_min are
 // left out of the test, so one hopeless request cannot drag everyone's tau down.
+//
+// Accuracy budget (optional, accuracy_budget = b >= 0): a quality SLO on the mean expected
+// accuracy loss per request against tau_max, loss(tau) = acc(tau_max) - acc(tau). A ledger
+// (accuracy_ledger, running state owned by the caller) earns b once per request that
+// finishes and charges the c tokens a step commits for a request with G answer tokens
+// c / G x loss(tau); the tau a request is planned to run at reserves the loss of its
+// uncommitted tokens. A lowering that would overdraw the credit (earned - spent - reserved)
+// is cut back to the lowest affordable level, so spent + reserved <= b x finished holds at
+// every moment: the mean loss over the requests finished so far never exceeds b, and
+// neither does the final mean. Raises (refunds) are applied first, then lowerings breadth
+// first (every request that wants it goes one level down before any goes two), within a
+// level on-time requests by deadline (EDF) and hopeless ones last.
 #include "policies/predict.hpp"
 #include "policies/quality.hpp"
 #include "policies/snapshot.hpp"
@@ -27,6 +39,36 @@ struct threshold_config {
   double tau_step = 0.05;
   bool per_request = true;   // false: every request keeps tau_max (before the cap)
   bool load_cap = true;
+  // Mean expected accuracy loss per request against tau_max that tau control may spend
+  // (fraction: 0.01 = one point); < 0: no budget, tau_min alone bounds the loss.
+  double accuracy_budget = -1;
+};
+
+/// Expected accuracy lost by running at `tau` instead of `tau_ref` (>= 0).
+double accuracy_loss(const quality_model& q, double tau, double tau_ref);
+
+/// Answer tokens of the request not committed yet (its whole gen_len before it starts).
+int uncommitted_tokens(const request_view& r);
+
+/// The accuracy budget's running state (see above). Pure data: the caller owns it and calls
+/// enter() for each request that arrives, commit() for each step's committed tokens,
+/// finish() for each request that finishes and leave() for one that leaves unfinished
+/// (dropped); control_group() moves the reservations.
+struct accuracy_ledger {
+  double budget = -1;      // threshold_config::accuracy_budget; < 0: unlimited
+  double tau_ref = 0.9;    // threshold_config::tau_max
+  double earned = 0;       // budget x finished
+  double spent = 0;        // loss of committed tokens (sum over requests of c / G x loss)
+  double reserved = 0;     // planned loss of uncommitted tokens at each request's current tau
+  double finished = 0;
+  bool enabled() const { return budget >= 0; }
+  double credit() const { return earned - spent - reserved; }
+  /// Planned loss of the request's uncommitted tokens at `tau`.
+  double planned(const request_view& r, double tau, const quality_model& q) const;
+  void enter(const request_view& r, const quality_model& q);
+  void commit(const request_view& r, int tokens, double tau, const quality_model& q);
+  void finish();
+  void leave(const request_view& r, const quality_model& q);
 };
 
 /// Levels from tau_max down to tau_min in tau_step steps (tau_min always included).
@@ -48,10 +90,12 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
                     const std::vector<marginal_cost>& marg, double now, const quality_model& q,
                     double step_s, const threshold_config& cfg);
 
-/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request.
+/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request. With a
+/// ledger whose budget is enabled, the change from each request's current tau (`reqs[i].tau`)
+/// to that target is then limited by the credit, and the ledger's reservations follow.
 cap_result control_group(const std::vector<request_view>& reqs,
                          const std::vector<marginal_cost>& marg, double now,
                          const quality_model& q, double step_s, const threshold_config& cfg,
-                         std::vector<double>& tau_out);
+                         std::vector<double>& tau_out, accuracy_ledger* ledger = nullptr);
 
 }  // namespace dls::policy

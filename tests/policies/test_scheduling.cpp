@@ -242,4 +242,116 @@ BOOST_AUTO_TEST_CASE(hopeless_requests_do_not_drag_the_cap_down) {
   BOOST_TEST(cap.cap == 0.9);
 }
 
+// Accuracy budget (Fast-dLLM curve): loss against tau 0.9 is 0.75 points at 0.85, 1.5 at 0.8,
+// 2.2 at 0.75 and 2.9 at 0.7.
+BOOST_AUTO_TEST_CASE(accuracy_loss_and_uncommitted_tokens) {
+  auto q = test::fastdllm_quality();
+  BOOST_TEST(policy::accuracy_loss(q, 0.9, 0.9) == 0.0);
+  BOOST_TEST(policy::accuracy_loss(q, 0.85, 0.9) == 0.0075, tt::tolerance(1e-9));
+  BOOST_TEST(policy::accuracy_loss(q, 0.8, 0.9) == 0.015, tt::tolerance(1e-9));
+  BOOST_TEST(policy::accuracy_loss(q, 0.7, 0.9) == 0.029, tt::tolerance(1e-9));
+  BOOST_TEST(policy::accuracy_loss(q, 1.0, 0.9) == 0.0);  // never negative
+  auto r = test::request(1, 0, 1, 100, 96);
+  BOOST_TEST(policy::uncommitted_tokens(r) == 96);
+  r.blocks_done = 1;  // block 2 not started
+  BOOST_TEST(policy::uncommitted_tokens(r) == 64);
+  r.steps_in_block = 2;  // block 2 started, 12 masks left
+  r.masks_left_in_block = 12;
+  BOOST_TEST(policy::uncommitted_tokens(r) == 44);
+}
+
+BOOST_AUTO_TEST_CASE(ledger_reserves_charges_and_releases) {
+  auto q = test::fastdllm_quality();
+  policy::accuracy_ledger led;
+  led.budget = 0.01;
+  auto r = test::request(1, 0, 1, 100, 64, 0.8);
+  led.enter(r, q);  // planned: all 64 tokens at 0.8
+  BOOST_TEST(led.reserved == 0.015, tt::tolerance(1e-12));
+  led.commit(r, 32, 0.8, q);  // half of it committed: moves from reserved to spent
+  BOOST_TEST(led.spent == 0.0075, tt::tolerance(1e-12));
+  BOOST_TEST(led.reserved == 0.0075, tt::tolerance(1e-12));
+  r.blocks_done = 1;
+  BOOST_TEST(led.planned(r, 0.8, q) == 0.0075, tt::tolerance(1e-12));
+  led.leave(r, q);  // dropped: the rest of its reservation is released
+  BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
+  led.finish();
+  BOOST_TEST(led.earned == 0.01, tt::tolerance(1e-12));
+  BOOST_TEST(led.credit() == 0.0025, tt::tolerance(1e-12));
+  policy::accuracy_ledger off;  // no budget: nothing is tracked
+  off.enter(r, q);
+  off.finish();
+  BOOST_TEST(!off.enabled());
+  BOOST_TEST(off.earned == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(budget_lowers_tau_only_while_credit_remains) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;  // 0.9 down to 0.7
+  cfg.accuracy_budget = 0.01;
+  policy::accuracy_ledger led;
+  led.budget = 0.01;
+  // Its slack asks for tau 0.7 (deadline already passed: fewest steps).
+  std::vector<policy::request_view> reqs{test::request(1, 0, 0.0, 100, 32)};
+  std::vector<policy::marginal_cost> marg(1, {0.001, 0.001});
+  std::vector<double> tau;
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.9);  // nothing finished yet: no credit, no loss
+  BOOST_TEST(led.reserved == 0.0);
+  led.finish();  // credit 0.01: 0.85 costs 0.0075, 0.8 costs 0.015
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.85);
+  BOOST_TEST(led.reserved == 0.0075, tt::tolerance(1e-12));
+  BOOST_TEST(led.credit() == 0.0025, tt::tolerance(1e-12));
+  reqs[0].tau = 0.85;
+  led.finish();  // credit 0.0125: 0.8 costs 0.0075 more, 0.75 0.0145 more
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.8);
+  BOOST_TEST(led.credit() == 0.005, tt::tolerance(1e-12));
+  BOOST_TEST(led.credit() >= 0.0);
+  // Slack back (deadline far away): tau returns to 0.9 and the whole reservation is refunded.
+  reqs[0].tau = 0.8;
+  reqs[0].deadline_s = 10.0;
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.9);
+  BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
+  BOOST_TEST(led.credit() == 0.02, tt::tolerance(1e-12));
+  // Without a ledger (or with a disabled one) the same request goes straight to 0.7.
+  reqs[0].tau = 0.9;
+  reqs[0].deadline_s = 0.0;
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau);
+  BOOST_TEST(tau[0] == 0.7);
+}
+
+BOOST_AUTO_TEST_CASE(budget_is_spent_breadth_first_in_deadline_order) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  cfg.accuracy_budget = 0.0075;
+  // Step 10 ms: 6.25 steps at 0.7 fit a 65-67 ms deadline, 6.84 at 0.75 do not, so each of
+  // these three asks for 0.7 and is not hopeless; request 4 is (its deadline has passed).
+  std::vector<policy::request_view> reqs{test::request(3, 0, 0.067, 100, 32), test::request(1, 0, 0.065, 100, 32),
+                                         test::request(4, 0, 0.0, 100, 32), test::request(2, 0, 0.066, 100, 32)};
+  std::vector<policy::marginal_cost> marg(reqs.size(), {0.0001, 0.0001});
+  std::vector<double> tau;
+  policy::accuracy_ledger led;
+  led.budget = cfg.accuracy_budget;
+  for (int i = 0; i < 3; ++i) led.finish();  // credit 0.0225: three steps to 0.85, or one to 0.75
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau == std::vector<double>({0.85, 0.85, 0.9, 0.85}), tt::per_element());
+  BOOST_TEST(led.credit() >= -1e-12);
+  // Credit for two: the two earliest deadlines get them; the hopeless request comes last.
+  policy::accuracy_ledger two;
+  two.budget = cfg.accuracy_budget;
+  two.finish();
+  two.finish();
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &two);
+  BOOST_TEST(tau == std::vector<double>({0.9, 0.85, 0.9, 0.85}), tt::per_element());
+  BOOST_TEST(two.credit() == 0.0, tt::tolerance(1e-12));
+  // Plenty of credit: everyone reaches the level it asked for.
+  policy::accuracy_ledger rich;
+  rich.budget = 1.0;
+  rich.finish();
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &rich);
+  BOOST_TEST(tau == std::vector<double>({0.7, 0.7, 0.7, 0.7}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

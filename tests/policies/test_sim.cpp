@@ -160,6 +160,21 @@ BOOST_AUTO_TEST_CASE(reconfiguring_policies_boot_in_the_forecast_layout) {
   BOOST_TEST(s.stats.boot_layout[0] == policy::partition(8, 1), tt::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(the_accuracy_budget_bounds_the_mean_loss) {
+  // Overloaded so that tau control wants tau_min (-2.9 points) for most requests: with a
+  // budget of 0.5 points the mean expected accuracy stays within it, without it it does not.
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  const auto reqs = sample_requests(2.0, c);
+  const double top = c.quality.accuracy(c.threshold.tau_max);
+  c.threshold.accuracy_budget = 0.005;
+  auto row = sim::summarize(run(c, reqs, "dilaserve"), "dilaserve", 2.0, 2.0);
+  BOOST_TEST(row.accuracy >= top - 0.005 - 1e-9);
+  BOOST_TEST(row.accuracy < top);  // it does spend the budget
+  c.threshold.accuracy_budget = -1;
+  row = sim::summarize(run(c, reqs, "dilaserve"), "dilaserve", 2.0, 2.0);
+  BOOST_TEST(row.accuracy < top - 0.005);
+}
+
 BOOST_AUTO_TEST_CASE(a_fixed_seed_reproduces_the_numbers_exactly) {
   auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
   const auto reqs = sample_requests(0.5, c);

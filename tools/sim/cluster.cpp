@@ -84,6 +84,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(t, "tau_min", c.threshold.tau_min);
   read(t, "tau_max", c.threshold.tau_max);
   read(t, "tau_step", c.threshold.tau_step);
+  read(t, "accuracy_budget", c.threshold.accuracy_budget);
   read(root["control"], "interval_s", c.control_interval_s);
 
   const auto r = root["reconfig"];
@@ -103,7 +104,15 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   c.reconfig.ref_tau = c.ref_tau;
   c.reconfig.max_batch = c.max_batch;
   c.reconfig.token_budget = c.token_budget;
-  c.reconfig.tau_levels = policy::tau_levels(c.threshold);
+  // The optimizer plans for sustained operation, so with an accuracy budget it plans only at
+  // levels whose loss the budget sustains for every request (tau control may go lower for a
+  // few requests while the budget has credit).
+  c.reconfig.tau_levels.clear();
+  for (double tau : policy::tau_levels(c.threshold))
+    if (c.threshold.accuracy_budget < 0 ||
+        policy::accuracy_loss(c.quality, tau, c.threshold.tau_max) <= c.threshold.accuracy_budget + 1e-12 ||
+        c.reconfig.tau_levels.empty())
+      c.reconfig.tau_levels.push_back(tau);
 
   const auto m = root["migration"];
   read(m, "interval_s", c.migration_interval_s);

@@ -117,6 +117,7 @@ class engine {
   run_config cfg_;
   policy::scheduler_config sched_;
   policy::threshold_config thr_;
+  policy::accuracy_ledger ledger_;  // the accuracy budget's running state (tau control)
   policy::reconfig_config rcfg_;
   policy::migration_config mcfg_;
   policy::batch_totals ref_batch_;

@@ -28,7 +28,7 @@ void engine::control(int gi) {
     std::vector<double> tau;
     policy::cap_result cap;
     stats_.control_policy_s += timed([&] {
-      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau);
+      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_);
     });
     ++stats_.control_decisions;
     g.tau_cap = cap.cap;

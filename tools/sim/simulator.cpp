@@ -23,6 +23,10 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   thr_ = c.threshold;
   thr_.per_request = p.tau_per_request;
   thr_.load_cap = p.tau_load_cap;
+  if (p.tau_per_request || p.tau_load_cap) {  // only tau control spends the accuracy budget
+    ledger_.budget = thr_.accuracy_budget;
+    ledger_.tau_ref = thr_.tau_max;
+  }
   rcfg_ = c.reconfig;
   rcfg_.slo_scale = cfg.slo_scale;
   mcfg_ = c.migration;
@@ -93,6 +97,7 @@ void engine::on_arrival(std::uint32_t id) {
   r.prompt_len = in.prompt_len;
   r.gen_len = in.gen_len;
   r.block_len = cl_.block_len;
+  ledger_.enter(r, cl_.quality);
   ++in_system_;
   const int g = pick_group();
   if (g < 0) {
@@ -136,6 +141,7 @@ void engine::start_step(int gi) {
       const double limit = r.arrival_s + cl_.drop_wait_factor * (r.deadline_s - r.arrival_s);
       if (now_ <= limit) return false;
       rt_[r.id].dropped = true;
+      ledger_.leave(r, cl_.quality);
       --in_system_;
       return true;
     });
@@ -205,6 +211,7 @@ void engine::commit(policy::request_view& r) {
   r.next_kind = policy::step_kind::reuse;
   rt.tokens += c;
   rt.acc_sum += c * cl_.quality.accuracy(r.tau);
+  ledger_.commit(r, c, r.tau, cl_.quality);
   rt.steps += 1;
   if (r.masks_left_in_block <= 0) {
     r.blocks_done += 1;
@@ -216,6 +223,7 @@ void engine::commit(policy::request_view& r) {
 
 void engine::finish_request(const policy::request_view& r) {
   rt_[r.id].finish_s = now_;
+  ledger_.finish();
   --in_system_;
 }
 
