@@ -98,10 +98,11 @@ void finish(req_ptr self, rt::answer a) {
 }
 
 // Resumes the request elsewhere from its last snapshot. Messages the old group may
-// still send carry the old epoch and are ignored. Idempotent while it waits.
-void replace(req_ptr self, const std::string& why) {
+// still send carry the old epoch and are ignored. Idempotent while it waits, unless
+// `again`: the placement it waits for went to a group that died too.
+void replace(req_ptr self, const std::string& why, bool again = false) {
   auto& st = self->state;
-  if (st.done || st.status == "REPLACING") return;
+  if (st.done || (st.status == "REPLACING" && !again)) return;
   ++st.epoch;
   ++st.moves;
   st.status = "REPLACING";
@@ -206,10 +207,15 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         a.group = self->state.group;
         finish(self, std::move(a));
       },
-      // Its group's node died: resume elsewhere from the last snapshot.
-      [=](rt::replace_atom, const std::string& node) {
-        // QUEUED: its admission to a group on that node was still in flight.
-        if (self->state.node == node || self->state.status == "QUEUED") replace(self, "node '" + node + "' died");
+      // The node of the group of its placement `epoch` died (the group it runs on, or one
+      // whose admission of it was still in flight): resume elsewhere from the last
+      // snapshot. An older epoch is a placement it already left. While REPLACING, the
+      // supervisor picked a group of a node whose death it had not heard of yet, and it
+      // forgets that placement when it tells us: ignoring this would lose the request.
+      [=](rt::replace_atom, const std::string& node, uint32_t epoch) {
+        const auto& st = self->state;
+        if (epoch != st.epoch) return;
+        replace(self, "node '" + node + "' died", st.status == "REPLACING");
       },
   };
 }

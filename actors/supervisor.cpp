@@ -32,7 +32,12 @@ struct supervisor_state {
   caf::actor core;
   rt::engine_defaults defaults;
   std::map<std::string, group_slot> groups;            // by group name
-  std::map<uint64_t, std::pair<caf::actor, std::string>> requests;  // id -> (actor, group)
+  struct placement {
+    caf::actor actor;
+    std::string group;   // where it was last placed ("" while pending or being re-placed)
+    uint32_t epoch = 0;  // the request's epoch at that placement
+  };
+  std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
   uint64_t next_id = 1;
   static inline const char* name = "dls.supervisor";
@@ -79,7 +84,8 @@ void place(sup_ptr self, rt::work_item item) {
   auto remaining = static_cast<double>(item.gen_length);
   g->work += remaining;
   g->queued += 1;
-  st.requests[item.request_id].second = g->info.name;
+  st.requests[item.request_id].group = g->info.name;
+  st.requests[item.request_id].epoch = item.epoch;
   auto group_name = g->info.name;
   auto id = item.request_id;
   auto copy = item;
@@ -87,7 +93,7 @@ void place(sup_ptr self, rt::work_item item) {
       .then([](bool) { /* admitted; the group tells the request actor */ },
             [=](caf::error& e) {
               auto it = self->state.requests.find(id);
-              if (it == self->state.requests.end() || it->second.second != group_name) return;
+              if (it == self->state.requests.end() || it->second.group != group_name) return;
               // The group vanished (node lost or regrouped) before admitting it:
               // place it again rather than lose it.
               rt::log_line("supervisor", "group " + group_name + " did not admit request " +
@@ -104,7 +110,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
     for (auto& [id, r] : self->state.requests)
-      if (r.first) self->send_exit(r.first, m.reason);
+      if (r.actor) self->send_exit(r.actor, m.reason);
     self->state.requests.clear();
     self->quit(m.reason);
   });
@@ -113,17 +119,17 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         auto id = self->state.next_id++;
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
                                  caf::actor_cast<caf::actor>(self));
-        self->state.requests[id] = {req, ""};
+        self->state.requests[id] = {req, "", 0};
         // The request actor answers the client itself, at the very end.
         return self->delegate(req, rt::await_atom::value);
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
-        self->state.requests[item.request_id].first = item.request;
+        self->state.requests[item.request_id].actor = item.request;
         place(self, std::move(item));
       },
       [=](rt::placed_atom, uint64_t id, const std::string& group) {
         auto it = self->state.requests.find(id);
-        if (it != self->state.requests.end()) it->second.second = group;
+        if (it != self->state.requests.end()) it->second.group = group;
       },
       [=](rt::finished_atom, uint64_t id) { self->state.requests.erase(id); },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
@@ -180,10 +186,12 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           }
         }
         int moved = 0;
+        // The epoch tells the request which of its placements died: one it already left
+        // (it re-placed itself when its group's down message came first) needs nothing.
         for (auto& [id, r] : st.requests)
-          if (lost.count(r.second) && r.first) {
-            self->send(r.first, rt::replace_atom::value, node);
-            r.second.clear();
+          if (lost.count(r.group) && r.actor) {
+            self->send(r.actor, rt::replace_atom::value, node, r.epoch);
+            r.group.clear();
             ++moved;
           }
         rt::log_line("supervisor", "node '" + node + "' lost " + std::to_string(lost.size()) + " groups; re-placing " +

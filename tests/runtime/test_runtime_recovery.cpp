@@ -4,19 +4,46 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "runtime/client.hpp"
+#include "runtime/messages.hpp"
 #include "runtime/process.hpp"
 
+#include <caf/all.hpp>
 #include <signal.h>
 
 using dls::test::cluster;
 using json = nlohmann::json;
+namespace rt = dls::runtime;
 
 namespace {
 
-bool running_on(const cluster& c, const std::string& node) {
-  for (auto& a : c.json_cli({"actors", "--kind", "request", "--state", "ALIVE"}))
-    if (a["details"]["node"] == node && a["details"]["status"] == "RUNNING" && a["details"]["steps"].get<int>() > 0)
-      return true;
+// Whether a request is decoding on `node` with at least one step done, from the head's actor
+// directory. It asks in this process over one session rather than through the CLI: under CPU
+// load a `dilaserve actors` process took a second or more to answer, longer than the shipped
+// model takes to decode a request, and the test could miss every request on node1.
+std::vector<rt::actor_info> directory(rt::cluster_session& s) {
+  caf::scoped_actor self{s.system()};
+  std::vector<rt::actor_info> rows;
+  self->request(s.head(), std::chrono::seconds(10), rt::actors_atom::value)
+      .receive([&](std::vector<rt::actor_info>& r) { rows = std::move(r); },
+               [&](const caf::error& e) { throw std::runtime_error("actors: " + s.system().render(e)); });
+  return rows;
+}
+
+std::size_t count_requests(rt::cluster_session& s, const std::string& state) {
+  std::size_t k = 0;
+  for (const auto& a : directory(s)) k += a.kind == "request" && a.state == state;
+  return k;
+}
+std::size_t alive_requests(rt::cluster_session& s) { return count_requests(s, "ALIVE"); }
+std::size_t finished(rt::cluster_session& s) { return count_requests(s, "DEAD"); }
+
+bool running_on(rt::cluster_session& s, const std::string& node) {
+  for (const auto& a : directory(s)) {
+    if (a.kind != "request" || a.state != "ALIVE") continue;
+    auto d = json::parse(a.details, nullptr, false);
+    if (d.is_object() && d["node"] == node && d["status"] == "RUNNING" && d["steps"].get<int>() > 0) return true;
+  }
   return false;
 }
 
@@ -30,32 +57,48 @@ std::string node_state(const cluster& c, const std::string& node) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
-  // tau = 1 commits one token per step and the requests arrive over about 4 s, so
-  // node1 is still decoding when the test looks for it: the trained model is fast.
+  // tau = 1 commits one token per step; the requests arrive at once.
   const std::size_t n = 60;
   auto problems = dls::test::eval_problems(n);
   BOOST_REQUIRE_EQUAL(problems.size(), n);
   auto expected = dls::test::reference_answers("local-2node.yaml", problems, 1.0);
 
-  // Long heartbeat grace: the probe below pauses node1 briefly; the kill is detected by
-  // the dropped connection, not by heartbeats.
+  // Long heartbeat grace: the test pauses node1; the kill is detected by the dropped
+  // connection, not by heartbeats.
   cluster c("local-2node.yaml", /*dead_after_ms*/ 20000);
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
-  auto submit = c.cli_background(
-      {"submit", "--file", prompts, "--threshold", "1", "--rate", "15", "--json", "--timeout", "180"});
-
-  // Kill node1 while it is decoding a request that has a snapshot to resume from. The
-  // probe freezes node1 first, so a request seen in flight there cannot finish before
-  // the kill; the first query lets updates already on their way reach the directory.
   auto pid1 = c.pid_of("node1");
+  rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
+
+  // node1 is paused while all requests arrive, so the ones placed there wait for it as a
+  // backlog instead of finishing between two looks (the trained model decodes a request
+  // in tens of milliseconds; looking for a lone one in flight failed under CPU load).
+  ::kill(pid1, SIGSTOP);
+  auto submit = c.cli_background(
+      {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "180"});
+  BOOST_REQUIRE(dls::test::eventually(60, [&] { return alive_requests(session) + finished(session) >= n; }));
+  ::kill(pid1, SIGCONT);
+
+  // Kill node1 while it is decoding a request that has a snapshot to resume from. Once the
+  // probe sees one, it freezes node1 and looks again, so a request seen in flight there
+  // cannot finish before the kill; the first frozen look lets updates already on their way
+  // reach the directory.
   bool caught = dls::test::eventually(60, [&] {
+    if (!running_on(session, "node1")) return false;
     ::kill(pid1, SIGSTOP);
-    running_on(c, "node1");
-    if (running_on(c, "node1")) return true;
+    running_on(session, "node1");
+    if (running_on(session, "node1")) return true;
     ::kill(pid1, SIGCONT);
     return false;
   });
-  BOOST_REQUIRE(caught);
+  if (!caught) {
+    auto r = submit.wait();
+    int on1 = 0;
+    if (auto j = json::parse(r.out, nullptr, false); j.is_object())
+      for (auto& x : j["results"]) on1 += x["node"] == "node1";
+    BOOST_FAIL("no request was seen decoding on node1; " << on1 << " of " << n << " ran there (submit rc " << r.rc
+                                                          << " " << r.err << ")");
+  }
   ::kill(pid1, SIGKILL);
   BOOST_REQUIRE(dls::test::eventually(10, [&] { return node_state(c, "node1") == "DEAD"; }));
 

@@ -1,0 +1,171 @@
+// The supervisor and a request actor in one process, with stand-in TP groups, for the
+// orderings of a node's death that a multi-process test only hits by chance: no accepted
+// request may be lost, whichever of the group's down message, the supervisor's node_dead
+// and the failed admission arrives first.
+#define BOOST_TEST_MODULE test_runtime_replacement
+#include <boost/test/unit_test.hpp>
+
+#include "actors/spawn.hpp"
+#include "runtime/caf_setup.hpp"
+#include "runtime/messages.hpp"
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+namespace rt = dls::runtime;
+
+namespace {
+
+// The head core's directory, as far as requests and the supervisor use it.
+caf::behavior core_stub(caf::event_based_actor*) {
+  auto next = std::make_shared<uint64_t>(1);
+  return {
+      [=](rt::register_atom, rt::actor_info&) -> uint64_t { return (*next)++; },
+      [=](rt::detail_atom, uint64_t, const std::string&, const std::string&) {},
+  };
+}
+
+// A group that admits the request, tells it where it runs, and then dies as its node does
+// (a crash reason, not the user_shutdown of a regroup).
+caf::behavior dying_group(caf::event_based_actor* self, std::string node, std::string name) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+        self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
+        self->send_exit(self, caf::exit_reason::remote_link_unreachable);
+        return true;
+      },
+  };
+}
+
+// The same, but the supervisor hears of the node's death right away too, so both the
+// group's down message and the supervisor's re-placement reach the request.
+caf::behavior dying_group_reported(caf::event_based_actor* self, caf::actor supervisor, std::string node,
+                                   std::string name) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+        self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
+        self->send(supervisor, rt::node_dead_atom::value, node);
+        self->send_exit(self, caf::exit_reason::remote_link_unreachable);
+        return true;
+      },
+  };
+}
+
+// A group on the same dying node that receives the re-placement: before it can fail the
+// admission, the supervisor learns that the node is dead.
+caf::behavior late_group(caf::event_based_actor* self, caf::actor supervisor, std::string node) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item&) {
+        self->send(supervisor, rt::node_dead_atom::value, node);
+        self->quit(caf::exit_reason::remote_link_unreachable);  // the admission fails
+      },
+  };
+}
+
+// A group on a surviving node that finishes every request it admits.
+caf::behavior good_group(caf::event_based_actor* self, std::string node, std::string name,
+                         std::shared_ptr<std::atomic<int>> admitted) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+        ++*admitted;
+        self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
+        rt::run_result r;
+        r.text = "answer";
+        r.steps = 3;
+        r.tokens = 3;
+        r.node = node;
+        r.group = name;
+        self->send(w.request, rt::finished_atom::value, w.epoch, r);
+        return true;
+      },
+  };
+}
+
+rt::group_info info(uint64_t id, std::string name, std::string node, caf::actor handle) {
+  rt::group_info g;
+  g.id = id;
+  g.name = std::move(name);
+  g.node = std::move(node);
+  g.degree = 1;
+  g.devices = {0};
+  g.handle = std::move(handle);
+  return g;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_replacement_that_races_the_node_death_is_placed_again) {
+  caf::actor_system_config cfg;
+  rt::configure_caf(cfg, {});
+  caf::actor_system sys{cfg};
+  {
+    caf::scoped_actor self{sys};
+    auto core = sys.spawn(core_stub);
+    rt::engine_defaults defaults;
+    defaults.threshold = 0.9;
+    defaults.gen_length = 16;
+    auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
+    auto admitted = std::make_shared<std::atomic<int>>(0);
+    // Group names order the supervisor's ties: the first placement goes to n1/a (dies with
+    // its node), the re-placement to n1/b (the least loaded one still listed), and only
+    // then is n0/z, which carries queued work, the one left.
+    auto a = sys.spawn(dying_group, std::string("n1"), std::string("n1/a"));
+    auto b = sys.spawn(late_group, sup, std::string("n1"));
+    auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
+    self->send(sup, rt::groups_atom::value, std::string("n1"),
+               std::vector<rt::group_info>{info(1, "n1/a", "n1", a), info(2, "n1/b", "n1", b)});
+    self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
+    self->send(sup, rt::load_atom::value, std::string("n0/z"), 1000.0, int32_t{8}, std::string("{}"));
+
+    rt::submit_spec spec;
+    spec.prompt = "p";
+    rt::answer got;
+    std::string failure;
+    self->request(sup, std::chrono::seconds(20), rt::submit_atom::value, spec)
+        .receive([&](rt::answer& ans) { got = ans; }, [&](caf::error& e) { failure = sys.render(e); });
+    // Down before checking: the supervisor takes any request actor still waiting with it, so a
+    // failed check cannot leave the actor system waiting for it.
+    for (const auto& a : {sup, core, z}) self->send_exit(a, caf::exit_reason::user_shutdown);
+    BOOST_REQUIRE_MESSAGE(failure.empty(), "the request was lost: no answer (" << failure << ")");
+    BOOST_TEST(got.ok);
+    BOOST_TEST(got.text == "answer");
+    BOOST_TEST(got.node == "n0");
+    BOOST_TEST(*admitted == 1);
+    BOOST_TEST(got.moves >= 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_request_is_placed_once_when_both_the_group_and_the_supervisor_report_the_death) {
+  caf::actor_system_config cfg;
+  rt::configure_caf(cfg, {});
+  caf::actor_system sys{cfg};
+  {
+    caf::scoped_actor self{sys};
+    auto core = sys.spawn(core_stub);
+    rt::engine_defaults defaults;
+    auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
+    auto admitted = std::make_shared<std::atomic<int>>(0);
+    auto a = sys.spawn(dying_group_reported, sup, std::string("n1"), std::string("n1/a"));
+    auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
+    self->send(sup, rt::groups_atom::value, std::string("n1"), std::vector<rt::group_info>{info(1, "n1/a", "n1", a)});
+    self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
+    self->send(sup, rt::load_atom::value, std::string("n0/z"), 1000.0, int32_t{8}, std::string("{}"));
+
+    rt::submit_spec spec;
+    spec.prompt = "p";
+    rt::answer got;
+    std::string failure;
+    self->request(sup, std::chrono::seconds(20), rt::submit_atom::value, spec)
+        .receive([&](rt::answer& ans) { got = ans; }, [&](caf::error& e) { failure = sys.render(e); });
+    // A request placed twice answers from its latest placement, which z admits after the
+    // earlier one: by the answer, z has counted every admission.
+    for (const auto& x : {sup, core, z}) self->send_exit(x, caf::exit_reason::user_shutdown);
+    BOOST_REQUIRE_MESSAGE(failure.empty(), "no answer: " << failure);
+    BOOST_TEST(got.ok);
+    BOOST_TEST(got.node == "n0");
+    BOOST_TEST(*admitted == 1);
+  }
+}
