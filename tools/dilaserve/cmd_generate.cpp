@@ -72,7 +72,7 @@ int run_generate(const generate_options& o) {
 }
 
 register_command reg{"generate", [](CLI::App& app) {
-  auto* sub = app.add_subcommand("generate", "decode one prompt on the local CPU engine");
+  auto* sub = app.add_subcommand("generate", "decode one prompt on the local engine (CPU, or a GPU with --device cuda)");
   auto o = std::make_shared<generate_options>();
   o->decode.add_to(sub);
   sub->add_option("--prompt", o->prompt, "prompt text")->required();
