@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace rt = dls::runtime;
@@ -95,12 +97,20 @@ rt::group_info info(uint64_t id, std::string name, std::string node, caf::actor 
   return g;
 }
 
-}  // namespace
+struct outcome {
+  rt::answer got;
+  std::string failure;  // empty when the request was answered
+  int admitted = 0;     // admissions by the surviving group
+};
 
-BOOST_AUTO_TEST_CASE(a_replacement_that_races_the_node_death_is_placed_again) {
+// One request through a supervisor that knows the dying node n1's groups, made by
+// `n1_groups` (given the system and the supervisor), and a surviving group n0/z. n0/z
+// carries queued work, so the supervisor's ties go to n1 while n1 is listed.
+outcome submit_one(const std::function<std::vector<rt::group_info>(caf::actor_system&, caf::actor)>& n1_groups) {
   caf::actor_system_config cfg;
   rt::configure_caf(cfg, {});
   caf::actor_system sys{cfg};
+  outcome out;
   {
     caf::scoped_actor self{sys};
     auto core = sys.spawn(core_stub);
@@ -109,63 +119,50 @@ BOOST_AUTO_TEST_CASE(a_replacement_that_races_the_node_death_is_placed_again) {
     defaults.gen_length = 16;
     auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
     auto admitted = std::make_shared<std::atomic<int>>(0);
-    // Group names order the supervisor's ties: the first placement goes to n1/a (dies with
-    // its node), the re-placement to n1/b (the least loaded one still listed), and only
-    // then is n0/z, which carries queued work, the one left.
-    auto a = sys.spawn(dying_group, std::string("n1"), std::string("n1/a"));
-    auto b = sys.spawn(late_group, sup, std::string("n1"));
     auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
-    self->send(sup, rt::groups_atom::value, std::string("n1"),
-               std::vector<rt::group_info>{info(1, "n1/a", "n1", a), info(2, "n1/b", "n1", b)});
+    self->send(sup, rt::groups_atom::value, std::string("n1"), n1_groups(sys, sup));
     self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
     self->send(sup, rt::load_atom::value, std::string("n0/z"), 1000.0, int32_t{8}, std::string("{}"));
-
     rt::submit_spec spec;
     spec.prompt = "p";
-    rt::answer got;
-    std::string failure;
     self->request(sup, std::chrono::seconds(20), rt::submit_atom::value, spec)
-        .receive([&](rt::answer& ans) { got = ans; }, [&](caf::error& e) { failure = sys.render(e); });
+        .receive([&](rt::answer& ans) { out.got = ans; }, [&](caf::error& e) { out.failure = sys.render(e); });
     // Down before checking: the supervisor takes any request actor still waiting with it, so a
     // failed check cannot leave the actor system waiting for it.
-    for (const auto& a : {sup, core, z}) self->send_exit(a, caf::exit_reason::user_shutdown);
-    BOOST_REQUIRE_MESSAGE(failure.empty(), "the request was lost: no answer (" << failure << ")");
-    BOOST_TEST(got.ok);
-    BOOST_TEST(got.text == "answer");
-    BOOST_TEST(got.node == "n0");
-    BOOST_TEST(*admitted == 1);
-    BOOST_TEST(got.moves >= 1);
+    for (const auto& x : {sup, core, z}) self->send_exit(x, caf::exit_reason::user_shutdown);
+    out.admitted = *admitted;
   }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_replacement_that_races_the_node_death_is_placed_again) {
+  // Group names order the supervisor's ties: the first placement goes to n1/a (dies with
+  // its node), the re-placement to n1/b (the least loaded one still listed), and only then
+  // is n0/z the one left.
+  auto out = submit_one([](caf::actor_system& sys, caf::actor sup) {
+    auto a = sys.spawn(dying_group, std::string("n1"), std::string("n1/a"));
+    auto b = sys.spawn(late_group, sup, std::string("n1"));
+    return std::vector<rt::group_info>{info(1, "n1/a", "n1", a), info(2, "n1/b", "n1", b)};
+  });
+  BOOST_REQUIRE_MESSAGE(out.failure.empty(), "the request was lost: no answer (" << out.failure << ")");
+  BOOST_TEST(out.got.ok);
+  BOOST_TEST(out.got.text == "answer");
+  BOOST_TEST(out.got.node == "n0");
+  BOOST_TEST(out.admitted == 1);
+  BOOST_TEST(out.got.moves >= 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_request_is_placed_once_when_both_the_group_and_the_supervisor_report_the_death) {
-  caf::actor_system_config cfg;
-  rt::configure_caf(cfg, {});
-  caf::actor_system sys{cfg};
-  {
-    caf::scoped_actor self{sys};
-    auto core = sys.spawn(core_stub);
-    rt::engine_defaults defaults;
-    auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
-    auto admitted = std::make_shared<std::atomic<int>>(0);
+  auto out = submit_one([](caf::actor_system& sys, caf::actor sup) {
     auto a = sys.spawn(dying_group_reported, sup, std::string("n1"), std::string("n1/a"));
-    auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
-    self->send(sup, rt::groups_atom::value, std::string("n1"), std::vector<rt::group_info>{info(1, "n1/a", "n1", a)});
-    self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
-    self->send(sup, rt::load_atom::value, std::string("n0/z"), 1000.0, int32_t{8}, std::string("{}"));
-
-    rt::submit_spec spec;
-    spec.prompt = "p";
-    rt::answer got;
-    std::string failure;
-    self->request(sup, std::chrono::seconds(20), rt::submit_atom::value, spec)
-        .receive([&](rt::answer& ans) { got = ans; }, [&](caf::error& e) { failure = sys.render(e); });
-    // A request placed twice answers from its latest placement, which z admits after the
-    // earlier one: by the answer, z has counted every admission.
-    for (const auto& x : {sup, core, z}) self->send_exit(x, caf::exit_reason::user_shutdown);
-    BOOST_REQUIRE_MESSAGE(failure.empty(), "no answer: " << failure);
-    BOOST_TEST(got.ok);
-    BOOST_TEST(got.node == "n0");
-    BOOST_TEST(*admitted == 1);
-  }
+    return std::vector<rt::group_info>{info(1, "n1/a", "n1", a)};
+  });
+  BOOST_REQUIRE_MESSAGE(out.failure.empty(), "no answer: " << out.failure);
+  BOOST_TEST(out.got.ok);
+  BOOST_TEST(out.got.node == "n0");
+  // A request placed twice answers from its latest placement, which z admits after the
+  // earlier one: by the answer, z has counted every admission.
+  BOOST_TEST(out.admitted == 1);
 }
