@@ -149,32 +149,17 @@ class cuda_backend final : public backend {
     }
     hd_ = c.head_dim();
     sl_ = sl;
-    switch (o.attention) {
-      case cuda_attention::automatic:
-        impl_ = cuda::mma_head_dim(hd_)           ? cuda::attention_impl::mma
-                : cuda::tensor_core_head_dim(hd_) ? cuda::attention_impl::tensor_core
-                                                  : cuda::attention_impl::scalar;
-        break;
-      case cuda_attention::mma: impl_ = cuda::attention_impl::mma; break;
-      case cuda_attention::tensor_core: impl_ = cuda::attention_impl::tensor_core; break;
-      case cuda_attention::scalar: impl_ = cuda::attention_impl::scalar; break;
-    }
-    if (impl_ == cuda::attention_impl::mma && !cuda::mma_head_dim(hd_))
-      throw std::invalid_argument("mma attention needs head dim 32, 64, 96 or 128, not " + std::to_string(hd_));
-    if (impl_ == cuda::attention_impl::tensor_core && !cuda::tensor_core_head_dim(hd_))
-      throw std::invalid_argument("tensor-core attention needs head dim 32, 64 or 128, not " + std::to_string(hd_));
-    if (!cuda::scalar_head_dim(hd_))
-      throw std::invalid_argument("the CUDA backend supports even head dims up to 256, not " + std::to_string(hd_));
+    impl_ = cuda::resolve_attention(o.attention, hd_);
+    // Without TP the o and down GEMMs add their output to the residual stream in their
+    // epilogue (beta = 1), saving a pass of the norm kernels over f32 rows; a TP rank's output
+    // is a partial sum that must be all-reduced first.
+    residual_in_gemm_ = s.world == 1;
     // One GEMM for Q, K and V (and one for gate and up) when this shard takes whole matrices
     // and they lie back to back in the weight block, as upload order leaves them: wider GEMMs
     // fill the GPU better, most of all for a reuse step's 32 rows.
     const std::size_t d = static_cast<std::size_t>(c.d_model), kv = static_cast<std::size_t>(c.kv_dim()),
                       qrows = static_cast<std::size_t>(c.n_heads) * static_cast<std::size_t>(hd_),
                       ff = static_cast<std::size_t>(c.mlp_hidden);
-    // Without TP the o and down GEMMs add their output to the residual stream in their
-    // epilogue (beta = 1), saving a pass of the norm kernels over f32 rows; a TP rank's output
-    // is a partial sum that must be all-reduced first.
-    residual_in_gemm_ = s.world == 1;
     fused_qkv_ = sl_.heads == c.n_heads && sl_.kv_heads == c.n_kv_heads;
     fused_gate_up_ = sl_.f0 == 0 && sl_.f1 == c.mlp_hidden;
     for (const auto& l : w_->layers) {

@@ -7,6 +7,8 @@
 #include <climits>
 #include <cstdint>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace dls::gpu::cuda {
 
@@ -566,6 +568,27 @@ void launch_scalar(const bf16* qb, const item_desc* items, const tile_desc* tile
 }
 
 }  // namespace
+
+attention_impl resolve_attention(cuda_attention want, int hd) {
+  attention_impl impl = attention_impl::scalar;
+  switch (want) {
+    case cuda_attention::automatic:
+      impl = mma_head_dim(hd) ? attention_impl::mma
+             : tensor_core_head_dim(hd) ? attention_impl::tensor_core
+                                        : attention_impl::scalar;
+      break;
+    case cuda_attention::mma: impl = attention_impl::mma; break;
+    case cuda_attention::tensor_core: impl = attention_impl::tensor_core; break;
+    case cuda_attention::scalar: impl = attention_impl::scalar; break;
+  }
+  if (impl == attention_impl::mma && !mma_head_dim(hd))
+    throw std::invalid_argument("mma attention needs head dim 32, 64, 96 or 128, not " + std::to_string(hd));
+  if (impl == attention_impl::tensor_core && !tensor_core_head_dim(hd))
+    throw std::invalid_argument("tensor-core attention needs head dim 32, 64 or 128, not " + std::to_string(hd));
+  if (!scalar_head_dim(hd))
+    throw std::invalid_argument("the CUDA backend supports even head dims up to 256, not " + std::to_string(hd));
+  return impl;
+}
 
 bool tensor_core_head_dim(int hd) { return hd == 32 || hd == 64 || hd == 128; }
 bool scalar_head_dim(int hd) { return hd > 0 && hd % 2 == 0 && hd <= 256; }

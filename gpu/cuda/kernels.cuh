@@ -41,6 +41,9 @@ struct proposal_dev {
 /// tensor_core: the WMMA kernel; scalar: one thread per query row, any even head dim.
 enum class attention_impl : uint8_t { mma, tensor_core, scalar };
 
+/// The kernel a backend option selects at head dim `hd` (automatic: mma, else WMMA, else
+/// scalar). Throws std::invalid_argument when the chosen kernel does not take `hd`.
+attention_impl resolve_attention(cuda_attention want, int hd);
 /// Whether the mma kernel supports this head dim (32, 64, 96, 128).
 bool mma_head_dim(int hd);
 /// Query rows per attention tile: 32 (a 2-warp mma block) when every item of the launch has at

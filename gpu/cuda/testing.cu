@@ -75,18 +75,6 @@ double best_time(cudaStream_t s, int reps, F&& fn) {
   return best;
 }
 
-cuda::attention_impl resolve(cuda_attention impl, int hd) {
-  switch (impl) {
-    case cuda_attention::mma: return cuda::attention_impl::mma;
-    case cuda_attention::tensor_core: return cuda::attention_impl::tensor_core;
-    case cuda_attention::scalar: return cuda::attention_impl::scalar;
-    case cuda_attention::automatic: break;
-  }
-  return cuda::mma_head_dim(hd)           ? cuda::attention_impl::mma
-         : cuda::tensor_core_head_dim(hd) ? cuda::attention_impl::tensor_core
-                                          : cuda::attention_impl::scalar;
-}
-
 }  // namespace
 
 std::vector<float> rmsnorm(int device, const std::vector<float>& x, const std::vector<float>& add,
@@ -193,7 +181,7 @@ std::vector<float> attention(int device, const std::vector<float>& q, const std:
     max_l = std::max(max_l, tk[i]);
   }
   if (q.size() != static_cast<std::size_t>(R) * qs) throw std::invalid_argument("attention: q size");
-  const cuda::attention_impl which = resolve(impl, hd);
+  const cuda::attention_impl which = cuda::resolve_attention(impl, hd);
   const int tile_rows = cuda::attention_tile_rows(which, *std::max_element(tq.begin(), tq.end()));
   for (std::size_t i = 0; i < n; ++i)
     for (int t0 = 0; t0 < tq[i]; t0 += tile_rows) tiles.push_back({static_cast<int32_t>(i), t0});
@@ -280,7 +268,7 @@ double time_attention(int device, int items, int q_rows, int k_rows, int heads, 
   cuda::fill_uniform_bf16(v.as<bf16>(), static_cast<std::size_t>(items) * kv_elems, 4, 1.0f, ctx.stream);
   std::vector<cuda::item_desc> desc;
   std::vector<cuda::tile_desc> tiles;
-  const cuda::attention_impl which = resolve(impl, hd);
+  const cuda::attention_impl which = cuda::resolve_attention(impl, hd);
   const int tile_rows = cuda::attention_tile_rows(which, q_rows);
   for (int i = 0; i < items; ++i) {
     cuda::item_desc it;
