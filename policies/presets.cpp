@@ -15,6 +15,7 @@ policy_set everything(const std::string& name) {
   p.tau_load_cap = true;
   p.reconfigure = true;
   p.migration = migration_mode::deadline;
+  p.split_refresh = true;
   return p;
 }
 
@@ -22,7 +23,7 @@ policy_set everything(const std::string& name) {
 
 std::vector<std::string> policy_set_names() {
   return {"static",   "deadline",      "migration",    "dilaserve",  "tau-only",
-          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline"};
+          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split"};
 }
 
 policy_set make_policy_set(const std::string& name) {
@@ -58,6 +59,8 @@ policy_set make_policy_set(const std::string& name) {
     p.reconfigure = false;
   } else if (name == "no-migrate") {
     p.migration = migration_mode::none;
+  } else if (name == "no-split") {
+    p.split_refresh = false;
   } else if (name == "no-deadline") {
     p.order = queue_order::fcfs;
     p.demote_late = false;

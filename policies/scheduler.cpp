@@ -3,6 +3,7 @@
 #include "policies/predict.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -44,7 +45,9 @@ double best_case_remaining_s(const request_view& r, const quality_model& q,
   reu.add(step_item_of(step_kind::reuse, r.canvas_len(), r.block_len));
   // A started block whose KV must be rebuilt still costs one refresh.
   const double extra = r.next_kind == step_kind::refresh && r.steps_in_block > 0 ? 1.0 : 0.0;
-  return (c.refresh + extra) * cost.step_seconds(tp, ref) +
+  // A layer-split refresh in progress has only its remaining layers left.
+  const double done = r.next_kind == step_kind::refresh ? r.refresh_done : 0.0;
+  return (c.refresh + extra - done) * cost.step_seconds(tp, ref) +
          std::max(0.0, c.reuse - extra) * cost.step_seconds(tp, reu);
 }
 
@@ -97,9 +100,13 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
 
 void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
                 const quality_model& q, double step_s, std::vector<int>& out,
-                const step_cost_model* cost, int tp) {
+                const step_cost_model* cost, int tp, std::vector<double>* shares) {
   out.clear();
+  if (shares) shares->clear();
   if (active.empty()) return;
+  auto share_of = [&](const request_view& r) {
+    return r.next_kind == step_kind::refresh ? 1.0 - r.refresh_done : 1.0;
+  };
   const bool budgeted = cfg.slack_budget && cost && cfg.order == queue_order::least_slack;
   // Common case: everyone fits and nobody refreshes (so nobody can hold up the others), so
   // order does not matter and sorting would be wasted work.
@@ -113,6 +120,8 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       (!budgeted || !any_refresh)) {
     out.resize(active.size());
     std::iota(out.begin(), out.end(), 0);
+    if (shares)
+      for (const auto& r : active) shares->push_back(share_of(r));
     return;
   }
   static thread_local std::vector<keyed> keys;
@@ -126,21 +135,45 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
     const auto& r = active[static_cast<std::size_t>(k.index)];
     const int qr = query_rows_of(r);
     if (!out.empty() && used + qr > cfg.token_budget) continue;
+    double share = share_of(r);
     if (budgeted) {
-      const auto item = next_step_item(r);
+      auto item = next_step_item(r);
       totals.add(item);
-      const double next = cost->step_seconds(tp, totals);
-      const double delta = next - step;
-      if (!out.empty() && delta > budget) {
+      double next = cost->step_seconds(tp, totals);
+      if (!out.empty() && next - step > budget) {
         totals.remove(item);
-        continue;
+        if (cfg.refresh_split <= 0 || r.next_kind != step_kind::refresh) continue;
+        // The longest whole number of layer ranges that fits, found by bisection (the step time
+        // grows with the share); none fits: wait as before. The cap is the smaller of the slack
+        // budget and a small growth of the step: the chunk mostly fills the compute that a
+        // memory-bound step leaves idle. Spending the whole budget on chunks drains the on-time
+        // requests' slack step after step, and they then miss (docs/performance.md).
+        const int units_left = static_cast<int>(std::lround(share * cfg.refresh_split));
+        const double cap = std::min(budget, cfg.refresh_split_growth * step);
+        int lo = 0, hi = units_left - 1;
+        while (lo < hi) {
+          const int mid = (lo + hi + 1) / 2;
+          batch_totals trial = totals;
+          trial.add(refresh_chunk(r.canvas_len(), r.block_len, static_cast<double>(mid) / cfg.refresh_split, false));
+          if (cost->step_seconds(tp, trial) - step <= cap)
+            lo = mid;
+          else
+            hi = mid - 1;
+        }
+        if (lo == 0) continue;
+        share = static_cast<double>(lo) / cfg.refresh_split;
+        item = refresh_chunk(r.canvas_len(), r.block_len, share, false);
+        totals.add(item);
+        next = cost->step_seconds(tp, totals);
       }
+      const double delta = next - step;
       step = next;
       budget -= out.empty() ? 0.0 : delta;
       if (!k.late) budget = std::min(budget, k.budget);
     }
     used += qr;
     out.push_back(k.index);
+    if (shares) shares->push_back(share);
   }
 }
 

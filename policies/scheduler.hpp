@@ -43,6 +43,12 @@ struct scheduler_config {
   /// the slack of its own chain, d - now - (remaining steps each alone on the group), as its
   /// budget. Off: order by and budget with slack_s at the group's expected step time.
   bool chain_slack = true;
+  /// Layer-split refresh (slack budget only): > 0 splits a refresh into this many layer ranges
+  /// (the model's layer count). A refresh whose whole step would exceed the slack budget joins
+  /// with the longest range of layers that lengthens the step by at most
+  /// min(budget, refresh_split_growth x step) instead of waiting; 0: refreshes run whole.
+  int refresh_split = 0;
+  double refresh_split_growth = 0.02;
 };
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.
@@ -51,10 +57,13 @@ double slack_s(const request_view& r, double now, const quality_model& q, double
 /// Fills `out` with indices into `active` forming the next step. Requests are taken in key
 /// order; one that would overflow the token budget is skipped and smaller ones after it may
 /// still fill the gap. The first request is always taken, so a step never starves.
-/// `cost` and `tp` enable the slack budget (nullptr: token budget only).
+/// `cost` and `tp` enable the slack budget (nullptr: token budget only). With `shares`, it is
+/// filled in step with `out`: the fraction of the model's layers each request runs this step
+/// (1 - refresh_done unless a layer-split refresh was cut to fit the budget).
 void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
                 const quality_model& q, double step_s, std::vector<int>& out,
-                const step_cost_model* cost = nullptr, int tp = 1);
+                const step_cost_model* cost = nullptr, int tp = 1,
+                std::vector<double>* shares = nullptr);
 
 /// Capacity left in a group for admitting requests.
 struct admission_room {

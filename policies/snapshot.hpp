@@ -28,6 +28,9 @@ struct request_view {
   int steps_in_block = 0;          // steps already taken in the current block
   int masks_left_in_block = 0;     // 0 before the first step of the request
   step_kind next_kind = step_kind::refresh;
+  /// Fraction of the layers of the pending refresh already run (layer-split refresh); the
+  /// block's tokens commit when the chunk that reaches the last layer is done.
+  double refresh_done = 0.0;
   int group = -1;                  // owning group id, -1 while waiting for admission
 
   int blocks_total() const { return block_len > 0 ? gen_len / block_len : 0; }

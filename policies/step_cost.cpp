@@ -19,24 +19,48 @@ step_item step_item_of(step_kind kind, int canvas_len, int block_len) {
   return it;
 }
 
+step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes) {
+  step_item it = step_item_of(step_kind::refresh, canvas_len, block_len);
+  it.layer_share = std::clamp(share, 0.0, 1.0);
+  if (!completes) it.logit_rows = 0;
+  return it;
+}
+
 step_item next_step_item(const request_view& r) {
+  if (r.next_kind == step_kind::refresh && r.refresh_done > 0)
+    return refresh_chunk(r.canvas_len(), r.block_len, 1.0 - r.refresh_done, true);
   return step_item_of(r.next_kind, r.canvas_len(), r.block_len);
 }
 
 void batch_totals::add(const step_item& it) {
+  const double s = it.layer_share;
   requests += 1;
-  query_rows += it.query_rows;
-  key_rows += it.key_rows;
-  qk += static_cast<double>(it.query_rows) * it.key_rows;
+  query_rows += it.query_rows * s;
+  key_rows += it.key_rows * s;
+  qk += static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows += it.logit_rows;
+  if (s < 1.0) {
+    partial += 1;
+    partial_share += s;
+  }
 }
 
 void batch_totals::remove(const step_item& it) {
+  const double s = it.layer_share;
   requests -= 1;
-  query_rows -= it.query_rows;
-  key_rows -= it.key_rows;
-  qk -= static_cast<double>(it.query_rows) * it.key_rows;
+  query_rows -= it.query_rows * s;
+  key_rows -= it.key_rows * s;
+  qk -= static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows -= it.logit_rows;
+  if (s < 1.0) {
+    partial -= 1;
+    partial_share -= s;
+  }
+}
+
+double batch_totals::layer_fraction() const {
+  if (requests - partial > 0.5) return 1.0;  // some item runs every layer
+  return std::min(1.0, partial_share);
 }
 
 // -- model ------------------------------------------------------------------------------------
@@ -74,7 +98,7 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
   if (t.requests <= 0) return 0.0;
   if (form_ == form::linear) {
     const auto& c = lin_fast_[static_cast<std::size_t>(tp)];
-    return c.fixed_s + c.per_request_s * t.requests + c.per_query_row_s * t.query_rows +
+    return c.fixed_s * t.layer_fraction() + c.per_request_s * t.requests + c.per_query_row_s * t.query_rows +
            c.per_key_row_s * t.key_rows + c.per_qk_s * t.qk;
   }
   const auto& p = roof_;
@@ -83,7 +107,8 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
   // each per head dim per layer), and the LM head on the block rows only.
   const double flops = 2.0 * p.nonembed_params * t.query_rows +
                        4.0 * p.layers * p.d_model * t.qk + 2.0 * p.head_params * t.logit_rows;
-  const double bytes = p.weight_bytes + p.kv_bytes_per_token * t.key_rows;
+  const double layers = t.layer_fraction();
+  const double bytes = p.weight_bytes * layers + p.kv_bytes_per_token * t.key_rows;
   const double compute_s = flops / (k * p.peak_flops * p.flops_efficiency);
   const double memory_s = bytes / (k * p.hbm_bytes_per_s * p.bandwidth_efficiency);
   double comm_s = 0.0;
@@ -91,8 +116,8 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
     // Megatron TP: one all-reduce after attention and one after the MLP, per layer. A ring
     // moves 2 (k-1)/k of the activation bytes over each device's link.
     const double ar_bytes = t.query_rows * p.d_model * p.activation_bytes;
-    const double per_ar = p.allreduce_latency_s + 2.0 * (k - 1.0) / k * ar_bytes / p.link_bytes_per_s;
-    comm_s = 2.0 * p.layers * per_ar;
+    comm_s = 2.0 * p.layers * (layers * p.allreduce_latency_s) +
+             2.0 * p.layers * 2.0 * (k - 1.0) / k * ar_bytes / p.link_bytes_per_s;
   }
   return std::max(compute_s, memory_s) + comm_s + p.step_overhead_s;
 }

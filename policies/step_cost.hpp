@@ -16,22 +16,34 @@
 
 namespace dls::policy {
 
-/// One request's share of a step: query rows computed, key rows attended, logit rows.
+/// One request's share of a step: query rows computed, key rows attended, logit rows, and the
+/// fraction of the model's layers it runs them through. A layer-split refresh runs a range of
+/// layers per step (its rows' hidden states wait between steps), and only the chunk that
+/// reaches the last layer has logit rows.
 struct step_item {
   step_kind kind = step_kind::reuse;
   int query_rows = 0;
   int key_rows = 0;
   int logit_rows = 0;
+  double layer_share = 1.0;
 };
 
 /// The shape of the step a request takes next (dual cache): refresh q = k = P + G,
 /// reuse q = B, k = P + G; logits only for the B block rows.
 step_item next_step_item(const request_view& r);
 step_item step_item_of(step_kind kind, int canvas_len, int block_len);
+/// `share` of a refresh's layers; `completes`: this chunk reaches the last layer (logits).
+step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes);
 
-/// Sums over a batch; both model forms only need these, so a batch costs O(batch) once.
+/// Sums over a batch; both model forms only need these, so a batch costs O(batch) once. Rows
+/// are weighted by each item's layer share. `partial` counts the items that run only some
+/// layers and `partial_share` sums their shares: a batch of partial items alone reads only
+/// the weights of the layers it runs (at most their summed share).
 struct batch_totals {
   double requests = 0, query_rows = 0, key_rows = 0, qk = 0, logit_rows = 0;
+  double partial = 0, partial_share = 0;
+  /// Fraction of the layers (weights, all-reduces) the step runs.
+  double layer_fraction() const;
   void add(const step_item& it);
   void remove(const step_item& it);
 };

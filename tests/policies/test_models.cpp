@@ -48,6 +48,50 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_divides_work_and_adds_all_reduces) {
   BOOST_TEST(!m.supports(16));
 }
 
+BOOST_AUTO_TEST_CASE(layer_split_refresh_costs_its_share_of_the_layers) {
+  auto m = test::h100_roofline();
+  const auto& p = m.roofline();
+  namespace tt = boost::test_tools;
+  // A 4,096-row refresh is compute-bound on every degree: a quarter of its layers without the
+  // LM head costs a quarter of its layer FLOPs, and alone it reads a quarter of the weights.
+  const auto whole = policy::step_item_of(step_kind::refresh, 4096, 32);
+  const auto quarter = policy::refresh_chunk(4096, 32, 0.25, false);
+  BOOST_TEST(quarter.logit_rows == 0);
+  BOOST_TEST(policy::refresh_chunk(4096, 32, 0.25, true).logit_rows == 32);
+  const double head_s = 2 * p.head_params * 32 / (p.peak_flops * p.flops_efficiency);
+  const double layers_s = m.step_seconds(1, {whole}) - p.step_overhead_s - head_s;
+  BOOST_TEST(m.step_seconds(1, {quarter}) - p.step_overhead_s == layers_s / 4, tt::tolerance(1e-9));
+  // Four quarters (the last with the head) do the work of the whole refresh.
+  const auto last = policy::refresh_chunk(4096, 32, 0.25, true);
+  BOOST_TEST(3 * m.step_seconds(1, {quarter}) + m.step_seconds(1, {last}) - 4 * p.step_overhead_s ==
+                 m.step_seconds(1, {whole}) - p.step_overhead_s,
+             tt::tolerance(1e-9));
+  // A chunk in a step with a reuse request reads no extra weights: a memory-bound reuse step
+  // absorbs a small chunk almost for free (its KV rows are all it adds to the bytes).
+  const auto reuse = policy::step_item_of(step_kind::reuse, 1024, 32);
+  const auto tiny = policy::refresh_chunk(256, 32, 1.0 / 32, false);
+  const double extra = m.step_seconds(2, {reuse, tiny}) - m.step_seconds(2, {reuse});
+  const double kv_s = p.kv_bytes_per_token * 256 / 32 / (2 * p.hbm_bytes_per_s * p.bandwidth_efficiency);
+  BOOST_TEST(extra == kv_s + 2 * p.layers * 2 * 0.5 * 256.0 / 32 * 4096 * 2 / p.link_bytes_per_s, tt::tolerance(1e-9));
+  // Alone, a chunk pays only its share of the weights and of the all-reduce latencies.
+  policy::batch_totals t;
+  t.add(tiny);
+  BOOST_TEST(t.layer_fraction() == 1.0 / 32);
+  t.add(reuse);
+  BOOST_TEST(t.layer_fraction() == 1.0);
+  t.remove(reuse);
+  BOOST_TEST(t.layer_fraction() == 1.0 / 32);
+  // The linear form scales its fixed (weight-reading) term the same way.
+  auto lin = test::flat_cost(0.004, 1e-6);
+  BOOST_TEST(lin.step_seconds(1, {policy::refresh_chunk(1000, 32, 0.5, false)}) == 0.002 + 500e-6, tt::tolerance(1e-12));
+  // next_step_item of a request part-way through a split refresh is its remaining layers.
+  auto r = test::request(1, 0, 1, 992, 32);
+  r.refresh_done = 0.75;
+  const auto rest = policy::next_step_item(r);
+  BOOST_TEST(rest.layer_share == 0.25);
+  BOOST_TEST(rest.logit_rows == 32);
+}
+
 BOOST_AUTO_TEST_CASE(batch_totals_are_order_free_and_reversible) {
   policy::batch_totals t;
   auto a = policy::step_item_of(step_kind::refresh, 1000, 32);

@@ -85,6 +85,47 @@ BOOST_AUTO_TEST_CASE(slack_budget_defers_a_refresh_that_would_make_an_urgent_req
   BOOST_TEST(out.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
+  policy::scheduler_config cfg;
+  // Urgent A: one reuse step left (1.32 ms alone), deadline 5 ms: a budget of 3.68 ms. B's
+  // whole 4,096-row refresh adds 40.96 ms, so it waits without splitting.
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.005, 4064, 32)),
+                                      test::request(2, 0, 10.0, 4064, 32)};
+  std::vector<int> out;
+  std::vector<double> shares;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  BOOST_TEST(shares == std::vector<double>({1.0}), tt::per_element());
+  // Split in 32 layer ranges, each adds 1.28 ms. With a growth cap of 3 steps (3.96 ms) the
+  // budget binds: two ranges (2.56 ms) fit its 3.68 ms, three (3.84 ms) do not.
+  cfg.refresh_split = 32;
+  cfg.refresh_split_growth = 3.0;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(out == std::vector<int>({0, 1}), tt::per_element());
+  BOOST_TEST(shares == std::vector<double>({1.0, 2.0 / 32}), tt::per_element());
+  // With a cap of one step (1.32 ms) the growth binds: one range.
+  cfg.refresh_split_growth = 1.0;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(shares == std::vector<double>({1.0, 1.0 / 32}), tt::per_element());
+  // The default 2 % of a step (26 us) fits no range: B waits as before.
+  cfg.refresh_split_growth = 0.02;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // Part-way through (30 of 32 ranges done) B has 2.56 ms left, which fits A's budget
+  // whole: it joins with its remaining share and completes (a whole step).
+  cfg.refresh_split_growth = 3.0;
+  a[1].refresh_done = 30.0 / 32;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(shares == std::vector<double>({1.0, 2.0 / 32}), tt::per_element());
+  // A request first in deadline order runs whole even when it alone exceeds others' slack.
+  a[0].deadline_s = 20.0;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
+  BOOST_TEST(out == std::vector<int>({1, 0}), tt::per_element());
+  BOOST_TEST(shares == std::vector<double>({2.0 / 32, 1.0}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(chain_slack_serves_the_earliest_deadline_first) {
   auto q = test::two_step_quality();          // every block: one refresh and one reuse
   auto cost = test::flat_cost(0.001, 1e-5);   // 1 ms + 10 us per query row

@@ -107,6 +107,29 @@ BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(split_refreshes_commit_only_when_their_last_layers_run) {
+  // A small two-GPU cluster under a burst: dilaserve splits refreshes into layer ranges.
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  c.node_devices = {2};
+  c.initial_layout = {{1, 1}};
+  const auto reqs = sample_requests(1.5, c, 200);
+  auto split = run(c, reqs, "dilaserve");
+  auto whole = run(c, reqs, "no-split");
+  BOOST_TEST(split.stats.refresh_chunks > 0u);
+  BOOST_TEST(whole.stats.refresh_chunks == 0u);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    // A range that does not reach the last layer commits nothing and is not a denoising step:
+    // every request still commits its whole answer in the steps its blocks take.
+    BOOST_TEST(split.requests[i].tokens == reqs[i].gen_len);
+    BOOST_TEST(split.requests[i].finish_s >= reqs[i].arrival_s);
+  }
+  BOOST_TEST(split.stats.request_steps >= split.stats.refresh_chunks);
+  std::uint64_t steps = 0;
+  for (const auto& o : split.requests) steps += static_cast<std::uint64_t>(o.steps);
+  // Request steps the groups ran = denoising steps + non-final ranges (+ none lost).
+  BOOST_TEST(split.stats.request_steps == steps + split.stats.refresh_chunks);
+}
+
 namespace {
 
 // One 8-GPU node in eight TP-1 groups, and 1,500 Poisson arrivals at a tenth of its capacity.

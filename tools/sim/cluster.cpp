@@ -72,6 +72,11 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(s, "token_budget", c.token_budget);
   read(s, "max_batch", c.max_batch);
   read(s, "max_active", c.max_active);
+  read(s, "refresh_split", c.refresh_split);
+  read(s, "refresh_split_growth", c.refresh_split_growth);
+  if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
+  if (!(c.refresh_split_growth >= 0))
+    throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
 
   const auto l = root["links"];
   read(l, "intra_node_bytes_per_s", c.link.intra_node_bytes_per_s);

@@ -30,6 +30,8 @@ struct sim_cluster {
   int token_budget = 8192;
   int max_batch = 256;
   int max_active = 64;                           // per group
+  int refresh_split = 0;                         // layer ranges of a split refresh, 0: whole
+  double refresh_split_growth = 0.02;            // a chunk lengthens a step by at most this
 
   policy::link_params link;
   policy::threshold_config threshold;

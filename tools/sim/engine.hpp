@@ -67,6 +67,7 @@ struct sim_group {
   std::vector<policy::request_view> queue;
   policy::group_load load;
   std::vector<int> batch;      // indices into `active` of the running step
+  std::vector<double> shares;  // layer share of each batch entry (layer-split refresh)
   std::pair<double, int> placed_key{0, -1};
 };
 
@@ -92,6 +93,9 @@ class engine {
   void start_step(int g);
   void on_step_done(int g);
   void commit(policy::request_view& r);
+  /// Whether running `share` of its layers this step finishes the request's step (every step
+  /// but a split refresh's non-final layer ranges).
+  static bool completes_step(const policy::request_view& r, double share);
   int plan_steps(req_rt& rt, int masks, double tau);
   void remove_active(int g, std::size_t idx);
   void touch(int g);

@@ -106,6 +106,8 @@ void engine::depart(int gi, std::size_t idx) {
   ++stats_.migrations;
   // Rebuilding mid-block turns the next step into a refresh at the destination.
   if (rt.leave_cost.rebuild) r.next_kind = policy::step_kind::refresh;
+  // Only the canvas and finished KV move: a split refresh in progress starts over there.
+  r.refresh_done = 0;
   const int dst = rt.leave_to;
   auto& d = groups_[static_cast<std::size_t>(dst)];
   // Reserve the destination's memory now so concurrent moves cannot overfill it.

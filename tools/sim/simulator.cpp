@@ -20,6 +20,8 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   sched_.demote_late = p.demote_late;
   sched_.token_budget = c.token_budget;
   sched_.max_batch = c.max_batch;
+  sched_.refresh_split = p.split_refresh ? c.refresh_split : 0;
+  sched_.refresh_split_growth = c.refresh_split_growth;
   thr_ = c.threshold;
   thr_.per_request = p.tau_per_request;
   thr_.load_cap = p.tau_load_cap;
@@ -185,16 +187,27 @@ void engine::start_step(int gi) {
       (g.dirty || now_ - g.last_control >= cl_.control_interval_s))
     control(gi);
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp);
+    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares);
   });
   ++stats_.batch_decisions;
   policy::batch_totals t;
-  for (int i : g.batch) t.add(policy::next_step_item(g.active[static_cast<std::size_t>(i)]));
+  for (std::size_t j = 0; j < g.batch.size(); ++j) {
+    const auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
+    if (completes_step(r, g.shares[j]))
+      t.add(policy::next_step_item(r));
+    else
+      t.add(policy::refresh_chunk(r.canvas_len(), r.block_len, g.shares[j], false));
+  }
   const double dur = cl_.cost.step_seconds(g.tp, t);
   g.busy = true;
   ++stats_.group_steps;
   stats_.request_steps += g.batch.size();
   push(now_ + dur, ev::step_done, static_cast<std::uint32_t>(gi));
+}
+
+bool engine::completes_step(const policy::request_view& r, double share) {
+  // Shares are whole multiples of 1 / refresh_split; the tolerance absorbs their rounding.
+  return r.next_kind != policy::step_kind::refresh || r.refresh_done + share >= 1.0 - 1e-9;
 }
 
 void engine::commit(policy::request_view& r) {
@@ -240,7 +253,16 @@ void engine::remove_active(int gi, std::size_t idx) {
 void engine::on_step_done(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   g.busy = false;
-  for (int i : g.batch) commit(g.active[static_cast<std::size_t>(i)]);
+  for (std::size_t j = 0; j < g.batch.size(); ++j) {
+    auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
+    if (completes_step(r, g.shares[j])) {
+      r.refresh_done = 0;
+      commit(r);
+    } else {
+      r.refresh_done += g.shares[j];  // a layer range of a split refresh: no tokens yet
+      ++stats_.refresh_chunks;
+    }
+  }
   // Remove finished and departing requests; descending indices keep swap-removal valid.
   bool changed = false;
   for (std::size_t i = g.active.size(); i-- > 0;) {

@@ -44,6 +44,7 @@ struct run_stats {
   std::uint64_t events = 0;
   std::uint64_t group_steps = 0;
   std::uint64_t request_steps = 0;
+  std::uint64_t refresh_chunks = 0;     // non-final layer ranges of split refreshes
   std::uint64_t migrations = 0;
   std::uint64_t reconfigurations = 0;     // nodes regrouped
   std::vector<policy::partition> boot_layout;  // the layout the run started in
