@@ -66,9 +66,12 @@ class backend {
   virtual ~backend() = default;
   virtual std::string name() const = 0;
   virtual shard_spec shard() const = 0;
+  /// Transformer layers of the model, the unit of a layer-split refresh.
+  virtual int layers() const = 0;
   virtual std::unique_ptr<kv_cache> make_cache() = 0;
   /// Runs every item's planned forward in one batch and fills proposals[i] with one entry per
-  /// masked row of item i's current block (token after optional Gumbel noise, clean confidence).
+  /// masked row of item i's current block (token after optional Gumbel noise, clean confidence);
+  /// none for an item whose layer range stops before the last layer.
   virtual void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) = 0;
   /// Full-precision logits of rows [q0, q1) for a refresh or reuse of one canvas (tests, parity).
   virtual std::vector<float> logits(const canvas& c, const step_plan& plan, kv_cache& cache) = 0;

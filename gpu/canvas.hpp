@@ -16,6 +16,10 @@ struct step_plan {
   int q0 = 0, q1 = 0;          // query rows [q0, q1)
   int block0 = 0, block1 = 0;  // rows of the current block: the rows that need logits
   int key_rows = 0;            // the whole canvas
+  /// Layers [layer0, layer1) this step runs; -1: through the last. Only a refresh may run a
+  /// part (a layer-split refresh): its rows' hidden states wait in the KV cache between steps,
+  /// and only the part that reaches the last layer yields logits.
+  int layer0 = 0, layer1 = -1;
   int query_rows() const { return q1 - q0; }
 };
 
@@ -33,6 +37,9 @@ struct canvas {
   int64_t reuse_steps = 0;
   int64_t committed = 0;      // answer tokens committed so far, EOS fill included
   bool finished = false;
+  /// Layers of the pending refresh already run (layer-split refresh). Not serialised: a
+  /// canvas that moves starts its refresh over, since the partial state stays behind.
+  int32_t refresh_layers_done = 0;
 
   /// A fresh canvas: prompt + gen_length masks. Throws std::invalid_argument on bad params.
   static canvas start(const std::vector<int32_t>& prompt, const decode_params& params, int32_t mask_id,

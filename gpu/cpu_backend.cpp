@@ -7,6 +7,8 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 namespace dls::gpu {
 
@@ -26,10 +28,14 @@ class cpu_kv_cache final : public kv_cache {
     k.assign(n, 0.0f);
     v.assign(n, 0.0f);
   }
+  // Hidden states of a split refresh's rows between its layer ranges, and the next layer.
+  std::vector<float> carry;
+  int carry_layer = 0;
+
   float* k_layer(int l) { return k.data() + static_cast<std::size_t>(l) * rows * width; }
   float* v_layer(int l) { return v.data() + static_cast<std::size_t>(l) * rows * width; }
 
-  std::size_t bytes() const override { return (k.size() + v.size()) * sizeof(float); }
+  std::size_t bytes() const override { return (k.size() + v.size() + carry.size()) * sizeof(float); }
 
   std::string export_bytes() const override {
     auto out = kv_wire_buffer({layers, rows, width});
@@ -62,6 +68,7 @@ class cpu_backend final : public backend {
 
   std::string name() const override { return "cpu"; }
   shard_spec shard() const override { return shard_; }
+  int layers() const override { return m_->config.n_layers; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cpu_kv_cache>(); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -72,6 +79,7 @@ class cpu_backend final : public backend {
     std::vector<std::size_t> owner;  // item per logits row
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& it = items[i];
+      if (range_[i].second < c.n_layers) continue;  // a split refresh's inner range: no logits
       for (int r = it.plan.block0; r < it.plan.block1; ++r)
         if (it.c->ids[static_cast<std::size_t>(r)] == it.c->mask_id) {
           src.push_back(offsets_[i] + (r - it.plan.q0));
@@ -93,6 +101,8 @@ class cpu_backend final : public backend {
   std::vector<float> logits(const canvas& cv, const step_plan& plan, kv_cache& cache) override {
     std::vector<forward_item> items{{&cv, plan, &cache}};
     run_layers(items);
+    if (range_[0].second < m_->config.n_layers)
+      throw std::invalid_argument("logits need a step plan that runs through the last layer");
     std::vector<int> src;
     for (int r = 0; r < plan.query_rows(); ++r) src.push_back(r);
     head_rows(src);
@@ -102,16 +112,103 @@ class cpu_backend final : public backend {
  private:
   void run_layers(const std::vector<forward_item>& items) {
     const auto& c = m_->config;
-    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
+    const int d = c.d_model, kvs = sl_.kv_heads * hd_;
     offsets_.assign(items.size() + 1, 0);
+    range_.assign(items.size(), {0, c.n_layers});
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& p = items[i].plan;
       if (p.q0 < 0 || p.q1 > items[i].c->length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
+      const int l1 = p.layer1 < 0 ? c.n_layers : p.layer1;
+      if (p.layer0 < 0 || l1 > c.n_layers || p.layer0 >= l1)
+        throw std::invalid_argument("bad step plan: layers [" + std::to_string(p.layer0) + ", " + std::to_string(l1) +
+                                    ") of " + std::to_string(c.n_layers));
+      if ((p.layer0 > 0 || l1 < c.n_layers) && p.kind != step_kind::refresh)
+        throw std::invalid_argument("bad step plan: only a refresh may run part of the layers");
+      range_[i] = {p.layer0, l1};
       offsets_[i + 1] = offsets_[i] + p.query_rows();
     }
     const int R = offsets_.back();
     const auto Rz = static_cast<std::size_t>(R);
     x_.resize(Rz * d);
+    pos_.resize(Rz);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const auto& it = items[i];
+      auto* cache = static_cast<cpu_kv_cache*>(it.cache);
+      cache->ensure(c.n_layers, it.c->length(), kvs);
+      const auto off = static_cast<std::size_t>(offsets_[i]);
+      for (int r = it.plan.q0; r < it.plan.q1; ++r) pos_[off + static_cast<std::size_t>(r - it.plan.q0)] = r;
+      if (range_[i].first > 0) {
+        // A split refresh resumes from the hidden states its previous range left.
+        if (cache->carry_layer != range_[i].first || cache->carry.size() != static_cast<std::size_t>(it.plan.query_rows()) * d)
+          throw std::invalid_argument("split refresh resumes at layer " + std::to_string(range_[i].first) +
+                                      " but its cache holds layer " + std::to_string(cache->carry_layer));
+        std::memcpy(&x_[off * d], cache->carry.data(), sizeof(float) * cache->carry.size());
+        continue;
+      }
+      for (int r = it.plan.q0; r < it.plan.q1; ++r) {
+        int32_t id = it.c->ids[static_cast<std::size_t>(r)];
+        if (id < 0 || id >= c.vocab_size) throw std::invalid_argument("token id out of the vocabulary");
+        auto row = off + static_cast<std::size_t>(r - it.plan.q0);
+        std::memcpy(&x_[row * d], m_->wte + static_cast<std::size_t>(id) * d, sizeof(float) * d);
+      }
+    }
+    all_.resize(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) all_[i] = i;
+    for (int l = 0; l < c.n_layers; ++l) {
+      active_.clear();
+      for (std::size_t i = 0; i < items.size(); ++i)
+        if (range_[i].first <= l && l < range_[i].second) active_.push_back(i);
+      if (active_.empty()) continue;
+      if (active_.size() == items.size()) {
+        layer(l, items, all_, offsets_, x_.data(), pos_.data(), R);
+        continue;
+      }
+      // Some rows sit this layer out: run it on the others gathered together, then put them back.
+      sub_offsets_.assign(active_.size() + 1, 0);
+      for (std::size_t j = 0; j < active_.size(); ++j)
+        sub_offsets_[j + 1] = sub_offsets_[j] + items[active_[j]].plan.query_rows();
+      const int Ra = sub_offsets_.back();
+      xs_.resize(static_cast<std::size_t>(Ra) * d);
+      pos_sub_.resize(static_cast<std::size_t>(Ra));
+      auto move_rows = [&](bool gather) {
+        for (std::size_t j = 0; j < active_.size(); ++j) {
+          const auto n = static_cast<std::size_t>(items[active_[j]].plan.query_rows());
+          float* full = &x_[static_cast<std::size_t>(offsets_[active_[j]]) * d];
+          float* sub = &xs_[static_cast<std::size_t>(sub_offsets_[j]) * d];
+          if (gather) {
+            std::memcpy(sub, full, sizeof(float) * n * d);
+            std::memcpy(&pos_sub_[static_cast<std::size_t>(sub_offsets_[j])], &pos_[static_cast<std::size_t>(offsets_[active_[j]])],
+                        sizeof(int32_t) * n);
+          } else {
+            std::memcpy(full, sub, sizeof(float) * n * d);
+          }
+        }
+      };
+      move_rows(true);
+      layer(l, items, active_, sub_offsets_, xs_.data(), pos_sub_.data(), Ra);
+      move_rows(false);
+    }
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto* cache = static_cast<cpu_kv_cache*>(items[i].cache);
+      if (range_[i].second < c.n_layers) {
+        const auto n = static_cast<std::size_t>(items[i].plan.query_rows()) * d;
+        cache->carry.assign(x_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(offsets_[i]) * d),
+                            x_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(offsets_[i]) * d + n));
+        cache->carry_layer = range_[i].second;
+      } else if (!cache->carry.empty()) {
+        std::vector<float>().swap(cache->carry);  // the refresh is done: free its hidden states
+        cache->carry_layer = 0;
+      }
+    }
+  }
+
+  // One transformer layer over the R rows at x of the items listed in `act` (their row offsets
+  // into x in `offs`, one more than act.size()).
+  void layer(int l, const std::vector<forward_item>& items, const std::vector<std::size_t>& act,
+             const std::vector<int>& offs, float* x, const int32_t* pos, int R) {
+    const auto& c = m_->config;
+    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
+    const auto Rz = static_cast<std::size_t>(R);
     h_.resize(Rz * d);
     y_.resize(Rz * d);
     q_.resize(Rz * qs);
@@ -120,55 +217,40 @@ class cpu_backend final : public backend {
     o_.resize(Rz * qs);
     g_.resize(Rz * fs);
     u_.resize(Rz * fs);
-    pos_.resize(Rz);
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      const auto& it = items[i];
+    const auto& w = m_->layers[static_cast<std::size_t>(l)];
+    cpu::rmsnorm(x, w.attn_norm, h_.data(), R, d, c.rms_eps);
+    const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];
+    product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
+            q_.data(), qs);
+    product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
+            k_.data(), kvs);
+    product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
+            v_.data(), kvs);
+    cpu::rope(q_.data(), pos, R, sl_.heads, hd_, qs, c.rope_theta);
+    cpu::rope(k_.data(), pos, R, sl_.kv_heads, hd_, kvs, c.rope_theta);
+    for (std::size_t j = 0; j < act.size(); ++j) {
+      const auto& it = items[act[j]];
       auto* cache = static_cast<cpu_kv_cache*>(it.cache);
-      cache->ensure(c.n_layers, it.c->length(), kvs);
-      for (int r = it.plan.q0; r < it.plan.q1; ++r) {
-        int32_t id = it.c->ids[static_cast<std::size_t>(r)];
-        if (id < 0 || id >= c.vocab_size) throw std::invalid_argument("token id out of the vocabulary");
-        auto row = static_cast<std::size_t>(offsets_[i] + r - it.plan.q0);
-        std::memcpy(&x_[row * d], m_->wte + static_cast<std::size_t>(id) * d, sizeof(float) * d);
-        pos_[row] = r;
-      }
+      const int T = it.plan.query_rows();
+      const auto off = static_cast<std::size_t>(offs[j]);
+      float* kl = cache->k_layer(l);
+      float* vl = cache->v_layer(l);
+      std::memcpy(kl + static_cast<std::size_t>(it.plan.q0) * kvs, &k_[off * kvs], sizeof(float) * T * kvs);
+      std::memcpy(vl + static_cast<std::size_t>(it.plan.q0) * kvs, &v_[off * kvs], sizeof(float) * T * kvs);
+      cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, sl_.heads, sl_.kv_heads, hd_, &o_[off * qs], qs,
+                     scores_);
     }
-    for (int l = 0; l < c.n_layers; ++l) {
-      const auto& w = m_->layers[static_cast<std::size_t>(l)];
-      cpu::rmsnorm(x_.data(), w.attn_norm, h_.data(), R, d, c.rms_eps);
-      const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];
-      product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
-              q_.data(), qs);
-      product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
-              k_.data(), kvs);
-      product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
-              v_.data(), kvs);
-      cpu::rope(q_.data(), pos_.data(), R, sl_.heads, hd_, qs, c.rope_theta);
-      cpu::rope(k_.data(), pos_.data(), R, sl_.kv_heads, hd_, kvs, c.rope_theta);
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        const auto& it = items[i];
-        auto* cache = static_cast<cpu_kv_cache*>(it.cache);
-        const int T = it.plan.query_rows();
-        const auto off = static_cast<std::size_t>(offsets_[i]);
-        float* kl = cache->k_layer(l);
-        float* vl = cache->v_layer(l);
-        std::memcpy(kl + static_cast<std::size_t>(it.plan.q0) * kvs, &k_[off * kvs], sizeof(float) * T * kvs);
-        std::memcpy(vl + static_cast<std::size_t>(it.plan.q0) * kvs, &v_[off * kvs], sizeof(float) * T * kvs);
-        cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, sl_.heads, sl_.kv_heads, hd_, &o_[off * qs], qs,
-                       scores_);
-      }
-      product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
-              y_.data(), d);
-      reduce_add(R * d);
-      cpu::rmsnorm(x_.data(), w.ff_norm, h_.data(), R, d, c.rms_eps);
-      product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
-              g_.data(), fs);
-      product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
-              u_.data(), fs);
-      cpu::swiglu(g_.data(), u_.data(), Rz * fs);
-      product(g_.data(), R, fs, w.ff_out + sl_.f0, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
-      reduce_add(R * d);
-    }
+    product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
+            y_.data(), d);
+    reduce_add(x, R * d);
+    cpu::rmsnorm(x, w.ff_norm, h_.data(), R, d, c.rms_eps);
+    product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
+            g_.data(), fs);
+    product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
+            u_.data(), fs);
+    cpu::swiglu(g_.data(), u_.data(), Rz * fs);
+    product(g_.data(), R, fs, w.ff_out + sl_.f0, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
+    reduce_add(x, R * d);
   }
 
   // Y = X W^T for W [out, in] (ld ldw): the packed small-M kernel when this step has few rows and
@@ -204,9 +286,9 @@ class cpu_backend final : public backend {
     packed_head_ = cpu::packed_weights(m_->head, c.vocab_size, d, d);
   }
 
-  void reduce_add(int n) {
+  void reduce_add(float* x, int n) {
     if (ar_ && shard_.world > 1) ar_->sum(y_.data(), static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) x_[static_cast<std::size_t>(i)] += y_[static_cast<std::size_t>(i)];
+    for (int i = 0; i < n; ++i) x[i] += y_[static_cast<std::size_t>(i)];
   }
 
   // Final norm + LM head on the selected rows of x_, into logits_.
@@ -233,9 +315,11 @@ class cpu_backend final : public backend {
   };
   std::vector<packed_layer> packed_;  // empty: every product through OpenBLAS
   cpu::packed_weights packed_head_;
-  std::vector<int> offsets_;
-  std::vector<int32_t> pos_;
-  std::vector<float> x_, h_, y_, q_, k_, v_, o_, g_, u_, z_, logits_, scores_;
+  std::vector<int> offsets_, sub_offsets_;
+  std::vector<std::pair<int, int>> range_;  // layers [first, second) each item runs this step
+  std::vector<std::size_t> all_, active_;   // every item; the items running the current layer
+  std::vector<int32_t> pos_, pos_sub_;
+  std::vector<float> x_, xs_, h_, y_, q_, k_, v_, o_, g_, u_, z_, logits_, scores_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 
 namespace dls::gpu {
 
@@ -12,7 +13,13 @@ engine::engine(std::unique_ptr<backend> b) : backend_(std::move(b)) {
 
 request_slot engine::admit(canvas c) { return request_slot{std::move(c), backend_->make_cache()}; }
 
-std::vector<step_report> engine::step(const std::vector<request_slot*>& batch) {
+std::vector<step_report> engine::step(const std::vector<request_slot*>& batch, const std::vector<int>& layer_limits) {
+  if (!layer_limits.empty() && layer_limits.size() != batch.size())
+    throw std::invalid_argument("engine::step: " + std::to_string(layer_limits.size()) + " layer limits for " +
+                                std::to_string(batch.size()) + " requests");
+  for (int limit : layer_limits)
+    if (limit < 0) throw std::invalid_argument("engine::step: a negative layer limit");
+  const int layers = backend_->layers();
   items_.clear();
   std::vector<step_report> reports(batch.size());
   std::vector<std::size_t> which;
@@ -23,7 +30,16 @@ std::vector<step_report> engine::step(const std::vector<request_slot*>& batch) {
       continue;
     }
     if (!s->cache) s->cache = backend_->make_cache();
-    items_.push_back({&s->c, s->c.next_step(), s->cache.get()});
+    step_plan plan = s->c.next_step();
+    if (plan.kind == step_kind::refresh) {
+      const int limit = layer_limits.empty() ? 0 : layer_limits[i];
+      plan.layer0 = s->c.refresh_layers_done;
+      plan.layer1 = limit > 0 ? std::min(layers, plan.layer0 + limit) : layers;
+    } else {
+      if (s->c.refresh_layers_done != 0) throw std::logic_error("engine::step: a split refresh was left unfinished");
+      plan.layer1 = layers;
+    }
+    items_.push_back({&s->c, plan, s->cache.get()});
     which.push_back(i);
   }
   if (items_.empty()) return reports;
@@ -33,11 +49,19 @@ std::vector<step_report> engine::step(const std::vector<request_slot*>& batch) {
   for (std::size_t j = 0; j < items_.size(); ++j) {
     auto& rep = reports[which[j]];
     auto& c = batch[which[j]]->c;
-    rep.kind = items_[j].plan.kind;
-    rep.query_rows = items_[j].plan.query_rows();
-    rep.key_rows = items_[j].plan.key_rows;
-    rep.committed = c.apply(proposals_[j]);
+    const auto& plan = items_[j].plan;
+    rep.kind = plan.kind;
+    rep.query_rows = plan.query_rows();
+    rep.key_rows = plan.key_rows;
     rep.seconds = secs;
+    rep.layers = plan.layer1 - plan.layer0;
+    if (plan.layer1 < layers) {
+      rep.partial = true;
+      c.refresh_layers_done = plan.layer1;
+    } else {
+      c.refresh_layers_done = 0;
+      rep.committed = c.apply(proposals_[j]);
+    }
     rep.finished = c.finished;
   }
   return reports;

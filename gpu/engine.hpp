@@ -24,6 +24,10 @@ struct step_report {
   int committed = 0;
   double seconds = 0.0;  // wall time of the whole batched step this request was part of
   bool finished = false;
+  /// A layer range of a split refresh that stopped before the last layer: no tokens were
+  /// committed and the canvas' step counters did not move.
+  bool partial = false;
+  int layers = 0;        // layers this step ran for the request
 };
 
 class engine {
@@ -33,8 +37,11 @@ class engine {
 
   /// Wraps a canvas with a fresh cache from this engine's backend.
   request_slot admit(canvas c);
-  /// One step for every unfinished slot in `batch`; reports are in batch order.
-  std::vector<step_report> step(const std::vector<request_slot*>& batch);
+  /// One step for every unfinished slot in `batch`; reports are in batch order. With
+  /// `layer_limits` (one per slot, 0: no limit), a slot whose next step is a refresh runs at
+  /// most that many of its remaining layers (a layer-split refresh); it commits when a step
+  /// reaches the last layer, with the same tokens as a whole refresh.
+  std::vector<step_report> step(const std::vector<request_slot*>& batch, const std::vector<int>& layer_limits = {});
 
  private:
   std::unique_ptr<backend> backend_;

@@ -34,19 +34,21 @@ void tp_runner::run_rank(int rank) {
   uint64_t seen = 0;
   while (true) {
     std::vector<std::size_t> job;
+    std::vector<int> limits;
     {
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       job = job_;
+      limits = job_limits_;
     }
     std::vector<request_slot*> batch;
     auto& mine = slots_[static_cast<std::size_t>(rank)];
     for (auto h : job) batch.push_back(&mine[h]);
     std::string err;
     try {
-      results_[static_cast<std::size_t>(rank)] = engines_[static_cast<std::size_t>(rank)]->step(batch);
+      results_[static_cast<std::size_t>(rank)] = engines_[static_cast<std::size_t>(rank)]->step(batch, limits);
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -59,12 +61,13 @@ void tp_runner::run_rank(int rank) {
   }
 }
 
-std::vector<step_report> tp_runner::step(const std::vector<std::size_t>& handles) {
+std::vector<step_report> tp_runner::step(const std::vector<std::size_t>& handles, const std::vector<int>& layer_limits) {
   for (auto h : handles)
     if (h >= slots_[0].size()) throw std::out_of_range("tp_runner: unknown request handle");
   {
     std::lock_guard<std::mutex> lk(mu_);
     job_ = handles;
+    job_limits_ = layer_limits;
     pending_ = world_ - 1;
     ++generation_;
   }
@@ -73,7 +76,7 @@ std::vector<step_report> tp_runner::step(const std::vector<std::size_t>& handles
   for (auto h : handles) batch.push_back(&slots_[0][h]);
   std::string err0;
   try {
-    results_[0] = engines_[0]->step(batch);
+    results_[0] = engines_[0]->step(batch, layer_limits);
   } catch (const std::exception& e) {
     err0 = e.what();
   }

@@ -26,8 +26,9 @@ class tp_runner {
   int world() const { return world_; }
   /// Places a copy of `c` on every rank; returns its handle.
   std::size_t admit(const canvas& c);
-  /// One step of the listed requests on all ranks; reports come from rank 0.
-  std::vector<step_report> step(const std::vector<std::size_t>& handles);
+  /// One step of the listed requests on all ranks; reports come from rank 0. `layer_limits`
+  /// as in engine::step (every rank runs the same layer ranges).
+  std::vector<step_report> step(const std::vector<std::size_t>& handles, const std::vector<int>& layer_limits = {});
   /// Rank 0's copy (all ranks hold identical canvases).
   const canvas& view(std::size_t handle) const { return slots_[0][handle].c; }
   const canvas& view(int rank, std::size_t handle) const {
@@ -49,6 +50,7 @@ class tp_runner {
   int pending_ = 0;
   bool stop_ = false;
   std::vector<std::size_t> job_;
+  std::vector<int> job_limits_;
   std::vector<std::vector<step_report>> results_;
   std::vector<std::string> errors_;
 };

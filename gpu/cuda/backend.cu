@@ -191,6 +191,7 @@ class cuda_backend final : public backend {
 
   std::string name() const override { return "cuda"; }
   shard_spec shard() const override { return opt_.shard; }
+  int layers() const override { return w_->config.n_layers; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cuda_kv_cache>(ctx_); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -254,6 +255,8 @@ class cuda_backend final : public backend {
       if (!it.c) throw std::invalid_argument("forward item without a canvas");
       const canvas& cv = *it.c;
       if (p.q0 < 0 || p.q1 > cv.length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
+      if (p.layer0 != 0 || (p.layer1 >= 0 && p.layer1 != c.n_layers))
+        throw std::invalid_argument("the cuda backend runs whole refreshes only: layer-split refresh needs the cpu backend");
       auto* cache = dynamic_cast<cuda_kv_cache*>(it.cache);
       if (!cache || cache->context() != ctx_.get())
         throw std::invalid_argument("forward item " + std::to_string(i) +

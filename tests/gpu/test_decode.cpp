@@ -163,3 +163,105 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_two_equals_one) {
     BOOST_TEST((two.view(1, hb).ids == b.ids));
   }
 }
+
+namespace {
+
+// Five layers, so a refresh can be split in uneven ranges.
+std::shared_ptr<const model> five_layer_model() {
+  static auto m = [] {
+    auto c = test::small_config();
+    c.n_layers = 5;
+    return make_random_model(c, 12);
+  }();
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_split_refresh_commits_nothing_until_its_last_layer) {
+  engine e(make_cpu_backend(five_layer_model()));
+  // One token per step, so the step after the refresh is a reuse step.
+  auto s = e.admit(canvas::start(prompt(10, 8), params(commit_rule::quota, cache_mode::dual, 16, 8), 1, 0));
+  const auto before = s.c.ids;
+  auto r = e.step({&s}, {2});
+  BOOST_TEST(r[0].partial);
+  BOOST_TEST(r[0].layers == 2);
+  BOOST_TEST(r[0].committed == 0);
+  BOOST_TEST((r[0].kind == step_kind::refresh && r[0].query_rows == 26));
+  BOOST_TEST((s.c.ids == before));
+  BOOST_TEST(s.c.steps == 0);
+  BOOST_TEST(s.c.refresh_layers_done == 2);
+  r = e.step({&s}, {2});
+  BOOST_TEST((r[0].partial && s.c.refresh_layers_done == 4));
+  // The last range (a limit past the end runs only what is left) commits as a refresh.
+  r = e.step({&s}, {7});
+  BOOST_TEST(!r[0].partial);
+  BOOST_TEST(r[0].layers == 1);
+  BOOST_TEST(r[0].committed > 0);
+  BOOST_TEST(s.c.refresh_steps == 1);
+  BOOST_TEST(s.c.refresh_layers_done == 0);
+  // A limit on a reuse step is ignored: reuse steps always run every layer.
+  r = e.step({&s}, {1});
+  BOOST_TEST((r[0].kind == step_kind::reuse && !r[0].partial && r[0].layers == 5));
+  // Bad input is named, not run.
+  BOOST_CHECK_THROW(e.step({&s}, {1, 2}), std::invalid_argument);
+  BOOST_CHECK_THROW(e.step({&s}, {-1}), std::invalid_argument);
+  auto cache = e.device().make_cache();
+  auto plan = s.c.next_step();
+  plan.layer0 = 1;
+  BOOST_CHECK_THROW(e.device().logits(s.c, plan, *cache), std::invalid_argument);  // reuse, partial
+}
+
+BOOST_AUTO_TEST_CASE(split_refreshes_decode_the_same_tokens_as_whole_ones) {
+  auto m = five_layer_model();
+  engine e(make_cpu_backend(m));
+  for (auto cache : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    // Four requests of mixed lengths; each step gives each one a different layer limit (0 =
+    // whole), so steps mix whole refreshes, layer ranges starting at 0 and in the middle, and
+    // reuse steps, and rows leave and rejoin the GEMMs from layer to layer.
+    std::vector<request_slot> slots;
+    std::vector<canvas> singles;
+    for (int i = 0; i < 4; ++i) {
+      auto p = params(i % 2 ? commit_rule::quota : commit_rule::threshold, cache, 8 + 8 * i, 8);
+      auto c = canvas::start(prompt(5 + 3 * i, i + 20), p, 1, 0);
+      singles.push_back(run(e, c));
+      slots.push_back(e.admit(c));
+    }
+    int partial = 0, step = 0, mixed_ranges = 0;
+    while (true) {
+      std::vector<request_slot*> batch;
+      std::vector<int> limits;
+      for (std::size_t k = 0; k < slots.size(); ++k)
+        if (!slots[k].c.finished) {
+          batch.push_back(&slots[k]);
+          limits.push_back(static_cast<int>((step + 2 * k) % 4));  // 0..3 layers
+        }
+      if (batch.empty()) break;
+      auto reps = e.step(batch, limits);
+      bool some_partial = false, some_whole = false;
+      for (const auto& r : reps) {
+        partial += r.partial;
+        (r.partial ? some_partial : some_whole) = true;
+      }
+      mixed_ranges += some_partial && some_whole;
+      ++step;
+    }
+    BOOST_TEST(partial > 0);
+    BOOST_TEST(mixed_ranges > 0);
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      BOOST_TEST((slots[k].c.ids == singles[k].ids), "cache mode " << static_cast<int>(cache) << " request " << k);
+      BOOST_TEST(slots[k].c.steps == singles[k].steps);
+      BOOST_TEST(slots[k].c.refresh_steps == singles[k].refresh_steps);
+    }
+  }
+  // Tensor parallel: both ranks run the same ranges and agree with one device.
+  tp_runner two(m, 2);
+  auto p = params(commit_rule::threshold, cache_mode::dual, 16, 8);
+  auto a = run(e, canvas::start(prompt(9, 30), p, 1, 0));
+  auto ha = two.admit(canvas::start(prompt(9, 30), p, 1, 0));
+  auto hb = two.admit(canvas::start(prompt(6, 31), p, 1, 0));
+  auto b = run(e, canvas::start(prompt(6, 31), p, 1, 0));
+  while (!two.view(ha).finished || !two.view(hb).finished) two.step({ha, hb}, {2, 3});
+  BOOST_TEST((two.view(ha).ids == a.ids));
+  BOOST_TEST((two.view(1, hb).ids == b.ids));
+}

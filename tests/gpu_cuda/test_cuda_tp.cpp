@@ -45,6 +45,7 @@ std::vector<canvas> decode_on(backend& b, const decode_params& p) {
     explicit view(backend& b) : inner(b) {}
     std::string name() const override { return inner.name(); }
     shard_spec shard() const override { return inner.shard(); }
+    int layers() const override { return inner.layers(); }
     std::unique_ptr<kv_cache> make_cache() override { return inner.make_cache(); }
     void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& out) override {
       inner.forward(items, out);

@@ -5,7 +5,9 @@
 //   3. TP=2 against TP=1 refresh step time (shared-memory all-reduce across two slots);
 //   4. tokens/s of the shipped model for tau in {0.7, 0.9, one-per-step} x cache {none, dual};
 //   5. one pass of a block's rows over every weight of the random model, the packed small-M
-//      kernel against OpenBLAS (what a reuse step's products cost either way).
+//      kernel against OpenBLAS (what a reuse step's products cost either way);
+//   6. a layer-split refresh, one layer per step, summed, against the whole refresh (the step-cost
+//      model charges a range its share of the layers).
 #include "dilaserve/command_registry.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/cpu_kernels.hpp"
@@ -154,6 +156,22 @@ int run_bench(const bench_options& o) {
       ratios.push_back(a / b);
     }
     const double t_ref = median(refs), t_reu = median(reus), time_ratio = median(ratios);
+    // The same refresh one layer at a time (each range resumes from the hidden states the last
+    // one left), paired with a whole refresh per repetition like the ratio above.
+    std::vector<double> split_ratios, split_sums;
+    for (int r = 0; r < o.reps; ++r) {
+      const double whole = seconds_of([&] { be->forward(ri, props); });
+      double sum = 0;
+      for (int l = 0; l < c.n_layers; ++l) {
+        std::vector<gpu::forward_item> part = ri;
+        part[0].plan.layer0 = l;
+        part[0].plan.layer1 = l + 1;
+        sum += seconds_of([&] { be->forward(part, props); });
+      }
+      split_sums.push_back(sum);
+      split_ratios.push_back(sum / whole);
+    }
+    const double split_ratio = median(split_ratios);
     double f_ref = step_flops(c, L, L, o.block), f_reu = step_flops(c, o.block, L, o.block);
     nlohmann::json row{{"length", L},
                        {"sgemm_gflops", ceiling},
@@ -164,7 +182,9 @@ int run_bench(const bench_options& o) {
                        {"reuse_gflops", f_reu / t_reu / 1e9},
                        {"time_ratio", time_ratio},
                        {"flop_ratio", f_ref / f_reu},
-                       {"speedup_share_of_flop_ratio", time_ratio / (f_ref / f_reu)}};
+                       {"speedup_share_of_flop_ratio", time_ratio / (f_ref / f_reu)},
+                       {"split_sum_ms", median(split_sums) * 1e3},
+                       {"split_over_whole", split_ratio}};
     if (!o.skip_tp && std::thread::hardware_concurrency() >= 2) {
       gpu::tp_runner tp2(big, 2);
       // Time the sharded forward only: both ranks run the same plan in lockstep.
@@ -190,6 +210,7 @@ int run_bench(const bench_options& o) {
                   f_reu / t_reu / 1e9, time_ratio, f_ref / f_reu, 100 * time_ratio / (f_ref / f_reu));
       if (row.contains("tp2_speedup"))
         std::printf(" | TP2 %8.2f ms (%.2fx)", row["tp2_refresh_ms"].get<double>(), row["tp2_speedup"].get<double>());
+      std::printf(" | split by layer %.2fx of whole", split_ratio);
       std::printf("\n");
     }
   }
