@@ -8,6 +8,7 @@
 #include "gpu/kv_wire.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -55,7 +56,7 @@ class pinned_buffer {
 class cuda_kv_cache final : public kv_cache {
  public:
   explicit cuda_kv_cache(std::shared_ptr<device_context> ctx)
-      : ctx_(std::move(ctx)), k_(ctx_->pool), v_(ctx_->pool) {}
+      : ctx_(std::move(ctx)), k_(ctx_->pool), v_(ctx_->pool), carry_(ctx_->pool) {}
 
   const device_context* context() const { return ctx_.get(); }
   bf16* k() const { return k_.as<bf16>(); }
@@ -81,7 +82,22 @@ class cuda_kv_cache final : public kv_cache {
     DLS_CUDA(cudaMemsetAsync(v_.get(), 0, bytes, ctx_->stream));
   }
 
-  std::size_t bytes() const override { return 2 * count() * sizeof(bf16); }
+  std::size_t bytes() const override { return 2 * count() * sizeof(bf16) + carry_.bytes(); }
+
+  // A split refresh's f32 hidden states between its layer ranges, and the layer they resume at.
+  float* carry(std::size_t floats) {
+    carry_.grow(floats * sizeof(float));
+    carry_floats_ = floats;
+    return carry_.as<float>();
+  }
+  float* carry() const { return carry_.as<float>(); }
+  std::size_t carry_floats() const { return carry_floats_; }
+  int carry_layer = 0;
+  void drop_carry() noexcept {
+    carry_.reset();
+    carry_floats_ = 0;
+    carry_layer = 0;
+  }
 
   std::string export_bytes() const override {
     device_guard g(ctx_->device);
@@ -125,7 +141,8 @@ class cuda_kv_cache final : public kv_cache {
 
  private:
   std::shared_ptr<device_context> ctx_;
-  device_buffer k_, v_;
+  device_buffer k_, v_, carry_;
+  std::size_t carry_floats_ = 0;
   int layers_ = 0, rows_ = 0, width_ = 0;
 };
 
@@ -168,7 +185,7 @@ class cuda_backend final : public backend {
     }
     device_guard g(ctx_->device);
     for (auto* b : {&x_, &y_, &h_, &qkv_, &qb_, &ob_, &gu_, &part_o_, &part_ml_, &z_, &logits_, &props_, &desc_,
-                    &inv_freq_})
+                    &inv_freq_, &xs_, &ys_})
       *b = device_buffer(ctx_->pool);
     // theta^(-2i/hd) exactly as the CPU's rope() computes it.
     std::vector<float> inv(static_cast<std::size_t>(hd_ / 2));
@@ -202,6 +219,7 @@ class cuda_backend final : public backend {
     proposals.assign(items.size(), {});
     if (M == 0) {
       DLS_CUDA(cudaStreamSynchronize(ctx_->stream));  // the caches are written when forward returns
+      drop_finished_carries();
       return;
     }
     auto* dev = props_.as<cuda::proposal_dev>();
@@ -209,6 +227,7 @@ class cuda_backend final : public backend {
     DLS_CUDA(cudaMemcpyAsync(host_props_.get(), dev, sizeof(cuda::proposal_dev) * static_cast<std::size_t>(M),
                              cudaMemcpyDeviceToHost, ctx_->stream));
     DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    drop_finished_carries();
     const auto* hp = reinterpret_cast<const cuda::proposal_dev*>(host_props_.get());
     for (int j = 0; j < M; ++j) {
       const auto& d = logit_host_[static_cast<std::size_t>(j)];
@@ -230,6 +249,7 @@ class cuda_backend final : public backend {
     run_head(M);
     DLS_CUDA(cudaMemcpyAsync(out.data(), logits_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, ctx_->stream));
     DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
+    drop_finished_carries();
     return out;
   }
 
@@ -248,6 +268,11 @@ class cuda_backend final : public backend {
     logit_src_.clear();
     logit_host_.clear();
     logit_owner_.clear();
+    ranges_.clear();
+    item_off_.clear();
+    caches_.clear();
+    segments_.clear();
+    split_ = false;
     int R = 0, max_l = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& it = items[i];
@@ -255,14 +280,28 @@ class cuda_backend final : public backend {
       if (!it.c) throw std::invalid_argument("forward item without a canvas");
       const canvas& cv = *it.c;
       if (p.q0 < 0 || p.q1 > cv.length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
-      if (p.layer0 != 0 || (p.layer1 >= 0 && p.layer1 != c.n_layers))
-        throw std::invalid_argument("the cuda backend runs whole refreshes only: layer-split refresh needs the cpu backend");
+      const int l1 = p.layer1 < 0 ? c.n_layers : p.layer1;
+      if (p.layer0 < 0 || l1 > c.n_layers || p.layer0 >= l1)
+        throw std::invalid_argument("bad step plan: layers [" + std::to_string(p.layer0) + ", " + std::to_string(l1) +
+                                    ") of " + std::to_string(c.n_layers));
+      const bool partial = p.layer0 > 0 || l1 < c.n_layers;
+      if (partial && p.kind != step_kind::refresh)
+        throw std::invalid_argument("bad step plan: only a refresh may run part of the layers");
+      if (all_rows && l1 < c.n_layers) throw std::invalid_argument("logits need a step plan that runs through the last layer");
+      split_ = split_ || partial;
+      ranges_.push_back({p.layer0, l1});
+      item_off_.push_back(R);
       auto* cache = dynamic_cast<cuda_kv_cache*>(it.cache);
       if (!cache || cache->context() != ctx_.get())
         throw std::invalid_argument("forward item " + std::to_string(i) +
                                     ": its KV cache was not made by this CUDA backend");
       cache->ensure(c.n_layers, cv.length(), kvs);
+      caches_.push_back(cache);
       const int T = p.query_rows();
+      if (p.layer0 > 0 &&
+          (cache->carry_layer != p.layer0 || cache->carry_floats() != static_cast<std::size_t>(T) * c.d_model))
+        throw std::invalid_argument("split refresh resumes at layer " + std::to_string(p.layer0) +
+                                    " but its cache holds layer " + std::to_string(cache->carry_layer));
       cuda::item_desc d;
       d.q_off = R;
       d.T = T;
@@ -293,7 +332,7 @@ class cuda_backend final : public backend {
       };
       if (all_rows) {
         for (int r = p.q0; r < p.q1; ++r) add_logit_row(r);
-      } else {
+      } else if (l1 == c.n_layers) {  // a split refresh's inner range has no logits
         for (int r = p.block0; r < p.block1; ++r) {
           if (cv.ids[static_cast<std::size_t>(r)] != cv.mask_id) continue;
           if (r < p.q0 || r >= p.q1) throw std::invalid_argument("step plan: a block row is not a query row");
@@ -310,6 +349,8 @@ class cuda_backend final : public backend {
       for (int t0 = 0; t0 < item_desc_[i].T; t0 += tile_rows_) tiles_.push_back({static_cast<int32_t>(i), t0});
     n_tiles_ = static_cast<int>(tiles_.size());
     splits_ = choose_splits(n_tiles_, max_l);
+    int max_splits = splits_;
+    if (split_) max_splits = std::max(max_splits, plan_segments());
 
     // One upload: tok, pos, row_item, items, tiles, logit src, logit descs (16-byte aligned).
     const std::size_t n_items = item_desc_.size(), M = logit_src_.size(), Rz = static_cast<std::size_t>(R);
@@ -320,7 +361,15 @@ class cuda_backend final : public backend {
     off_tiles_ = off_items_ + align16(n_items * sizeof(cuda::item_desc));
     off_src_ = off_tiles_ + align16(tiles_.size() * sizeof(cuda::tile_desc));
     off_logit_ = off_src_ + align16(M * 4);
-    const std::size_t total = off_logit_ + align16(M * sizeof(cuda::logit_desc));
+    std::size_t total = off_logit_ + align16(M * sizeof(cuda::logit_desc));
+    for (auto& g : segments_) {
+      const auto rows = static_cast<std::size_t>(g.rows);
+      g.off_pos = total;
+      g.off_row_item = g.off_pos + align16(rows * 4);
+      g.off_items = g.off_row_item + align16(rows * 4);
+      g.off_tiles = g.off_items + align16(static_cast<std::size_t>(g.n_items) * sizeof(cuda::item_desc));
+      total = g.off_tiles + align16(static_cast<std::size_t>(g.n_tiles) * sizeof(cuda::tile_desc));
+    }
     host_desc_.grow(total);
     auto* h = host_desc_.get();
     std::memcpy(h + off_tok_, tok_.data(), Rz * 4);
@@ -330,6 +379,13 @@ class cuda_backend final : public backend {
     std::memcpy(h + off_tiles_, tiles_.data(), tiles_.size() * sizeof(cuda::tile_desc));
     std::memcpy(h + off_src_, logit_src_.data(), M * 4);
     std::memcpy(h + off_logit_, logit_host_.data(), M * sizeof(cuda::logit_desc));
+    for (const auto& g : segments_) {
+      const auto rows = static_cast<std::size_t>(g.rows);
+      std::memcpy(h + g.off_pos, seg_pos_.data() + g.first_row, rows * 4);
+      std::memcpy(h + g.off_row_item, seg_row_item_.data() + g.first_row, rows * 4);
+      std::memcpy(h + g.off_items, seg_items_.data() + g.first_item, static_cast<std::size_t>(g.n_items) * sizeof(cuda::item_desc));
+      std::memcpy(h + g.off_tiles, seg_tiles_.data() + g.first_tile, static_cast<std::size_t>(g.n_tiles) * sizeof(cuda::tile_desc));
+    }
     desc_.grow(total);
     DLS_CUDA(cudaMemcpyAsync(desc_.get(), h, total, cudaMemcpyHostToDevice, ctx_->stream));
 
@@ -343,15 +399,77 @@ class cuda_backend final : public backend {
     qb_.grow(Rz * qs * sizeof(bf16));
     ob_.grow(Rz * qs * sizeof(bf16));
     gu_.grow(Rz * 2 * fs * sizeof(bf16));
-    if (splits_ > 1) {
-      part_o_.grow(static_cast<std::size_t>(splits_) * Rz * qs * sizeof(float));
-      part_ml_.grow(static_cast<std::size_t>(splits_) * Rz * static_cast<std::size_t>(sl_.heads) * 2 * sizeof(float));
+    if (max_splits > 1) {
+      part_o_.grow(static_cast<std::size_t>(max_splits) * Rz * qs * sizeof(float));
+      part_ml_.grow(static_cast<std::size_t>(max_splits) * Rz * static_cast<std::size_t>(sl_.heads) * 2 * sizeof(float));
+    }
+    if (split_) {  // compact copies of the rows that run a segment of layers
+      xs_.grow(Rz * d * sizeof(float));
+      ys_.grow(Rz * d * sizeof(float));
     }
     if (M) {
       z_.grow(M * d * sizeof(bf16));
       logits_.grow(M * static_cast<std::size_t>(c.vocab_size) * sizeof(float));
       props_.grow(M * sizeof(cuda::proposal_dev));
     }
+  }
+
+  // A step with layer-split refreshes runs as segments of layers over which the set of items
+  // running them does not change; each segment gets its own compact row tables. Returns the
+  // most key splits any segment uses.
+  int plan_segments() {
+    const auto& c = w_->config;
+    std::vector<int> cuts{0, c.n_layers};
+    for (const auto& r : ranges_) cuts.push_back(r.first), cuts.push_back(r.second);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    seg_pos_.clear();
+    seg_row_item_.clear();
+    seg_items_.clear();
+    seg_tiles_.clear();
+    int most = 1;
+    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+      segment g;
+      g.l0 = cuts[k];
+      g.l1 = cuts[k + 1];
+      g.first_row = seg_pos_.size();
+      g.first_item = seg_items_.size();
+      g.first_tile = seg_tiles_.size();
+      int max_t = 0, max_l = 0;
+      for (std::size_t i = 0; i < ranges_.size(); ++i) {
+        if (ranges_[i].first > g.l0 || g.l1 > ranges_[i].second) continue;
+        cuda::item_desc d = item_desc_[i];
+        g.moves.push_back({item_off_[i], g.rows, static_cast<int>(d.T)});
+        d.q_off = g.rows;
+        for (int t = 0; t < d.T; ++t) {
+          seg_pos_.push_back(pos_[static_cast<std::size_t>(item_off_[i] + t)]);
+          seg_row_item_.push_back(g.n_items);
+        }
+        seg_items_.push_back(d);
+        g.rows += d.T;
+        g.n_items += 1;
+        max_t = std::max(max_t, static_cast<int>(d.T));
+        max_l = std::max(max_l, static_cast<int>(d.L));
+      }
+      if (g.n_items == 0) continue;
+      g.all = g.n_items == static_cast<int>(ranges_.size());
+      g.tile_rows = cuda::attention_tile_rows(impl_, max_t);
+      for (int j = 0; j < g.n_items; ++j)
+        for (int t0 = 0; t0 < seg_items_[g.first_item + static_cast<std::size_t>(j)].T; t0 += g.tile_rows)
+          seg_tiles_.push_back({static_cast<int32_t>(j), t0});
+      g.n_tiles = static_cast<int>(seg_tiles_.size() - g.first_tile);
+      g.splits = cuda::choose_kv_splits(g.n_tiles, g.tile_rows, sl_.heads, max_l, ctx_->sm_count, opt_.max_kv_splits);
+      most = std::max(most, g.splits);
+      segments_.push_back(std::move(g));
+    }
+    return most;
+  }
+
+  // A split refresh that reached its last layer frees its hidden states; only after the stream
+  // has finished with them.
+  void drop_finished_carries() {
+    for (std::size_t i = 0; i < ranges_.size(); ++i)
+      if (ranges_[i].first > 0 && ranges_[i].second == w_->config.n_layers) caches_[i]->drop_carry();
   }
 
   int choose_splits(int n_tiles, int max_l) const {
@@ -375,27 +493,49 @@ class cuda_backend final : public backend {
     if (opt_.shard.world > 1) cuda::nccl_sum(*opt_.group, opt_.shard.rank, y, n, ctx_->stream);
   }
 
+  // The row tables one pass over a range of layers reads.
+  struct pass {
+    const int32_t* pos;
+    const int32_t* row_item;
+    const cuda::item_desc* items;
+    const cuda::tile_desc* tiles;
+    int rows, n_tiles, tile_rows, splits;
+  };
+
   void run_layers() {
     const auto& c = w_->config;
-    const int R = rows_, d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
-    const cudaStream_t s = ctx_->stream;
-    const auto* items = reinterpret_cast<const cuda::item_desc*>(desc_.as<unsigned char>() + off_items_);
-    const auto* tiles = reinterpret_cast<const cuda::tile_desc*>(desc_.as<unsigned char>() + off_tiles_);
-    float* x = x_.as<float>();
-    float* y = y_.as<float>();
-    bf16* h = h_.as<bf16>();
-    cuda::embed(desc_i32(off_tok_), R, w_->wte, d, x, s);
+    cuda::embed(desc_i32(off_tok_), rows_, w_->wte, c.d_model, x_.as<float>(), ctx_->stream);
     mark(ph_embed);
+    if (split_) {
+      run_split_layers();
+      return;
+    }
+    const pass p{desc_i32(off_pos_), desc_i32(off_row_item_),
+                 reinterpret_cast<const cuda::item_desc*>(desc_.as<unsigned char>() + off_items_),
+                 reinterpret_cast<const cuda::tile_desc*>(desc_.as<unsigned char>() + off_tiles_),
+                 rows_, n_tiles_, tile_rows_, splits_};
+    run_pass(p, 0, c.n_layers, x_.as<float>(), y_.as<float>());
+    // Unless the down GEMM added it to x, y still holds the last MLP output; run_head adds it to
+    // the rows it reads.
+    head_adds_y_ = c.n_layers > 0 && !residual_in_gemm_;
+  }
+
+  // Layers [l0, l1) over the pass's rows of x (y: the all-reduced outputs before they join x).
+  void run_pass(const pass& p, int l0, int l1, float* x, float* y) {
+    const auto& c = w_->config;
+    const int R = p.rows, d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
+    const cudaStream_t s = ctx_->stream;
+    bf16* h = h_.as<bf16>();
     // Q, K and V side by side in one f32 buffer [R, qs | kvs | kvs]; gate and up in one bf16
     // buffer [R, fs | fs], whose gate half then holds the SwiGLU output.
     const int ldqkv = qs + 2 * kvs, ldgu = 2 * fs;
     float* q = qkv_.as<float>();
     bf16* gu = gu_.as<bf16>();
-    for (int l = 0; l < c.n_layers; ++l) {
+    for (int l = l0; l < l1; ++l) {
       const auto& w = w_->layers[static_cast<std::size_t>(l)];
       // The previous layer's MLP output joins the residual stream here (or already did, in
       // the down GEMM's epilogue).
-      cuda::add_rmsnorm(x, l == 0 || residual_in_gemm_ ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
+      cuda::add_rmsnorm(x, l == l0 || residual_in_gemm_ ? nullptr : y, w.attn_norm, h, R, d, c.rms_eps, s);
       mark(ph_norm);
       if (fused_qkv_) {
         gemm(h, R, d, d, w.q, ldqkv, d, q, CUDA_R_32F, ldqkv);
@@ -405,11 +545,11 @@ class cuda_backend final : public backend {
         gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs + kvs, CUDA_R_32F, ldqkv);
       }
       mark(ph_qkv);
-      cuda::rope_scatter(q, q + qs, q + qs + kvs, ldqkv, desc_i32(off_pos_), desc_i32(off_row_item_), items, l, R,
-                         sl_.heads, sl_.kv_heads, hd_, inv_freq_.as<float>(), qb_.as<bf16>(), s);
+      cuda::rope_scatter(q, q + qs, q + qs + kvs, ldqkv, p.pos, p.row_item, p.items, l, R, sl_.heads, sl_.kv_heads, hd_,
+                         inv_freq_.as<float>(), qb_.as<bf16>(), s);
       mark(ph_rope);
-      cuda::attention(qb_.as<bf16>(), items, tiles, n_tiles_, tile_rows_, l, R, sl_.heads, sl_.kv_heads, hd_, splits_, impl_,
-                      part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
+      cuda::attention(qb_.as<bf16>(), p.items, p.tiles, p.n_tiles, p.tile_rows, l, R, sl_.heads, sl_.kv_heads, hd_,
+                      p.splits, impl_, part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);
       mark(ph_attention);
       gemm(ob_.as<bf16>(), R, qs, qs, w.o + static_cast<std::size_t>(sl_.h0) * hd_, d, d, residual_in_gemm_ ? x : y,
            CUDA_R_32F, d, residual_in_gemm_);
@@ -433,15 +573,52 @@ class cuda_backend final : public backend {
       reduce(y, static_cast<std::size_t>(R) * d);
       mark(ph_allreduce);
     }
-    // Unless the down GEMM added it to x, y still holds the last MLP output; run_head adds it to
-    // the rows it reads.
+  }
+
+  // A step with layer-split refreshes (docs/engine.md): carried rows resume from their cache,
+  // each segment runs on its items' rows (gathered into xs when some items sit it out), and a
+  // range that stops short of the last layer leaves its rows in its cache.
+  void run_split_layers() {
+    const auto& c = w_->config;
+    const std::size_t d = static_cast<std::size_t>(c.d_model);
+    const cudaStream_t s = ctx_->stream;
+    float* x = x_.as<float>();
+    auto copy_rows = [&](float* dst, const float* src, int rows) {
+      DLS_CUDA(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(rows) * d * sizeof(float), cudaMemcpyDeviceToDevice, s));
+    };
+    for (std::size_t i = 0; i < ranges_.size(); ++i)
+      if (ranges_[i].first > 0)
+        copy_rows(x + static_cast<std::size_t>(item_off_[i]) * d, caches_[i]->carry(), item_desc_[i].T);
+    for (const auto& g : segments_) {
+      float* xs = g.all ? x : xs_.as<float>();
+      float* ys = g.all ? y_.as<float>() : ys_.as<float>();
+      if (!g.all)
+        for (const auto& m : g.moves) copy_rows(xs + static_cast<std::size_t>(m[1]) * d, x + static_cast<std::size_t>(m[0]) * d, m[2]);
+      const pass p{desc_i32(g.off_pos), desc_i32(g.off_row_item),
+                   reinterpret_cast<const cuda::item_desc*>(desc_.as<unsigned char>() + g.off_items),
+                   reinterpret_cast<const cuda::tile_desc*>(desc_.as<unsigned char>() + g.off_tiles),
+                   g.rows, g.n_tiles, g.tile_rows, g.splits};
+      run_pass(p, g.l0, g.l1, xs, ys);
+      // The segment's last MLP output joins x now, before its rows go back (h is scratch here).
+      if (!residual_in_gemm_)
+        cuda::add_rmsnorm(xs, ys, w_->layers[0].attn_norm, h_.as<bf16>(), g.rows, c.d_model, c.rms_eps, s);
+      if (!g.all)
+        for (const auto& m : g.moves) copy_rows(x + static_cast<std::size_t>(m[0]) * d, xs + static_cast<std::size_t>(m[1]) * d, m[2]);
+    }
+    for (std::size_t i = 0; i < ranges_.size(); ++i) {
+      if (ranges_[i].second >= c.n_layers) continue;
+      const int T = item_desc_[i].T;
+      copy_rows(caches_[i]->carry(static_cast<std::size_t>(T) * d), x + static_cast<std::size_t>(item_off_[i]) * d, T);
+      caches_[i]->carry_layer = ranges_[i].second;
+    }
+    head_adds_y_ = false;
   }
 
   // Final norm of x + y on the logit rows, then the LM head (full vocabulary on every rank).
   void run_head(int M) {
     const auto& c = w_->config;
     const int d = c.d_model;
-    cuda::gather_rmsnorm(x_.as<float>(), c.n_layers > 0 && !residual_in_gemm_ ? y_.as<float>() : nullptr,
+    cuda::gather_rmsnorm(x_.as<float>(), head_adds_y_ ? y_.as<float>() : nullptr,
                          desc_i32(off_src_), M, w_->ln_f,
                          z_.as<bf16>(), d, c.rms_eps, ctx_->stream);
     gemm(z_.as<bf16>(), M, d, d, w_->head, c.vocab_size, d, logits_.get(), CUDA_R_32F, c.vocab_size);
@@ -477,7 +654,8 @@ class cuda_backend final : public backend {
       step_body(M);
       return;
     }
-    if (!opt_.graphs || graphs_failed_ || opt_.shard.world > 1) {
+    // Steps with layer-split refreshes run eagerly: their segment structure is not in the key.
+    if (!opt_.graphs || graphs_failed_ || opt_.shard.world > 1 || split_) {
       step_body(M);
       return;
     }
@@ -583,6 +761,23 @@ class cuda_backend final : public backend {
   std::map<graph_key, cudaGraphExec_t> graphs_;
   bool graphs_failed_ = false;
 
+  // Layer-split refresh: each item's layers and first row, its cache, and the step's segments.
+  struct segment {
+    int l0 = 0, l1 = 0, rows = 0, n_items = 0, n_tiles = 0, tile_rows = cuda::attention_rows, splits = 1;
+    bool all = false;  // every item runs it: the rows stay where they are
+    std::size_t first_row = 0, first_item = 0, first_tile = 0;  // into the seg_* host tables
+    std::size_t off_pos = 0, off_row_item = 0, off_items = 0, off_tiles = 0;  // in the upload
+    std::vector<std::array<int, 3>> moves;  // per item: full-layout row, compact row, rows
+  };
+  bool split_ = false, head_adds_y_ = false;
+  std::vector<std::pair<int, int>> ranges_;
+  std::vector<int> item_off_;
+  std::vector<cuda_kv_cache*> caches_;
+  std::vector<segment> segments_;
+  std::vector<int32_t> seg_pos_, seg_row_item_;
+  std::vector<cuda::item_desc> seg_items_;
+  std::vector<cuda::tile_desc> seg_tiles_;
+
   std::vector<int32_t> tok_, pos_, row_item_, logit_src_;
   std::vector<cuda::item_desc> item_desc_;
   std::vector<cuda::tile_desc> tiles_;
@@ -591,7 +786,7 @@ class cuda_backend final : public backend {
   std::size_t off_tok_ = 0, off_pos_ = 0, off_row_item_ = 0, off_items_ = 0, off_tiles_ = 0, off_src_ = 0,
               off_logit_ = 0;
   pinned_buffer host_desc_, host_props_;
-  device_buffer x_, y_, h_, qkv_, qb_, ob_, gu_, part_o_, part_ml_, z_, logits_, props_, desc_, inv_freq_;
+  device_buffer x_, y_, h_, qkv_, qb_, ob_, gu_, part_o_, part_ml_, z_, logits_, props_, desc_, inv_freq_, xs_, ys_;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Whole-model parity of the CUDA backend against the CPU backend on the shipped tiny model
 // (a random tiny-shaped model until it exists): logits of refresh and reuse steps within
 // tolerance, token-identical temperature-0 threshold decodes for every cache mode (single and
-// batched), Gumbel sampling, KV cache export/import, and error reporting.
+// batched, and with layer-split refreshes), Gumbel sampling, KV cache export/import, and error
+// reporting.
 #define BOOST_TEST_MODULE cuda_model
 #include "cuda_test_support.hpp"
 #include "model_fixture.hpp"
@@ -175,6 +176,46 @@ BOOST_AUTO_TEST_CASE(threshold_decodes_are_token_identical_for_each_cache_mode) 
   BOOST_TEST(saw_reuse);  // the cache modes really took reuse steps
 }
 
+/// Decodes every prompt batched, giving request k at step n a layer limit of (n + 2k) mod 4
+/// (0: the rest of its layers), so steps mix whole refreshes, layer ranges from layer 0 and
+/// from the middle, and reuse steps. Returns the decodes and how many ranges stopped short.
+std::pair<std::vector<canvas>, int> decode_split(std::unique_ptr<backend> b, const decode_params& p) {
+  engine e(std::move(b));
+  std::vector<request_slot> slots;
+  for (const auto& prompt : fixture().prompts) slots.push_back(e.admit(start(prompt, p)));
+  int partial = 0;
+  for (int step = 0;; ++step) {
+    std::vector<request_slot*> batch;
+    std::vector<int> limits;
+    for (std::size_t k = 0; k < slots.size(); ++k)
+      if (!slots[k].c.finished) {
+        batch.push_back(&slots[k]);
+        limits.push_back(static_cast<int>((static_cast<std::size_t>(step) + 2 * k) % 4));
+      }
+    if (batch.empty()) break;
+    for (const auto& r : e.step(batch, limits)) partial += r.partial;
+  }
+  std::vector<canvas> out;
+  for (auto& s : slots) out.push_back(s.c);
+  return {out, partial};
+}
+
+BOOST_AUTO_TEST_CASE(layer_split_refreshes_decode_the_same_tokens_as_whole_ones) {
+  for (auto mode : {cache_mode::none, cache_mode::prefix, cache_mode::dual}) {
+    const auto p = params(mode);
+    auto ref = decode(gpu(), p, 4);
+    auto [got, partial] = decode_split(gpu(), p);
+    BOOST_TEST(partial > 0);
+    expect_same_decodes(got, ref, std::string("split on the GPU, cache ") + to_string(mode));
+    // And the CPU backend, splitting the same way, agrees with both.
+    expect_same_decodes(decode_split(cpu(), p).first, ref, std::string("split on the CPU, cache ") + to_string(mode));
+  }
+  // Without graphs too (split steps always run eagerly; the whole steps between them replay).
+  auto [eager, partial] = decode_split(gpu(cuda_attention::automatic, false), params(cache_mode::dual));
+  BOOST_TEST(partial > 0);
+  expect_same_decodes(eager, decode(gpu(), params(cache_mode::dual), 4), "split, no graphs");
+}
+
 // A step shape runs eagerly the first time, is captured as a CUDA graph the second time and
 // replayed after that: all three must give the eager backend's proposals bit for bit.
 BOOST_AUTO_TEST_CASE(graph_replay_is_bitwise_the_eager_step) {
@@ -299,6 +340,20 @@ BOOST_AUTO_TEST_CASE(errors_name_the_problem) {
   } catch (const cuda_error& e) {
     BOOST_TEST(std::string(e.what()).find("does not exist") != std::string::npos);
   }
+  // Only a refresh may run part of the layers, logits need the last layer, and a range must
+  // resume where the last one ended.
+  auto gcache = gb->make_cache();
+  auto plan = c.next_step();  // a refresh
+  plan.layer1 = 1;
+  BOOST_CHECK_THROW((void)gb->logits(c, plan, *gcache), std::invalid_argument);
+  plan.layer0 = 2;
+  plan.layer1 = -1;
+  std::vector<forward_item> resume{{&c, plan, gcache.get()}};
+  BOOST_CHECK_THROW(gb->forward(resume, props), std::invalid_argument);
+  auto reuse = reuse_plan(c, cache_mode::dual);
+  reuse.layer1 = 1;
+  std::vector<forward_item> partial_reuse{{&c, reuse, gcache.get()}};
+  BOOST_CHECK_THROW(gb->forward(partial_reuse, props), std::invalid_argument);
   cuda_backend_options o;
   o.shard = {0, 2};  // TP without a group
   BOOST_CHECK_THROW(make_cuda_backend(device_weights(), o), std::invalid_argument);
