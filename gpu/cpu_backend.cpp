@@ -4,6 +4,7 @@
 #include "gpu/cpu_kernels.hpp"
 #include "gpu/cpu_packed_gemm.hpp"
 #include "gpu/kv_wire.hpp"
+#include "gpu/layer_segments.hpp"
 
 #include <cstring>
 #include <stdexcept>
@@ -154,38 +155,34 @@ class cpu_backend final : public backend {
     }
     all_.resize(items.size());
     for (std::size_t i = 0; i < items.size(); ++i) all_[i] = i;
-    for (int l = 0; l < c.n_layers; ++l) {
-      active_.clear();
-      for (std::size_t i = 0; i < items.size(); ++i)
-        if (range_[i].first <= l && l < range_[i].second) active_.push_back(i);
-      if (active_.empty()) continue;
-      if (active_.size() == items.size()) {
-        layer(l, items, all_, offsets_, x_.data(), pos_.data(), R);
+    for (const auto& g : plan_layer_segments(range_, c.n_layers)) {
+      if (g.all) {
+        for (int l = g.l0; l < g.l1; ++l) layer(l, items, all_, offsets_, x_.data(), pos_.data(), R);
         continue;
       }
-      // Some rows sit this layer out: run it on the others gathered together, then put them back.
-      sub_offsets_.assign(active_.size() + 1, 0);
-      for (std::size_t j = 0; j < active_.size(); ++j)
-        sub_offsets_[j + 1] = sub_offsets_[j] + items[active_[j]].plan.query_rows();
+      // Some items sit these layers out: run them on the others' rows gathered together, then
+      // put the rows back.
+      sub_offsets_.assign(g.items.size() + 1, 0);
+      for (std::size_t j = 0; j < g.items.size(); ++j)
+        sub_offsets_[j + 1] = sub_offsets_[j] + items[g.items[j]].plan.query_rows();
       const int Ra = sub_offsets_.back();
       xs_.resize(static_cast<std::size_t>(Ra) * d);
       pos_sub_.resize(static_cast<std::size_t>(Ra));
       auto move_rows = [&](bool gather) {
-        for (std::size_t j = 0; j < active_.size(); ++j) {
-          const auto n = static_cast<std::size_t>(items[active_[j]].plan.query_rows());
-          float* full = &x_[static_cast<std::size_t>(offsets_[active_[j]]) * d];
-          float* sub = &xs_[static_cast<std::size_t>(sub_offsets_[j]) * d];
+        for (std::size_t j = 0; j < g.items.size(); ++j) {
+          const auto n = static_cast<std::size_t>(items[g.items[j]].plan.query_rows());
+          const auto full_row = static_cast<std::size_t>(offsets_[g.items[j]]);
+          const auto sub_row = static_cast<std::size_t>(sub_offsets_[j]);
           if (gather) {
-            std::memcpy(sub, full, sizeof(float) * n * d);
-            std::memcpy(&pos_sub_[static_cast<std::size_t>(sub_offsets_[j])], &pos_[static_cast<std::size_t>(offsets_[active_[j]])],
-                        sizeof(int32_t) * n);
+            std::memcpy(&xs_[sub_row * d], &x_[full_row * d], sizeof(float) * n * d);
+            std::memcpy(&pos_sub_[sub_row], &pos_[full_row], sizeof(int32_t) * n);
           } else {
-            std::memcpy(full, sub, sizeof(float) * n * d);
+            std::memcpy(&x_[full_row * d], &xs_[sub_row * d], sizeof(float) * n * d);
           }
         }
       };
       move_rows(true);
-      layer(l, items, active_, sub_offsets_, xs_.data(), pos_sub_.data(), Ra);
+      for (int l = g.l0; l < g.l1; ++l) layer(l, items, g.items, sub_offsets_, xs_.data(), pos_sub_.data(), Ra);
       move_rows(false);
     }
     for (std::size_t i = 0; i < items.size(); ++i) {
@@ -317,7 +314,7 @@ class cpu_backend final : public backend {
   cpu::packed_weights packed_head_;
   std::vector<int> offsets_, sub_offsets_;
   std::vector<std::pair<int, int>> range_;  // layers [first, second) each item runs this step
-  std::vector<std::size_t> all_, active_;   // every item; the items running the current layer
+  std::vector<std::size_t> all_;            // every item: the segments every item runs
   std::vector<int32_t> pos_, pos_sub_;
   std::vector<float> x_, xs_, h_, y_, q_, k_, v_, o_, g_, u_, z_, logits_, scores_;
 };

@@ -6,6 +6,7 @@
 #include "gpu/cuda/nccl.cuh"
 #include "gpu/dtype.hpp"
 #include "gpu/kv_wire.hpp"
+#include "gpu/layer_segments.hpp"
 
 #include <algorithm>
 #include <array>
@@ -418,26 +419,21 @@ class cuda_backend final : public backend {
   // running them does not change; each segment gets its own compact row tables. Returns the
   // most key splits any segment uses.
   int plan_segments() {
-    const auto& c = w_->config;
-    std::vector<int> cuts{0, c.n_layers};
-    for (const auto& r : ranges_) cuts.push_back(r.first), cuts.push_back(r.second);
-    std::sort(cuts.begin(), cuts.end());
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     seg_pos_.clear();
     seg_row_item_.clear();
     seg_items_.clear();
     seg_tiles_.clear();
     int most = 1;
-    for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+    for (const auto& piece : plan_layer_segments(ranges_, w_->config.n_layers)) {
       segment g;
-      g.l0 = cuts[k];
-      g.l1 = cuts[k + 1];
+      g.l0 = piece.l0;
+      g.l1 = piece.l1;
+      g.all = piece.all;
       g.first_row = seg_pos_.size();
       g.first_item = seg_items_.size();
       g.first_tile = seg_tiles_.size();
       int max_t = 0, max_l = 0;
-      for (std::size_t i = 0; i < ranges_.size(); ++i) {
-        if (ranges_[i].first > g.l0 || g.l1 > ranges_[i].second) continue;
+      for (std::size_t i : piece.items) {
         cuda::item_desc d = item_desc_[i];
         g.moves.push_back({item_off_[i], g.rows, static_cast<int>(d.T)});
         d.q_off = g.rows;
@@ -451,8 +447,6 @@ class cuda_backend final : public backend {
         max_t = std::max(max_t, static_cast<int>(d.T));
         max_l = std::max(max_l, static_cast<int>(d.L));
       }
-      if (g.n_items == 0) continue;
-      g.all = g.n_items == static_cast<int>(ranges_.size());
       g.tile_rows = cuda::attention_tile_rows(impl_, max_t);
       for (int j = 0; j < g.n_items; ++j)
         for (int t0 = 0; t0 < seg_items_[g.first_item + static_cast<std::size_t>(j)].T; t0 += g.tile_rows)

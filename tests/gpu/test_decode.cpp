@@ -3,6 +3,7 @@
 
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
+#include "gpu/layer_segments.hpp"
 #include "gpu/tp_runner.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -264,4 +265,25 @@ BOOST_AUTO_TEST_CASE(split_refreshes_decode_the_same_tokens_as_whole_ones) {
   while (!two.view(ha).finished || !two.view(hb).finished) two.step({ha, hb}, {2, 3});
   BOOST_TEST((two.view(ha).ids == a.ids));
   BOOST_TEST((two.view(1, hb).ids == b.ids));
+}
+
+BOOST_AUTO_TEST_CASE(layer_segments_cut_where_a_range_starts_or_ends) {
+  // A reuse step (all 32 layers), a split refresh's first range, a middle one and its last.
+  auto segs = plan_layer_segments({{0, 32}, {0, 5}, {5, 12}, {12, 32}}, 32);
+  BOOST_REQUIRE_EQUAL(segs.size(), 3u);
+  BOOST_TEST((segs[0].l0 == 0 && segs[0].l1 == 5 && segs[0].items == std::vector<std::size_t>{0, 1}));
+  BOOST_TEST((segs[1].l0 == 5 && segs[1].l1 == 12 && segs[1].items == std::vector<std::size_t>{0, 2}));
+  BOOST_TEST((segs[2].l0 == 12 && segs[2].l1 == 32 && segs[2].items == std::vector<std::size_t>{0, 3}));
+  BOOST_TEST((!segs[0].all && !segs[1].all && !segs[2].all));
+  // Overlapping ranges and a gap no item runs: [3, 4) is left out.
+  segs = plan_layer_segments({{0, 3}, {1, 3}, {4, 6}}, 6);
+  BOOST_REQUIRE_EQUAL(segs.size(), 3u);
+  BOOST_TEST((segs[0].l0 == 0 && segs[0].l1 == 1 && segs[0].items == std::vector<std::size_t>{0}));
+  BOOST_TEST((segs[1].l0 == 1 && segs[1].l1 == 3 && segs[1].items == std::vector<std::size_t>{0, 1}));
+  BOOST_TEST((segs[2].l0 == 4 && segs[2].l1 == 6 && segs[2].items == std::vector<std::size_t>{2}));
+  // Whole steps: one segment that every item runs.
+  segs = plan_layer_segments({{0, 4}, {0, 4}}, 4);
+  BOOST_REQUIRE_EQUAL(segs.size(), 1u);
+  BOOST_TEST((segs[0].all && segs[0].l0 == 0 && segs[0].l1 == 4));
+  BOOST_TEST(plan_layer_segments({}, 4).empty());
 }

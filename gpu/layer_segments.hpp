@@ -1,0 +1,23 @@
+#pragma once
+// Layer segments of a step with layer-split refreshes (docs/engine.md). Each item of a batch
+// runs layers [first, second); a segment is a run of layers over which the set of items running
+// them does not change, so a backend can run it as one ordinary pass over those items' rows.
+// Both backends plan their steps with this one rule.
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+namespace dls::gpu {
+
+struct layer_segment {
+  int l0 = 0, l1 = 0;               // layers [l0, l1)
+  std::vector<std::size_t> items;   // the items that run them, in batch order
+  bool all = false;                 // every item runs them: the rows stay where they are
+};
+
+/// Cuts [0, layers) wherever an item's range starts or ends and lists who runs each piece;
+/// pieces no item runs are left out. Ranges must lie within [0, layers) and be non-empty
+/// (the backends check plans before planning).
+std::vector<layer_segment> plan_layer_segments(const std::vector<std::pair<int, int>>& ranges, int layers);
+
+}  // namespace dls::gpu
