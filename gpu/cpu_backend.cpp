@@ -119,13 +119,7 @@ class cpu_backend final : public backend {
     for (std::size_t i = 0; i < items.size(); ++i) {
       const auto& p = items[i].plan;
       if (p.q0 < 0 || p.q1 > items[i].c->length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
-      const int l1 = p.layer1 < 0 ? c.n_layers : p.layer1;
-      if (p.layer0 < 0 || l1 > c.n_layers || p.layer0 >= l1)
-        throw std::invalid_argument("bad step plan: layers [" + std::to_string(p.layer0) + ", " + std::to_string(l1) +
-                                    ") of " + std::to_string(c.n_layers));
-      if ((p.layer0 > 0 || l1 < c.n_layers) && p.kind != step_kind::refresh)
-        throw std::invalid_argument("bad step plan: only a refresh may run part of the layers");
-      range_[i] = {p.layer0, l1};
+      range_[i] = plan_layers(p, c.n_layers);
       offsets_[i + 1] = offsets_[i] + p.query_rows();
     }
     const int R = offsets_.back();
@@ -157,6 +151,7 @@ class cpu_backend final : public backend {
     for (std::size_t i = 0; i < items.size(); ++i) all_[i] = i;
     for (const auto& g : plan_layer_segments(range_, c.n_layers)) {
       if (g.all) {
+        size_workspace(R);
         for (int l = g.l0; l < g.l1; ++l) layer(l, items, all_, offsets_, x_.data(), pos_.data(), R);
         continue;
       }
@@ -182,6 +177,7 @@ class cpu_backend final : public backend {
         }
       };
       move_rows(true);
+      size_workspace(Ra);
       for (int l = g.l0; l < g.l1; ++l) layer(l, items, g.items, sub_offsets_, xs_.data(), pos_sub_.data(), Ra);
       move_rows(false);
     }
@@ -199,13 +195,10 @@ class cpu_backend final : public backend {
     }
   }
 
-  // One transformer layer over the R rows at x of the items listed in `act` (their row offsets
-  // into x in `offs`, one more than act.size()).
-  void layer(int l, const std::vector<forward_item>& items, const std::vector<std::size_t>& act,
-             const std::vector<int>& offs, float* x, const int32_t* pos, int R) {
-    const auto& c = m_->config;
-    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
+  // Workspace for a pass over R rows (the layer buffers; x is the caller's).
+  void size_workspace(int R) {
     const auto Rz = static_cast<std::size_t>(R);
+    const int d = m_->config.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
     h_.resize(Rz * d);
     y_.resize(Rz * d);
     q_.resize(Rz * qs);
@@ -214,6 +207,15 @@ class cpu_backend final : public backend {
     o_.resize(Rz * qs);
     g_.resize(Rz * fs);
     u_.resize(Rz * fs);
+  }
+
+  // One transformer layer over the R rows at x (workspace sized for R) of the items listed in `act` (their row offsets
+  // into x in `offs`, one more than act.size()).
+  void layer(int l, const std::vector<forward_item>& items, const std::vector<std::size_t>& act,
+             const std::vector<int>& offs, float* x, const int32_t* pos, int R) {
+    const auto& c = m_->config;
+    const int d = c.d_model, qs = sl_.heads * hd_, kvs = sl_.kv_heads * hd_, fs = sl_.f1 - sl_.f0;
+    const auto Rz = static_cast<std::size_t>(R);
     const auto& w = m_->layers[static_cast<std::size_t>(l)];
     cpu::rmsnorm(x, w.attn_norm, h_.data(), R, d, c.rms_eps);
     const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];

@@ -1,8 +1,20 @@
 #include "gpu/layer_segments.hpp"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace dls::gpu {
+
+std::pair<int, int> plan_layers(const step_plan& p, int layers) {
+  const int l1 = p.layer1 < 0 ? layers : p.layer1;
+  if (p.layer0 < 0 || l1 > layers || p.layer0 >= l1)
+    throw std::invalid_argument("bad step plan: layers [" + std::to_string(p.layer0) + ", " + std::to_string(l1) +
+                                ") of " + std::to_string(layers));
+  if ((p.layer0 > 0 || l1 < layers) && p.kind != step_kind::refresh)
+    throw std::invalid_argument("bad step plan: only a refresh may run part of the layers");
+  return {p.layer0, l1};
+}
 
 std::vector<layer_segment> plan_layer_segments(const std::vector<std::pair<int, int>>& ranges, int layers) {
   std::vector<int> cuts{0, layers};

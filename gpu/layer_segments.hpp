@@ -3,11 +3,18 @@
 // runs layers [first, second); a segment is a run of layers over which the set of items running
 // them does not change, so a backend can run it as one ordinary pass over those items' rows.
 // Both backends plan their steps with this one rule.
+#include "gpu/canvas.hpp"
+
 #include <cstddef>
 #include <utility>
 #include <vector>
 
 namespace dls::gpu {
+
+/// The layers [first, second) a plan runs (layer1 < 0: through the last). Throws
+/// std::invalid_argument naming the problem for a range outside [0, layers), an empty one, or a
+/// partial range on anything but a refresh.
+std::pair<int, int> plan_layers(const step_plan& p, int layers);
 
 struct layer_segment {
   int l0 = 0, l1 = 0;               // layers [l0, l1)

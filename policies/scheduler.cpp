@@ -104,9 +104,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   out.clear();
   if (shares) shares->clear();
   if (active.empty()) return;
-  auto share_of = [&](const request_view& r) {
-    return r.next_kind == step_kind::refresh ? 1.0 - r.refresh_done : 1.0;
-  };
+  auto share_of = [](const request_view& r) { return next_step_item(r).layer_share; };
   const bool budgeted = cfg.slack_budget && cost && cfg.order == queue_order::least_slack;
   // Common case: everyone fits and nobody refreshes (so nobody can hold up the others), so
   // order does not matter and sorting would be wasted work.
@@ -154,7 +152,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
         while (lo < hi) {
           const int mid = (lo + hi + 1) / 2;
           batch_totals trial = totals;
-          trial.add(refresh_chunk(r.canvas_len(), r.block_len, static_cast<double>(mid) / cfg.refresh_split, false));
+          trial.add(step_item_for(r, static_cast<double>(mid) / cfg.refresh_split));
           if (cost->step_seconds(tp, trial) - step <= cap)
             lo = mid;
           else
@@ -162,7 +160,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
         }
         if (lo == 0) continue;
         share = static_cast<double>(lo) / cfg.refresh_split;
-        item = refresh_chunk(r.canvas_len(), r.block_len, share, false);
+        item = step_item_for(r, share);
         totals.add(item);
         next = cost->step_seconds(tp, totals);
       }

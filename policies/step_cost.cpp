@@ -32,6 +32,16 @@ step_item next_step_item(const request_view& r) {
   return step_item_of(r.next_kind, r.canvas_len(), r.block_len);
 }
 
+bool completes_step(const request_view& r, double share) {
+  // Shares are whole multiples of 1 / refresh_split; the tolerance absorbs their rounding.
+  return r.next_kind != step_kind::refresh || r.refresh_done + share >= 1.0 - 1e-9;
+}
+
+step_item step_item_for(const request_view& r, double share) {
+  if (completes_step(r, share)) return next_step_item(r);
+  return refresh_chunk(r.canvas_len(), r.block_len, share, false);
+}
+
 void batch_totals::add(const step_item& it) {
   const double s = it.layer_share;
   requests += 1;

@@ -34,6 +34,11 @@ step_item next_step_item(const request_view& r);
 step_item step_item_of(step_kind kind, int canvas_len, int block_len);
 /// `share` of a refresh's layers; `completes`: this chunk reaches the last layer (logits).
 step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes);
+/// Whether running `share` of its layers this step finishes the request's step: every step
+/// but a split refresh's ranges that stop short of the last layer.
+bool completes_step(const request_view& r, double share);
+/// The item for running `share` of the request's next step (next_step_item when it completes).
+step_item step_item_for(const request_view& r, double share);
 
 /// Sums over a batch; both model forms only need these, so a batch costs O(batch) once. Rows
 /// are weighted by each item's layer share. `partial` counts the items that run only some

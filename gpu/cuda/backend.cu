@@ -281,16 +281,11 @@ class cuda_backend final : public backend {
       if (!it.c) throw std::invalid_argument("forward item without a canvas");
       const canvas& cv = *it.c;
       if (p.q0 < 0 || p.q1 > cv.length() || p.q0 >= p.q1) throw std::invalid_argument("bad step plan");
-      const int l1 = p.layer1 < 0 ? c.n_layers : p.layer1;
-      if (p.layer0 < 0 || l1 > c.n_layers || p.layer0 >= l1)
-        throw std::invalid_argument("bad step plan: layers [" + std::to_string(p.layer0) + ", " + std::to_string(l1) +
-                                    ") of " + std::to_string(c.n_layers));
-      const bool partial = p.layer0 > 0 || l1 < c.n_layers;
-      if (partial && p.kind != step_kind::refresh)
-        throw std::invalid_argument("bad step plan: only a refresh may run part of the layers");
+      const auto [l0, l1] = plan_layers(p, c.n_layers);
+      const bool partial = l0 > 0 || l1 < c.n_layers;
       if (all_rows && l1 < c.n_layers) throw std::invalid_argument("logits need a step plan that runs through the last layer");
       split_ = split_ || partial;
-      ranges_.push_back({p.layer0, l1});
+      ranges_.push_back({l0, l1});
       item_off_.push_back(R);
       auto* cache = dynamic_cast<cuda_kv_cache*>(it.cache);
       if (!cache || cache->context() != ctx_.get())

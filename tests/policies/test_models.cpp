@@ -90,6 +90,14 @@ BOOST_AUTO_TEST_CASE(layer_split_refresh_costs_its_share_of_the_layers) {
   const auto rest = policy::next_step_item(r);
   BOOST_TEST(rest.layer_share == 0.25);
   BOOST_TEST(rest.logit_rows == 32);
+  // Running part of what is left stops short (no logits); running all of it completes.
+  BOOST_TEST(!policy::completes_step(r, 0.125));
+  BOOST_TEST(policy::step_item_for(r, 0.125).layer_share == 0.125);
+  BOOST_TEST(policy::step_item_for(r, 0.125).logit_rows == 0);
+  BOOST_TEST(policy::completes_step(r, 0.25));
+  BOOST_TEST(policy::step_item_for(r, 0.25).logit_rows == 32);
+  r.next_kind = step_kind::reuse;  // reuse steps always complete
+  BOOST_TEST(policy::completes_step(r, 1.0));
 }
 
 BOOST_AUTO_TEST_CASE(batch_totals_are_order_free_and_reversible) {

@@ -93,9 +93,6 @@ class engine {
   void start_step(int g);
   void on_step_done(int g);
   void commit(policy::request_view& r);
-  /// Whether running `share` of its layers this step finishes the request's step (every step
-  /// but a split refresh's non-final layer ranges).
-  static bool completes_step(const policy::request_view& r, double share);
   int plan_steps(req_rt& rt, int masks, double tau);
   void remove_active(int g, std::size_t idx);
   void touch(int g);

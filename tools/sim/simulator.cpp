@@ -191,23 +191,13 @@ void engine::start_step(int gi) {
   });
   ++stats_.batch_decisions;
   policy::batch_totals t;
-  for (std::size_t j = 0; j < g.batch.size(); ++j) {
-    const auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
-    if (completes_step(r, g.shares[j]))
-      t.add(policy::next_step_item(r));
-    else
-      t.add(policy::refresh_chunk(r.canvas_len(), r.block_len, g.shares[j], false));
-  }
+  for (std::size_t j = 0; j < g.batch.size(); ++j)
+    t.add(policy::step_item_for(g.active[static_cast<std::size_t>(g.batch[j])], g.shares[j]));
   const double dur = cl_.cost.step_seconds(g.tp, t);
   g.busy = true;
   ++stats_.group_steps;
   stats_.request_steps += g.batch.size();
   push(now_ + dur, ev::step_done, static_cast<std::uint32_t>(gi));
-}
-
-bool engine::completes_step(const policy::request_view& r, double share) {
-  // Shares are whole multiples of 1 / refresh_split; the tolerance absorbs their rounding.
-  return r.next_kind != policy::step_kind::refresh || r.refresh_done + share >= 1.0 - 1e-9;
 }
 
 void engine::commit(policy::request_view& r) {
@@ -255,7 +245,7 @@ void engine::on_step_done(int gi) {
   g.busy = false;
   for (std::size_t j = 0; j < g.batch.size(); ++j) {
     auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
-    if (completes_step(r, g.shares[j])) {
+    if (policy::completes_step(r, g.shares[j])) {
       r.refresh_done = 0;
       commit(r);
     } else {
