@@ -9,6 +9,7 @@
 //   6. a layer-split refresh, one layer per step, summed, against the whole refresh (the step-cost
 //      model charges a range its share of the layers).
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/validators.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/cpu_kernels.hpp"
 #include "gpu/cpu_packed_gemm.hpp"
@@ -297,10 +298,10 @@ register_command reg{"bench-engine", [](CLI::App& app) {
   sub->add_option("--layers", o->layers, "layers of the random model")->check(CLI::Range(1, 128));
   sub->add_option("--heads", o->heads, "heads of the random model")->check(CLI::Range(1, 256));
   sub->add_option("--vocab", o->vocab, "vocabulary of the random model")->check(CLI::Range(16, 262144));
-  sub->add_option("--block", o->block, "block length of the reuse step")->check(CLI::PositiveNumber);
+  sub->add_option("--block", o->block, "block length of the reuse step")->check(dls::cli::positive);
   sub->add_option("--lengths", o->lengths, "sequence lengths")->delimiter(',');
-  sub->add_option("--reps", o->reps, "timed repetitions (the median is reported)")->check(CLI::PositiveNumber);
-  sub->add_option("--problems", o->problems, "eval problems for the tokens/s part")->check(CLI::PositiveNumber);
+  sub->add_option("--reps", o->reps, "timed repetitions (the median is reported)")->check(dls::cli::positive);
+  sub->add_option("--problems", o->problems, "eval problems for the tokens/s part")->check(dls::cli::positive);
   sub->add_flag("--skip-tp", o->skip_tp, "skip the TP=2 measurement");
   sub->add_flag("--json", o->json, "print one JSON object");
   return std::function<int()>([o] {

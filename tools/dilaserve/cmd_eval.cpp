@@ -1,5 +1,6 @@
 // dilaserve eval: accuracy and tokens per step of a model on its eval set.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/validators.hpp"
 #include "dilaserve/decode_options.hpp"
 #include "dilaserve/progress.hpp"
 #include "gpu/cpu_backend.hpp"
@@ -121,8 +122,8 @@ register_command reg{"eval", [](CLI::App& app) {
   auto o = std::make_shared<eval_options>();
   o->decode.add_to(sub);
   sub->add_option("--eval-file", o->eval_file, "eval set (default: <model>/eval.jsonl)");
-  sub->add_option("--n", o->n, "only the first N problems")->check(CLI::NonNegativeNumber);
-  sub->add_option("--batch", o->batch, "requests per batched step")->check(CLI::PositiveNumber);
+  sub->add_option("--n", o->n, "only the first N problems")->check(dls::cli::non_negative);
+  sub->add_option("--batch", o->batch, "requests per batched step")->check(dls::cli::positive);
   sub->add_flag("--json", o->json, "print one JSON object");
   return std::function<int()>([o] { return run_eval(*o); });
 }};

@@ -1,6 +1,7 @@
 // `dilaserve sim`: replay a trace or a synthetic workload on a simulated cluster, for every
 // (load, SLO scale, policy), and report attainment, latency and quality side by side.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/validators.hpp"
 #include "dilaserve/progress.hpp"
 #include "policies/presets.hpp"
 #include "sim/report.hpp"
@@ -149,13 +150,19 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
   auto* trace = sub->add_option("--trace", o->trace, "Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)");
   auto* syn = sub->add_option("--synthetic", o->synthetic, "synthetic arrivals: poisson or gamma");
   trace->excludes(syn);
-  sub->add_option("--burstiness", o->burstiness, "gamma: coefficient of variation of the gaps");
+  sub->add_option("--burstiness", o->burstiness, "gamma: coefficient of variation of the gaps")
+      ->check(dls::cli::positive);
   sub->add_option("--rate", o->rate, "base arrival rate (req/s) that --load multiplies; "
-                                     "default: the cluster's capacity at tau 0.9");
-  sub->add_option("--requests", o->requests, "number of requests (trace: repeated or cut to N)");
-  sub->add_option("--load", o->loads, "load multipliers (arrival rate / base rate)")->delimiter(',');
+                                     "default: the cluster's capacity at tau 0.9")
+      ->check(dls::cli::positive);
+  sub->add_option("--requests", o->requests, "number of requests (trace: repeated or cut to N)")
+      ->check(dls::cli::positive);
+  sub->add_option("--load", o->loads, "load multipliers (arrival rate / base rate)")
+      ->delimiter(',')
+      ->check(dls::cli::positive);
   sub->add_option("--slo-scale", o->slo_scales, "SLO scales S (deadline = arrival + S x isolated latency)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(dls::cli::positive);
   sub->add_option("--policies", o->policies, "policies: static, deadline, migration, dilaserve, "
                                              "tau-only, reconfig-only, migrate-only, no-tau, "
                                              "no-reconfig, no-migrate, no-deadline, no-split")

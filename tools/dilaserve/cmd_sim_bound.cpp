@@ -2,6 +2,7 @@
 // simulated workload (tools/sim/bound.hpp, policies/bound.hpp), for the same requests, loads and
 // SLO scales as `dilaserve sim`, beside the relaxation's own EDF schedule.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/validators.hpp"
 #include "sim/bound.hpp"
 #include "sim/trace.hpp"
 
@@ -58,13 +59,14 @@ dls::cli::register_command reg{"sim-bound", [](CLI::App& app) {
   auto o = std::make_shared<bound_options>();
   sub->add_option("--cluster", o->cluster, "simulated cluster YAML (configs/sim/*.yaml)")->required();
   sub->add_option("--trace", o->trace, "Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")->required();
-  sub->add_option("--requests", o->requests, "number of requests (repeated or cut to N)");
+  sub->add_option("--requests", o->requests, "number of requests (repeated or cut to N)")
+      ->check(dls::cli::positive);
   sub->add_option("--load", o->loads, "load multipliers, as for `dilaserve sim`")
       ->delimiter(',')
       ->check(CLI::Range(0.001, 1000.0));
   sub->add_option("--slo-scale", o->slo_scales, "SLO scales S")->delimiter(',')->check(CLI::Range(0.001, 1000.0));
   sub->add_option("--max-window", o->max_window, "longest window (seconds) the bound considers; 0: no limit")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dls::cli::non_negative);
   return std::function<int()>([o] { return run_bound(*o); });
 }};
 

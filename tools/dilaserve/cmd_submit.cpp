@@ -2,6 +2,7 @@
 // of prompts at a given rate, with a progress bar and a summary.
 #include "dilaserve/cluster_flags.hpp"
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/validators.hpp"
 #include "dilaserve/progress.hpp"
 #include "runtime/client.hpp"
 
@@ -215,11 +216,11 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
   sub->add_option("--threshold", o->threshold, "Confidence threshold tau (default: the cluster's)")
       ->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(CLI::NonNegativeNumber);
+  sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(dls::cli::non_negative);
   sub->add_option("--gen-length", o->gen_length, "Answer length in tokens (default: the cluster's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dls::cli::non_negative);
   sub->add_option("--rate", o->rate, "Requests per second for --file (default: all at once)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(dls::cli::non_negative);
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
   o->cluster.add_to(sub);

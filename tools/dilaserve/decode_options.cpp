@@ -1,4 +1,5 @@
 #include "dilaserve/decode_options.hpp"
+#include "dilaserve/validators.hpp"
 
 #if DLS_HAVE_CUDA
 #include "gpu/cuda/cuda_backend.hpp"
@@ -17,15 +18,15 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
   sub->add_option("--rule", rule, "commit rule: threshold, quota or factor")
       ->check(CLI::IsMember({"threshold", "quota", "factor"}));
   sub->add_option("--steps-per-block", steps_per_block, "quota rule: steps per block (0 = block length)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--factor", factor, "factor rule's f")->check(CLI::PositiveNumber);
-  sub->add_option("--block", block, "block length")->check(CLI::PositiveNumber);
+      ->check(dls::cli::non_negative);
+  sub->add_option("--factor", factor, "factor rule's f")->check(dls::cli::positive);
+  sub->add_option("--block", block, "block length")->check(dls::cli::positive);
   sub->add_option("--cache", cache, "approximate KV cache: none, prefix or dual")
       ->check(CLI::IsMember({"none", "prefix", "dual"}));
-  sub->add_option("--gen-length", gen_length, "answer region length in tokens")->check(CLI::PositiveNumber);
+  sub->add_option("--gen-length", gen_length, "answer region length in tokens")->check(dls::cli::positive);
   sub->add_option("--refresh-interval", refresh_interval, "also refresh every N steps inside a block (0 = only at block start)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--temperature", temperature, "0 = argmax; > 0 samples with Gumbel noise")->check(CLI::NonNegativeNumber);
+      ->check(dls::cli::non_negative);
+  sub->add_option("--temperature", temperature, "0 = argmax; > 0 samples with Gumbel noise")->check(dls::cli::non_negative);
   sub->add_option("--seed", seed, "sampling seed");
   sub->add_option("--device", device, "engine backend: cpu, cuda or cuda:N");
 }

@@ -4,6 +4,7 @@
 #include <exception>
 #include <iostream>
 #include <map>
+#include <string>
 
 int main(int argc, char** argv) {
   CLI::App app{"dilaserve: serving system for diffusion language models"};
@@ -17,10 +18,28 @@ int main(int argc, char** argv) {
     auto subs = app.get_subcommands({});
     runners[subs.back()] = std::move(run);
   }
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would only say "a subcommand is required"
+    const std::string name = argv[1];
+    if (std::none_of(table.begin(), table.end(), [&](const auto& e) { return e.name == name; })) {
+      std::string known;
+      for (const auto& e : table) known += (known.empty() ? "" : ", ") + e.name;
+      std::cerr << "dilaserve: error: unknown command '" << name << "' (commands: " << known << ")\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // One line, like every other error, so scripts and logs can show it whole.
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+    const std::string help = argc > 1 && argv[1][0] != '-' ? std::string("dilaserve ") + argv[1] + " --help"
+                                                           : std::string("dilaserve --help");
+    std::cerr << "dilaserve: error: " << msg << " (see " << help << ")\n";
+    return 2;
   }
   try {
     for (auto* sub : app.get_subcommands())

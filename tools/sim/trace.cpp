@@ -14,21 +14,57 @@ namespace dls::sim {
 
 namespace {
 
+// A whole field as an integer / a number; throws std::invalid_argument naming the problem.
+long long whole_int(const std::string& s, const char* what) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size()) throw std::invalid_argument(std::string(what) + " '" + s + "' is not an integer");
+  return v;
+}
+
+double whole_number(const std::string& s, const char* what) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v))
+    throw std::invalid_argument(std::string(what) + " '" + s + "' is not a number");
+  return v;
+}
+
 // Seconds since the epoch of "YYYY-MM-DD HH:MM:SS[.frac]" (UTC), or a plain number.
 double parse_time(const std::string& s) {
   if (s.size() >= 19 && s[4] == '-' && s[7] == '-') {
+    const char* what = "TIMESTAMP";
     std::tm tm{};
-    tm.tm_year = std::stoi(s.substr(0, 4)) - 1900;
-    tm.tm_mon = std::stoi(s.substr(5, 2)) - 1;
-    tm.tm_mday = std::stoi(s.substr(8, 2));
-    tm.tm_hour = std::stoi(s.substr(11, 2));
-    tm.tm_min = std::stoi(s.substr(14, 2));
-    tm.tm_sec = std::stoi(s.substr(17, 2));
+    tm.tm_year = static_cast<int>(whole_int(s.substr(0, 4), what)) - 1900;
+    tm.tm_mon = static_cast<int>(whole_int(s.substr(5, 2), what)) - 1;
+    tm.tm_mday = static_cast<int>(whole_int(s.substr(8, 2), what));
+    tm.tm_hour = static_cast<int>(whole_int(s.substr(11, 2), what));
+    tm.tm_min = static_cast<int>(whole_int(s.substr(14, 2), what));
+    tm.tm_sec = static_cast<int>(whole_int(s.substr(17, 2), what));
     double frac = 0;
-    if (s.size() > 19 && s[19] == '.') frac = std::stod("0" + s.substr(19));
+    if (s.size() > 19) {
+      if (s[19] != '.') throw std::invalid_argument("TIMESTAMP '" + s + "' is not YYYY-MM-DD HH:MM:SS[.frac]");
+      frac = whole_number("0" + s.substr(19), "TIMESTAMP fraction");
+    }
     return static_cast<double>(timegm(&tm)) + frac;
   }
-  return std::stod(s);
+  return whole_number(s, "TIMESTAMP");
+}
+
+int token_count(const std::string& s, const char* what) {
+  const long long v = whole_int(s, what);
+  if (v < 0 || v > 100000000) throw std::invalid_argument(std::string(what) + " " + s + " is out of range");
+  return static_cast<int>(v);
 }
 
 }  // namespace
@@ -39,7 +75,9 @@ std::vector<trace_row> load_azure_csv(const std::string& path) {
   std::vector<trace_row> rows;
   std::string line;
   bool header = true;
+  std::size_t line_no = 0;
   while (std::getline(in, line)) {
+    ++line_no;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line[0] == '#') continue;
     if (header) {
@@ -48,9 +86,14 @@ std::vector<trace_row> load_azure_csv(const std::string& path) {
     }
     std::stringstream ss(line);
     std::string a, b, c;
+    const std::string where = "trace " + path + ":" + std::to_string(line_no) + ": ";
     if (!std::getline(ss, a, ',') || !std::getline(ss, b, ',') || !std::getline(ss, c, ','))
-      throw std::runtime_error("trace: bad row '" + line + "'");
-    rows.push_back({parse_time(a), std::stoi(b), std::stoi(c)});
+      throw std::runtime_error(where + "expected TIMESTAMP,ContextTokens,GeneratedTokens, got '" + line + "'");
+    try {
+      rows.push_back({parse_time(a), token_count(b, "ContextTokens"), token_count(c, "GeneratedTokens")});
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(where + e.what());
+    }
   }
   if (rows.empty()) throw std::runtime_error("trace: no rows in " + path);
   std::stable_sort(rows.begin(), rows.end(), [](const trace_row& x, const trace_row& y) { return x.t < y.t; });

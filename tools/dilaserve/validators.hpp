@@ -1,0 +1,31 @@
+#pragma once
+// Number checks for CLI options. CLI11's own PositiveNumber and NonNegativeNumber report
+// "not in range 0 to 1.797...e308" with the whole double written out; these name the rule.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace dls::cli {
+
+namespace detail {
+inline std::string number_check(const std::string& s, bool allow_zero) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return "'" + s + "' is not a number";
+  }
+  if (used != s.size() || !std::isfinite(v)) return "'" + s + "' is not a number";
+  if (allow_zero ? v < 0 : v <= 0) return (allow_zero ? "must be >= 0, got " : "must be > 0, got ") + s;
+  return {};
+}
+}  // namespace detail
+
+/// A finite number > 0.
+inline const CLI::Validator positive{[](std::string& s) { return detail::number_check(s, false); }, "> 0"};
+/// A finite number >= 0.
+inline const CLI::Validator non_negative{[](std::string& s) { return detail::number_check(s, true); }, ">= 0"};
+
+}  // namespace dls::cli
