@@ -77,7 +77,40 @@ BOOST_AUTO_TEST_CASE(tiny_scenario_matches_the_hand_computed_timeline) {
     BOOST_TEST(row.p99_latency_s == 0.04, tt::tolerance(1e-12));
     BOOST_TEST(row.tokens_per_step == 16.0, tt::tolerance(1e-12));
     BOOST_TEST(row.accuracy == 0.9, tt::tolerance(1e-12));
+    // B waited 5 ms for A's step to end; every step costs 10 ms alone or shared.
+    BOOST_TEST(row.parts.queued_s == 0.0025, tt::tolerance(1e-12));
+    BOOST_TEST(row.parts.left_out_s == 0.0, tt::tolerance(1e-12));
+    BOOST_TEST(row.parts.alone_s == 0.03, tt::tolerance(1e-12));
+    BOOST_TEST(row.parts.shared_s == 0.0, tt::tolerance(1e-12));
   }
+}
+
+BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
+  // Steps cost 10 ms + 5 ms per request. A and B (one block, two steps each) arrive at 0:
+  // 0-15 ms A refresh alone; B admitted at 15: 15-35 {A reuse, B refresh}, A done;
+  // 35-50 B reuse alone. A: 35 ms = 0 queued + 30 alone + 5 shared; B: 50 ms = 15 queued +
+  // 30 alone + 5 shared.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
+  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
+                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
+  auto c = sim::parse_cluster("name: hand\nprofile: per_request.yaml\nquality: q.yaml\n"
+                              "nodes: [{count: 1, devices: 1, layout: [1]}]\n",
+                              dir.string());
+  std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.0, 100, 32}};
+  auto r = run(c, reqs, "static");
+  BOOST_TEST(r.requests[0].finish_s == 0.035, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].finish_s == 0.05, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].queued_s == 0.015, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].in_steps_s == 0.035, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].alone_s == 0.03, tt::tolerance(1e-12));
+  auto row = sim::summarize(r, "static", 1.0, 2.0);
+  BOOST_TEST(row.mean_latency_s == 0.0425, tt::tolerance(1e-12));
+  BOOST_TEST(row.parts.queued_s == 0.0075, tt::tolerance(1e-12));
+  BOOST_TEST(row.parts.left_out_s == 0.0, tt::tolerance(1e-12));
+  BOOST_TEST(row.parts.alone_s == 0.03, tt::tolerance(1e-12));
+  BOOST_TEST(row.parts.shared_s == 0.005, tt::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
@@ -99,6 +132,11 @@ BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
         ++done;
         BOOST_TEST(o.finish_s >= o.arrival_s);
         BOOST_TEST(o.tokens == reqs[i].gen_len);
+        // The latency parts are all >= 0 and cannot exceed the latency.
+        BOOST_TEST(o.queued_s >= 0.0);
+        BOOST_TEST(o.alone_s > 0.0);
+        BOOST_TEST(o.in_steps_s >= o.alone_s - 1e-12);
+        BOOST_TEST(o.queued_s + o.in_steps_s <= o.finish_s - o.arrival_s + 1e-9, name << " request " << i);
       }
     }
     BOOST_TEST(done + dropped == reqs.size());

@@ -129,6 +129,18 @@ int run_sim(const sim_options& o) {
                     static_cast<unsigned long long>(s.refresh_chunks));
       os << buf;
     }
+    os << "\nwhere the mean latency goes (ms; docs/simulator.md): queued before admission, admitted but in no\n"
+          "step, the request's own steps as long as they would be alone, and what sharing them added\n";
+    std::snprintf(buf, sizeof buf, "%-14s %5s %9s %9s %9s %9s %9s\n", "policy", "load", "mean", "queued",
+                  "left_out", "alone", "shared");
+    os << buf;
+    for (const auto& r : results) {
+      const auto& p = r.parts;
+      std::snprintf(buf, sizeof buf, "%-14s %5.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r.policy.c_str(), r.load,
+                    1e3 * r.mean_latency_s, 1e3 * p.queued_s, 1e3 * p.left_out_s, 1e3 * p.alone_s,
+                    1e3 * p.shared_s);
+      os << buf;
+    }
   }
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);

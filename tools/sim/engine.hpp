@@ -41,6 +41,9 @@ struct req_rt {
   int steps_left = 0;          // planned steps left in the current block at the current tau
   int migrations = 0;
   double finish_s = -1;
+  double admit_s = -1;         // first admission to a group's active set
+  double in_steps_s = 0;       // summed length of the steps it was in
+  double alone_s = 0;          // ... had each held only its own item
   bool dropped = false;
   bool leaving = false;        // chosen for migration, leaves at its group's step boundary
   int leave_to = -1;

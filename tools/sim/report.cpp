@@ -40,6 +40,10 @@ result_row summarize(const run_result& r, const std::string& policy, double load
       continue;
     }
     lat.push_back(o.finish_s - o.arrival_s);
+    row.parts.queued_s += o.queued_s;
+    row.parts.left_out_s += (o.finish_s - o.arrival_s) - o.queued_s - o.in_steps_s;
+    row.parts.alone_s += o.alone_s;
+    row.parts.shared_s += o.in_steps_s - o.alone_s;
     if (o.finish_s <= o.deadline_s + 1e-12) ++met;
     acc += o.accuracy;
     tokens += o.tokens;
@@ -55,6 +59,12 @@ result_row summarize(const run_result& r, const std::string& policy, double load
   row.p90_latency_s = percentile(lat, 90);
   row.p99_latency_s = percentile(lat, 99);
   row.accuracy = n > 0 ? acc / n : 0.0;
+  if (n > 0) {
+    row.parts.queued_s /= n;
+    row.parts.left_out_s /= n;
+    row.parts.alone_s /= n;
+    row.parts.shared_s /= n;
+  }
   row.tokens_per_step = steps > 0 ? tokens / steps : 0.0;
   return row;
 }

@@ -23,6 +23,13 @@ struct result_row {
   std::uint64_t migrations = 0;
   std::uint64_t reconfigurations = 0;
   std::size_t dropped = 0;
+  /// Means over finished requests of request_outcome's latency parts; they sum to the mean latency.
+  struct latency_parts {
+    double queued_s = 0;        // before the first admission
+    double left_out_s = 0;      // admitted, outside any step (batch formation left it out, or moving)
+    double alone_s = 0;         // its own steps, as long as they would have been alone
+    double shared_s = 0;        // what the other requests in its steps added
+  } parts;
   run_stats stats;
 };
 

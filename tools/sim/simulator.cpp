@@ -167,6 +167,7 @@ void engine::start_step(int gi) {
         taken[static_cast<std::size_t>(i)] = true;
         g.load.add(r.canvas_len());
         g.kv_free -= r.canvas_len();
+        if (rt_[r.id].admit_s < 0) rt_[r.id].admit_s = now_;
         g.active.push_back(r);
       }
       std::size_t w = 0;
@@ -194,6 +195,14 @@ void engine::start_step(int gi) {
   for (std::size_t j = 0; j < g.batch.size(); ++j)
     t.add(policy::step_item_for(g.active[static_cast<std::size_t>(g.batch[j])], g.shares[j]));
   const double dur = cl_.cost.step_seconds(g.tp, t);
+  for (std::size_t j = 0; j < g.batch.size(); ++j) {  // where the latency goes (--stats)
+    const auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
+    policy::batch_totals own;
+    own.add(policy::step_item_for(r, g.shares[j]));
+    auto& rt = rt_[r.id];
+    rt.in_steps_s += dur;
+    rt.alone_s += cl_.cost.step_seconds(g.tp, own);
+  }
   g.busy = true;
   ++stats_.group_steps;
   stats_.request_steps += g.batch.size();
@@ -322,6 +331,9 @@ run_result engine::run() {
     o.tokens = rt.tokens;
     o.steps = rt.steps;
     o.migrations = rt.migrations;
+    o.queued_s = rt.admit_s >= 0 ? rt.admit_s - o.arrival_s : 0.0;
+    o.in_steps_s = rt.in_steps_s;
+    o.alone_s = rt.alone_s;
     o.accuracy = rt.tokens > 0 ? rt.acc_sum / rt.tokens : 0.0;
   }
   stats_.virtual_end_s = now_;

@@ -37,6 +37,12 @@ struct request_outcome {
   int steps = 0;              // denoising steps it took part in
   int migrations = 0;
   bool dropped = false;
+  // Where its latency went: queued_s before its first admission, then in_steps_s inside
+  // steps, of which alone_s its own items would have taken alone on the same groups; the rest
+  // of the latency it spent admitted but outside any step (left out of batches, or moving).
+  double queued_s = 0;
+  double in_steps_s = 0;
+  double alone_s = 0;
 };
 
 /// Counters about the run itself; wall-clock figures never feed back into decisions.
