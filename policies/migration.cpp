@@ -31,6 +31,12 @@ transfer_cost move_cost(const request_view& r, bool same_node, double dst_refres
 
 namespace {
 
+double refresh_alone_s(const step_cost_model& m, int tp, const request_view& r) {
+  batch_totals a;
+  a.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
+  return m.step_seconds(tp, a);
+}
+
 double refresh_extra_s(const step_cost_model& m, int tp, const request_view& r) {
   batch_totals a, b;
   a.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
@@ -154,7 +160,10 @@ std::vector<migration_decision> plan_migrations(
                                           cfg.token_budget);
       if (step > max_step[h]) continue;  // would make an on-time request there miss
       const auto cost = move_cost(r, gs[h].node == gs[c.group].node, refresh_extra_s(m, gs[h].tp, r), link);
-      const double finish = cost.seconds + steps * step;
+      // Only the canvas and finished KV move: the layers a split refresh has run are lost and
+      // run again there.
+      const double redo = r.next_kind == step_kind::refresh ? r.refresh_done * refresh_alone_s(m, gs[h].tp, r) : 0.0;
+      const double finish = cost.seconds + redo + steps * step;
       if (finish <= budget && finish < best_finish) {
         best = h;
         best_finish = finish;

@@ -14,7 +14,9 @@
 // minimises  t_move + remaining_steps x step_s'(dst), where step_s' is the destination's step
 // time with r added; accept only if r then meets its deadline and every request already on the
 // destination that was meeting its deadline still does (step_s' <= the destination's
-// max_step_s). So a move never makes a destination miss. Per invocation at most 4 x max_moves
+// max_step_s). So a move never makes a destination miss. A request part-way through a split
+// refresh also pays refresh_done x its refresh alone at the destination: only the canvas and
+// finished KV move, so the layers it has run are run again. Per invocation at most 4 x max_moves
 // candidates (the nearest to rescue) are tried against at most 32 destinations each.
 // Balance mode (Llumnix-style baseline): ignores deadlines; while the most loaded group's load
 // (requests per device) exceeds imbalance x the least loaded's + 1, move the cheapest-to-move

@@ -274,6 +274,24 @@ BOOST_AUTO_TEST_CASE(never_moves_a_request_to_a_group_that_would_then_miss) {
   BOOST_TEST(policy::plan_migrations({s0, s2}, {&g0, &g2}, 0.0, m, q, cfg, link).empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_move_counts_the_layers_a_split_refresh_would_lose) {
+  auto m = per_request_cost();  // a refresh alone takes 10 ms
+  auto q = test::two_step_quality();
+  policy::migration_config cfg;
+  policy::link_params link;
+  // r needs 2 steps: 20 ms on the empty g1, within its 22 ms. Half-way through a split refresh
+  // it would run those 16 layers again there (5 ms): 25 ms misses, so it stays.
+  std::vector<policy::request_view> g0{test::request(1, 0, 0.022, 100, 32)}, g1{};
+  auto s0 = summary(0, 0, g0, 0.1);
+  s0.at_risk = true;
+  auto s1 = summary(1, 0, g1, 0.0);
+  BOOST_TEST(policy::plan_migrations({s0, s1}, {&g0, &g1}, 0.0, m, q, cfg, link).size() == 1u);
+  g0[0].refresh_done = 0.5;
+  BOOST_TEST(policy::plan_migrations({s0, s1}, {&g0, &g1}, 0.0, m, q, cfg, link).empty());
+  g0[0].deadline_s = 0.026;
+  BOOST_TEST(policy::plan_migrations({s0, s1}, {&g0, &g1}, 0.0, m, q, cfg, link).size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(balance_mode_evens_out_requests_per_device) {
   auto q = test::two_step_quality();
   policy::migration_config cfg;
