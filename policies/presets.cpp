@@ -16,7 +16,6 @@ policy_set everything(const std::string& name) {
   p.reconfigure = true;
   p.migration = migration_mode::deadline;
   p.split_refresh = true;
-  p.refresh_quantum = true;
   return p;
 }
 
@@ -24,8 +23,7 @@ policy_set everything(const std::string& name) {
 
 std::vector<std::string> policy_set_names() {
   return {"static",   "deadline",      "migration",    "dilaserve",  "tau-only",
-          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split",
-          "no-quantum"};
+          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split"};
 }
 
 policy_set make_policy_set(const std::string& name) {
@@ -63,9 +61,6 @@ policy_set make_policy_set(const std::string& name) {
     p.migration = migration_mode::none;
   } else if (name == "no-split") {
     p.split_refresh = false;
-    p.refresh_quantum = false;
-  } else if (name == "no-quantum") {
-    p.refresh_quantum = false;
   } else if (name == "no-deadline") {
     p.order = queue_order::fcfs;
     p.demote_late = false;

@@ -19,13 +19,11 @@ struct policy_set {
   bool reconfigure = false;                // reconfiguration optimizer
   migration_mode migration = migration_mode::none;
   bool split_refresh = false;              // layer-split refreshes under the slack budget
-  bool refresh_quantum = false;            // ... and no step waits for more of a refresh than a quantum
 };
 
 /// static | deadline | migration | dilaserve, and the ablations
 ///   tau-only, reconfig-only, migrate-only   (one DiLaServe mechanism on top of static)
-///   no-tau, no-reconfig, no-migrate, no-deadline, no-split, no-quantum   (DiLaServe minus one
-///   mechanism; no-split drops the quantum too, which runs through the split).
+///   no-tau, no-reconfig, no-migrate, no-deadline, no-split   (DiLaServe minus one mechanism).
 /// Throws std::invalid_argument for an unknown name.
 policy_set make_policy_set(const std::string& name);
 std::vector<std::string> policy_set_names();

@@ -110,11 +110,9 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   // order does not matter and sorting would be wasted work.
   long rows = 0;
   bool any_refresh = false;
-  double canvas_sum = 0;
   for (const auto& r : active) {
     rows += query_rows_of(r);
     any_refresh |= r.next_kind == step_kind::refresh;
-    canvas_sum += r.canvas_len();
   }
   if (rows <= cfg.token_budget && static_cast<int>(active.size()) <= cfg.max_batch &&
       (!budgeted || !any_refresh)) {
@@ -130,13 +128,6 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   batch_totals totals;
   double step = 0;
   double budget = std::numeric_limits<double>::infinity();  // least slack left in the batch
-  double quantum = 0;
-  if (budgeted && cfg.refresh_split > 0 && cfg.refresh_quantum > 0) {
-    const int mean_canvas = static_cast<int>(std::lround(canvas_sum / static_cast<double>(active.size())));
-    batch_totals one;
-    one.add(step_item_of(step_kind::reuse, mean_canvas, active.front().block_len));
-    quantum = cfg.refresh_quantum * cost->step_seconds(tp, one);
-  }
   for (const auto& k : keys) {
     if (static_cast<int>(out.size()) >= cfg.max_batch) break;
     const auto& r = active[static_cast<std::size_t>(k.index)];
@@ -147,19 +138,16 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       auto item = next_step_item(r);
       totals.add(item);
       double next = cost->step_seconds(tp, totals);
-      const bool over_quantum = quantum > 0 && r.next_kind == step_kind::refresh && next > std::max(quantum, step);
-      if (over_quantum || (!out.empty() && next - step > budget)) {
+      if (!out.empty() && next - step > budget) {
         totals.remove(item);
         if (cfg.refresh_split <= 0 || r.next_kind != step_kind::refresh) continue;
         // The longest whole number of layer ranges that fits, found by bisection (the step time
         // grows with the share); none fits: wait as before. The cap is the smaller of the slack
         // budget and a small growth of the step: the chunk mostly fills the compute that a
         // memory-bound step leaves idle. Spending the whole budget on chunks drains the on-time
-        // requests' slack step after step, and they then miss (docs/performance.md). Under the
-        // quantum the step may also grow up to Q.
+        // requests' slack step after step, and they then miss (docs/performance.md).
         const int units_left = static_cast<int>(std::lround(share * cfg.refresh_split));
-        double cap = std::min(budget, cfg.refresh_split_growth * step);
-        if (over_quantum) cap = std::min(budget, std::max(cap, quantum - step));
+        const double cap = std::min(budget, cfg.refresh_split_growth * step);
         int lo = 0, hi = units_left - 1;
         while (lo < hi) {
           const int mid = (lo + hi + 1) / 2;
@@ -170,7 +158,6 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
           else
             hi = mid - 1;
         }
-        if (lo == 0 && out.empty()) lo = 1;  // the step's first request always advances
         if (lo == 0) continue;
         share = static_cast<double>(lo) / cfg.refresh_split;
         item = step_item_for(r, share);

@@ -16,14 +16,6 @@
 // which in a burst counts the refreshes of everyone else into each request's own steps,
 // reads negative for most requests, and leaves the slack budget nothing to protect.
 //
-// Refresh quantum (with the layer split): no step waits for more of a refresh than a quantum Q,
-// a small multiple of the memory-bound reuse step, so the reuse tails in a group keep stepping
-// at about their own pace while the refreshes advance a few layers per step, in deadline order.
-// This is Sarathi-Serve's stall-free batching (chunked prefill under a per-step budget) applied
-// by layers, since a bidirectional refresh cannot be cut by tokens. It also makes refreshes
-// preemptible: a request that arrives with an earlier deadline overtakes a long refresh at the
-// next step boundary instead of waiting for all of it.
-//
 // Slack budget (least slack with a step-cost model): a step is atomic, so a long refresh
 // (up to ~100 ms for a 4k canvas on one H100) delays every request batched with it. Requests
 // are added in key order; adding request j raises the step time by d_j (step-cost model), and
@@ -57,14 +49,6 @@ struct scheduler_config {
   /// min(budget, refresh_split_growth x step) instead of waiting; 0: refreshes run whole.
   int refresh_split = 0;
   double refresh_split_growth = 0.02;
-  /// Refresh quantum (with refresh_split): a refresh may lengthen a step only up to
-  /// Q = refresh_quantum x the group's reuse step (one reuse item of the active requests' mean
-  /// canvas, alone on the group). One that would pass Q runs the longest run of its layer ranges
-  /// that fits (within the slack budget too), and resumes in the next step. When the step is
-  /// already longer than Q, the growth cap above applies. The first request of a step always
-  /// runs at least one range, so a refresh never starves. 0: off; a refresh that fits the
-  /// slack budget runs whole however long it is.
-  double refresh_quantum = 0;
 };
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.

@@ -332,11 +332,6 @@ BOOST_AUTO_TEST_CASE(each_policy_switches_the_documented_mechanisms) {
               d.reconfigure && d.migration == policy::migration_mode::deadline));
   BOOST_TEST((policy::make_policy_set("migration").migration == policy::migration_mode::balance));
   BOOST_TEST(!policy::make_policy_set("no-reconfig").reconfigure);
-  BOOST_TEST((d.split_refresh && d.refresh_quantum));
-  auto nq = policy::make_policy_set("no-quantum");
-  BOOST_TEST((nq.split_refresh && !nq.refresh_quantum));
-  auto ns = policy::make_policy_set("no-split");
-  BOOST_TEST((!ns.split_refresh && !ns.refresh_quantum));
   BOOST_TEST(policy::make_policy_set("tau-only").tau_load_cap);
   for (const auto& n : policy::policy_set_names()) BOOST_TEST(policy::make_policy_set(n).name == n);
   BOOST_CHECK_THROW(policy::make_policy_set("fastest"), std::invalid_argument);

@@ -126,57 +126,6 @@ BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) 
   BOOST_TEST(shares == std::vector<double>({2.0 / 32, 1.0}), tt::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(no_step_waits_for_more_of_a_refresh_than_the_quantum) {
-  auto q = test::two_step_quality();
-  auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
-  policy::scheduler_config cfg;
-  cfg.refresh_split = 32;
-  cfg.refresh_quantum = 2.0;  // Q = 2 x one reuse item alone (1 ms + 32 rows) = 2.64 ms
-  std::vector<int> out;
-  std::vector<double> shares;
-  // B alone, a 4,096-row refresh: whole it takes 41.96 ms; a run of u of its 32 ranges costs
-  // u / 32 of that (1.31 ms each, the fixed 1 ms scaled by the layers run too): two fit Q.
-  std::vector<policy::request_view> b{test::request(2, 0, 10.0, 4064, 32)};
-  policy::form_batch(b, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
-  BOOST_TEST(shares == std::vector<double>({2.0 / 32}), tt::per_element());
-  // A reuse tail first (A's deadline is earlier, and it has slack to spare): the step is 1.32 ms,
-  // so B may add up to Q - 1.32 = 1.32 ms, one 1.28-ms range. With Q = 3 reuse steps, two.
-  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 5.0, 4064, 32)),
-                                      test::request(2, 0, 10.0, 4064, 32)};
-  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(out == std::vector<int>({0, 1}), tt::per_element());
-  BOOST_TEST(shares == std::vector<double>({1.0, 1.0 / 32}), tt::per_element());
-  cfg.refresh_quantum = 3.0;
-  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(shares == std::vector<double>({1.0, 2.0 / 32}), tt::per_element());
-  // Without the quantum the whole refresh joins, since A can absorb it.
-  cfg.refresh_quantum = 0;
-  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(shares == std::vector<double>({1.0, 1.0}), tt::per_element());
-  // A refresh that fits the quantum whole joins whole: 96 rows add 0.96 ms, 2.28 <= 2.64 ms.
-  cfg.refresh_quantum = 2.0;
-  a[1] = test::request(3, 0, 10.0, 64, 32);
-  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(shares == std::vector<double>({1.0, 1.0}), tt::per_element());
-  // When the reuse tails alone already pass Q (three of them: 1.96 ms > Q = 1.32 ms), the
-  // refresh gets only the growth cap (2 % of the step, 39 us): no range fits, it waits.
-  cfg.refresh_quantum = 1.0;
-  std::vector<policy::request_view> c{in_reuse(test::request(1, 0, 5.0, 4064, 32)),
-                                      in_reuse(test::request(4, 0, 5.0, 4064, 32)),
-                                      in_reuse(test::request(5, 0, 5.0, 4064, 32)),
-                                      test::request(2, 0, 10.0, 4064, 32)};
-  policy::form_batch(c, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(out == std::vector<int>({0, 1, 2}), tt::per_element());
-  // First in deadline order, B always advances, by at least one range even when one range
-  // alone passes Q (Q = 0.1 reuse steps = 0.13 ms < 1.31 ms); the tails still join the step.
-  cfg.refresh_quantum = 0.1;
-  c[3].deadline_s = 1.0;
-  policy::form_batch(c, 0.0, cfg, q, 0.0, out, &cost, 1, &shares);
-  BOOST_TEST(out == std::vector<int>({3, 0, 1, 2}), tt::per_element());
-  BOOST_TEST(shares == std::vector<double>({1.0 / 32, 1.0, 1.0, 1.0}), tt::per_element());
-}
-
 BOOST_AUTO_TEST_CASE(chain_slack_serves_the_earliest_deadline_first) {
   auto q = test::two_step_quality();          // every block: one refresh and one reuse
   auto cost = test::flat_cost(0.001, 1e-5);   // 1 ms + 10 us per query row

@@ -177,7 +177,7 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
       ->check(dls::cli::positive);
   sub->add_option("--policies", o->policies, "policies: static, deadline, migration, dilaserve, "
                                              "tau-only, reconfig-only, migrate-only, no-tau, "
-                                             "no-reconfig, no-migrate, no-deadline, no-split, no-quantum")
+                                             "no-reconfig, no-migrate, no-deadline, no-split")
       ->delimiter(',');
   sub->add_option("--seed", o->seed, "seed for synthetic arrivals and commit draws");
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only");

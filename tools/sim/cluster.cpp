@@ -5,7 +5,6 @@
 #include <fstream>
 #include <numeric>
 #include <sstream>
-#include <cmath>
 #include <stdexcept>
 
 namespace dls::sim {
@@ -75,12 +74,9 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(s, "max_active", c.max_active);
   read(s, "refresh_split", c.refresh_split);
   read(s, "refresh_split_growth", c.refresh_split_growth);
-  read(s, "refresh_quantum", c.refresh_quantum);
   if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
   if (!(c.refresh_split_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
-  if (!(c.refresh_quantum >= 0) || !std::isfinite(c.refresh_quantum))
-    throw std::invalid_argument("cluster: scheduler.refresh_quantum must be a number >= 0");
 
   const auto l = root["links"];
   read(l, "intra_node_bytes_per_s", c.link.intra_node_bytes_per_s);

@@ -32,7 +32,6 @@ struct sim_cluster {
   int max_active = 64;                           // per group
   int refresh_split = 0;                         // layer ranges of a split refresh, 0: whole
   double refresh_split_growth = 0.02;            // a chunk lengthens a step by at most this
-  double refresh_quantum = 0;                    // refreshes lengthen a step to at most this x a reuse step
 
   policy::link_params link;
   policy::threshold_config threshold;
