@@ -19,16 +19,17 @@ step_item step_item_of(step_kind kind, int canvas_len, int block_len) {
   return it;
 }
 
-step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes) {
+step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes, double begin) {
   step_item it = step_item_of(step_kind::refresh, canvas_len, block_len);
-  it.layer_share = std::clamp(share, 0.0, 1.0);
+  it.layer_begin = std::clamp(begin, 0.0, 1.0);
+  it.layer_share = std::clamp(share, 0.0, 1.0 - it.layer_begin);
   if (!completes) it.logit_rows = 0;
   return it;
 }
 
 step_item next_step_item(const request_view& r) {
   if (r.next_kind == step_kind::refresh && r.refresh_done > 0)
-    return refresh_chunk(r.canvas_len(), r.block_len, 1.0 - r.refresh_done, true);
+    return refresh_chunk(r.canvas_len(), r.block_len, 1.0 - r.refresh_done, true, r.refresh_done);
   return step_item_of(r.next_kind, r.canvas_len(), r.block_len);
 }
 
@@ -39,7 +40,8 @@ bool completes_step(const request_view& r, double share) {
 
 step_item step_item_for(const request_view& r, double share) {
   if (completes_step(r, share)) return next_step_item(r);
-  return refresh_chunk(r.canvas_len(), r.block_len, share, false);
+  return refresh_chunk(r.canvas_len(), r.block_len, share, false,
+                       r.next_kind == step_kind::refresh ? r.refresh_done : 0.0);
 }
 
 void batch_totals::add(const step_item& it) {
@@ -49,10 +51,7 @@ void batch_totals::add(const step_item& it) {
   key_rows += it.key_rows * s;
   qk += static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows += it.logit_rows;
-  if (s < 1.0) {
-    partial += 1;
-    partial_share += s;
-  }
+  if (s < 1.0) parts.push_back(it);
 }
 
 void batch_totals::remove(const step_item& it) {
@@ -63,14 +62,25 @@ void batch_totals::remove(const step_item& it) {
   qk -= static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows -= it.logit_rows;
   if (s < 1.0) {
-    partial -= 1;
-    partial_share -= s;
+    const auto p = std::find(parts.begin(), parts.end(), it);
+    if (p != parts.end()) parts.erase(p);
   }
 }
 
 double batch_totals::layer_fraction() const {
-  if (requests - partial > 0.5) return 1.0;  // some item runs every layer
-  return std::min(1.0, partial_share);
+  if (requests - static_cast<double>(parts.size()) > 0.5) return 1.0;  // some item runs every layer
+  // Union of the ranges: sort by start and merge.
+  std::vector<std::pair<double, double>> r;
+  r.reserve(parts.size());
+  for (const auto& p : parts) r.push_back({p.layer_begin, p.layer_begin + p.layer_share});
+  std::sort(r.begin(), r.end());
+  double covered = 0, end = 0;
+  for (const auto& [b, e] : r) {
+    const double from = std::max(b, end);
+    if (e > from) covered += e - from;
+    end = std::max(end, e);
+  }
+  return std::min(1.0, covered);
 }
 
 // -- model ------------------------------------------------------------------------------------
@@ -113,14 +123,20 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
   }
   const auto& p = roof_;
   const double k = tp;
+  const double flop_rate = k * p.peak_flops * p.flops_efficiency;
+  const double byte_rate = k * p.hbm_bytes_per_s * p.bandwidth_efficiency;
   // Linear layers over the query rows, attention scores and values (QK^T and PV, 2 FLOPs
   // each per head dim per layer), and the LM head on the block rows only.
-  const double flops = 2.0 * p.nonembed_params * t.query_rows +
-                       4.0 * p.layers * p.d_model * t.qk + 2.0 * p.head_params * t.logit_rows;
+  const double head_flops = 2.0 * p.head_params * t.logit_rows;
   const double layers = t.layer_fraction();
-  const double bytes = p.weight_bytes * layers + p.kv_bytes_per_token * t.key_rows;
-  const double compute_s = flops / (k * p.peak_flops * p.flops_efficiency);
-  const double memory_s = bytes / (k * p.hbm_bytes_per_s * p.bandwidth_efficiency);
+  double body_s = 0.0;
+  if (t.parts.empty()) {
+    const double flops = 2.0 * p.nonembed_params * t.query_rows + 4.0 * p.layers * p.d_model * t.qk + head_flops;
+    const double bytes = p.weight_bytes * layers + p.kv_bytes_per_token * t.key_rows;
+    body_s = std::max(flops / flop_rate, bytes / byte_rate);
+  } else {
+    body_s = layered_body_s(t, flop_rate, byte_rate, head_flops);
+  }
   double comm_s = 0.0;
   if (tp > 1) {
     // Megatron TP: one all-reduce after attention and one after the MLP, per layer. A ring
@@ -129,7 +145,52 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
     comm_s = 2.0 * p.layers * (layers * p.allreduce_latency_s) +
              2.0 * p.layers * 2.0 * (k - 1.0) / k * ar_bytes / p.link_bytes_per_s;
   }
-  return std::max(compute_s, memory_s) + comm_s + p.step_overhead_s;
+  return body_s + comm_s + p.step_overhead_s;
+}
+
+double step_cost_model::layered_body_s(const batch_totals& t, double flop_rate, double byte_rate,
+                                       double head_flops) const {
+  // A step runs its layers in order, and a layer's weight read overlaps only that layer's
+  // compute. So with layer ranges in the batch the roofline is taken per segment between the
+  // ranges' ends: max(FLOPs / rate, bytes / rate) of the items that run those layers. A
+  // range in a memory-bound step rides free only up to the read time of its own layers.
+  const auto& p = roof_;
+  auto full_flops = [&](double q, double qk) { return 2.0 * p.nonembed_params * q + 4.0 * p.layers * p.d_model * qk; };
+  double q_whole = t.query_rows, k_whole = t.key_rows, qk_whole = t.qk;
+  std::vector<double> cuts{0.0, 1.0};
+  for (const auto& it : t.parts) {
+    q_whole -= it.query_rows * it.layer_share;
+    k_whole -= it.key_rows * it.layer_share;
+    qk_whole -= static_cast<double>(it.query_rows) * it.key_rows * it.layer_share;
+    cuts.push_back(it.layer_begin);
+    cuts.push_back(it.layer_begin + it.layer_share);
+  }
+  const bool whole = t.requests - static_cast<double>(t.parts.size()) > 0.5;
+  std::sort(cuts.begin(), cuts.end());
+  constexpr double eps = 1e-9;
+  // Per running segment: compute and memory seconds. The LM head follows the last layer any
+  // item runs, so its FLOPs join the last running segment.
+  std::vector<std::pair<double, double>> seg;
+  for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const double x0 = cuts[c], x1 = cuts[c + 1], w = x1 - x0;
+    if (w <= eps) continue;
+    bool runs = whole;
+    // Full-depth totals of the items that run this segment; the segment is w of them.
+    double flops = whole ? full_flops(std::max(0.0, q_whole), std::max(0.0, qk_whole)) : 0.0;
+    double kv = whole ? std::max(0.0, k_whole) : 0.0;
+    for (const auto& it : t.parts) {
+      if (it.layer_begin > x0 + eps || it.layer_begin + it.layer_share < x1 - eps) continue;
+      runs = true;
+      flops += full_flops(it.query_rows, static_cast<double>(it.query_rows) * it.key_rows);
+      kv += it.key_rows;
+    }
+    if (!runs) continue;  // no item runs these layers: their weights are not read
+    seg.push_back({w * flops / flop_rate, w * (p.weight_bytes + p.kv_bytes_per_token * kv) / byte_rate});
+  }
+  if (!seg.empty()) seg.back().first += head_flops / flop_rate;
+  double body = 0.0;
+  for (const auto& [compute, memory] : seg) body += std::max(compute, memory);
+  return body;
 }
 
 double step_cost_model::step_seconds(int tp, const std::vector<step_item>& items) const {

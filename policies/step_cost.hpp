@@ -17,37 +17,45 @@
 namespace dls::policy {
 
 /// One request's share of a step: query rows computed, key rows attended, logit rows, and the
-/// fraction of the model's layers it runs them through. A layer-split refresh runs a range of
-/// layers per step (its rows' hidden states wait between steps), and only the chunk that
-/// reaches the last layer has logit rows.
+/// range of the model's layers it runs them through, [layer_begin, layer_begin + layer_share)
+/// as fractions of the layers. A layer-split refresh runs a range of layers per step (its rows'
+/// hidden states wait between steps), and only the chunk that reaches the last layer has logit
+/// rows.
 struct step_item {
   step_kind kind = step_kind::reuse;
   int query_rows = 0;
   int key_rows = 0;
   int logit_rows = 0;
   double layer_share = 1.0;
+  double layer_begin = 0.0;
+  bool operator==(const step_item& o) const {
+    return kind == o.kind && query_rows == o.query_rows && key_rows == o.key_rows &&
+           logit_rows == o.logit_rows && layer_share == o.layer_share && layer_begin == o.layer_begin;
+  }
 };
 
 /// The shape of the step a request takes next (dual cache): refresh q = k = P + G,
 /// reuse q = B, k = P + G; logits only for the B block rows.
 step_item next_step_item(const request_view& r);
 step_item step_item_of(step_kind kind, int canvas_len, int block_len);
-/// `share` of a refresh's layers; `completes`: this chunk reaches the last layer (logits).
-step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes);
+/// `share` of a refresh's layers from `begin` on; `completes`: this chunk reaches the last
+/// layer (logits).
+step_item refresh_chunk(int canvas_len, int block_len, double share, bool completes, double begin = 0.0);
 /// Whether running `share` of its layers this step finishes the request's step: every step
 /// but a split refresh's ranges that stop short of the last layer.
 bool completes_step(const request_view& r, double share);
 /// The item for running `share` of the request's next step (next_step_item when it completes).
 step_item step_item_for(const request_view& r, double share);
 
-/// Sums over a batch; both model forms only need these, so a batch costs O(batch) once. Rows
-/// are weighted by each item's layer share. `partial` counts the items that run only some
-/// layers and `partial_share` sums their shares: a batch of partial items alone reads only
-/// the weights of the layers it runs (at most their summed share).
+/// Sums over a batch, so a batch costs O(batch) once. Rows are weighted by each item's layer
+/// share. The items that run only some layers are also kept whole in `parts` (a few per step):
+/// the roofline costs a step layer by layer, and a range shares a layer's weight read only
+/// with the items that run that layer.
 struct batch_totals {
   double requests = 0, query_rows = 0, key_rows = 0, qk = 0, logit_rows = 0;
-  double partial = 0, partial_share = 0;
-  /// Fraction of the layers (weights, all-reduces) the step runs.
+  std::vector<step_item> parts;  // items with layer_share < 1
+  /// Fraction of the layers (weights, all-reduces) the step runs: all of them when some item
+  /// runs every layer, else the union of the parts' ranges.
   double layer_fraction() const;
   void add(const step_item& it);
   void remove(const step_item& it);
@@ -139,6 +147,7 @@ class step_cost_model {
   std::map<int, linear_coeffs> lin_;
   std::vector<int> tps_;
   std::array<linear_coeffs, 65> lin_fast_{};  // indexed by tp, avoids a map lookup per step
+  double layered_body_s(const batch_totals& t, double flop_rate, double byte_rate, double head_flops) const;
 };
 
 /// Loads a profile (YAML or JSON; yaml-cpp reads both). Relative paths are the caller's.

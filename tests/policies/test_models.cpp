@@ -61,19 +61,41 @@ BOOST_AUTO_TEST_CASE(layer_split_refresh_costs_its_share_of_the_layers) {
   const double head_s = 2 * p.head_params * 32 / (p.peak_flops * p.flops_efficiency);
   const double layers_s = m.step_seconds(1, {whole}) - p.step_overhead_s - head_s;
   BOOST_TEST(m.step_seconds(1, {quarter}) - p.step_overhead_s == layers_s / 4, tt::tolerance(1e-9));
-  // Four quarters (the last with the head) do the work of the whole refresh.
-  const auto last = policy::refresh_chunk(4096, 32, 0.25, true);
+  // Four quarters (the last, from 0.75, with the head) do the work of the whole refresh.
+  const auto last = policy::refresh_chunk(4096, 32, 0.25, true, 0.75);
   BOOST_TEST(3 * m.step_seconds(1, {quarter}) + m.step_seconds(1, {last}) - 4 * p.step_overhead_s ==
                  m.step_seconds(1, {whole}) - p.step_overhead_s,
              tt::tolerance(1e-9));
-  // A chunk in a step with a reuse request reads no extra weights: a memory-bound reuse step
-  // absorbs a small chunk almost for free (its KV rows are all it adds to the bytes).
+  // A chunk in a step with a reuse request reads no extra weights, but a layer's weight read
+  // hides only that layer's compute. TP 2, a 256-row chunk of one layer (1/32) beside a
+  // 1,024-token reuse request: in that layer the chunk's and the reuse rows' compute,
+  // (2 x 6.98e9 x (256 + 32) + 4 x 32 x 4096 x (256^2 + 32 x 1024)) / 32 FLOPs at
+  // 2 x 989.4e12 x 0.6 = 107 us, passes the layer's read of 1/32 of the weights and of both KV
+  // caches (1,280 tokens x 512 KiB) at 2 x 3.35e12 x 0.8 B/s = 97 us; the other 31 layers stay
+  // memory-bound. So the step grows by 107 - 97 us (its layer without the chunk: weights and
+  // the reuse KV only) plus the chunk's all-reduce bytes.
   const auto reuse = policy::step_item_of(step_kind::reuse, 1024, 32);
   const auto tiny = policy::refresh_chunk(256, 32, 1.0 / 32, false);
   const double extra = m.step_seconds(2, {reuse, tiny}) - m.step_seconds(2, {reuse});
-  const double kv_s = p.kv_bytes_per_token * 256 / 32 / (2 * p.hbm_bytes_per_s * p.bandwidth_efficiency);
-  BOOST_TEST(extra == kv_s + 2 * p.layers * 2 * 0.5 * 256.0 / 32 * 4096 * 2 / p.link_bytes_per_s, tt::tolerance(1e-9));
-  // Alone, a chunk pays only its share of the weights and of the all-reduce latencies.
+  const double flop_rate = 2 * p.peak_flops * p.flops_efficiency, byte_rate = 2 * p.hbm_bytes_per_s * p.bandwidth_efficiency;
+  const double layer_compute = (2 * p.nonembed_params * (256 + 32) + 4 * p.layers * p.d_model * (256.0 * 256 + 32.0 * 1024)) / 32 / flop_rate;
+  const double layer_read = (p.weight_bytes + p.kv_bytes_per_token * 1024) / 32 / byte_rate;
+  BOOST_TEST(layer_compute > (p.weight_bytes + p.kv_bytes_per_token * 1280) / 32 / byte_rate);
+  const double comm = 2 * p.layers * 2 * 0.5 * 256.0 / 32 * 4096 * 2 / p.link_bytes_per_s;
+  BOOST_TEST(extra == layer_compute - layer_read + comm, tt::tolerance(1e-9));
+  // A smaller chunk (64 rows) stays under its layer's read and adds only its KV bytes.
+  const auto small = policy::refresh_chunk(64, 32, 1.0 / 32, false);
+  const double small_extra = m.step_seconds(2, {reuse, small}) - m.step_seconds(2, {reuse});
+  BOOST_TEST(small_extra == p.kv_bytes_per_token * 64 / 32 / byte_rate + 2 * p.layers * 2 * 0.5 * 64.0 / 32 * 4096 * 2 / p.link_bytes_per_s,
+             tt::tolerance(1e-9));
+  // Two chunks on the same layers cost more than on different ones: a layer's read hides
+  // compute only once (4,096-row chunks of a quarter each, beside the reuse request).
+  const auto q0 = policy::refresh_chunk(4096, 32, 0.25, false, 0.0);
+  const auto q1 = policy::refresh_chunk(4096, 32, 0.25, false, 0.25);
+  BOOST_TEST(m.step_seconds(1, {reuse, q0, q0}) > m.step_seconds(1, {reuse, q0, q1}));
+  BOOST_TEST(m.step_seconds(1, {reuse, q0, q1}) >= m.step_seconds(1, {reuse, q0}));
+  // Alone, a chunk pays only its share of the weights and of the all-reduce latencies; two
+  // chunks, the union of their layers.
   policy::batch_totals t;
   t.add(tiny);
   BOOST_TEST(t.layer_fraction() == 1.0 / 32);
@@ -81,6 +103,11 @@ BOOST_AUTO_TEST_CASE(layer_split_refresh_costs_its_share_of_the_layers) {
   BOOST_TEST(t.layer_fraction() == 1.0);
   t.remove(reuse);
   BOOST_TEST(t.layer_fraction() == 1.0 / 32);
+  t.add(q1);  // [1/4, 1/2) beside [0, 1/32)
+  BOOST_TEST(t.layer_fraction() == 1.0 / 32 + 0.25, tt::tolerance(1e-12));
+  t.remove(q1);
+  t.add(q0);  // [0, 1/4) contains [0, 1/32)
+  BOOST_TEST(t.layer_fraction() == 0.25, tt::tolerance(1e-12));
   // The linear form scales its fixed (weight-reading) term the same way.
   auto lin = test::flat_cost(0.004, 1e-6);
   BOOST_TEST(lin.step_seconds(1, {policy::refresh_chunk(1000, 32, 0.5, false)}) == 0.002 + 500e-6, tt::tolerance(1e-12));
