@@ -31,17 +31,18 @@ transfer_cost move_cost(const request_view& r, bool same_node, double dst_refres
 
 namespace {
 
-double refresh_alone_s(const step_cost_model& m, int tp, const request_view& r) {
+double alone_s(const step_cost_model& m, int tp, const request_view& r, step_kind kind) {
   batch_totals a;
-  a.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
+  a.add(step_item_of(kind, r.canvas_len(), r.block_len));
   return m.step_seconds(tp, a);
 }
 
+double refresh_alone_s(const step_cost_model& m, int tp, const request_view& r) {
+  return alone_s(m, tp, r, step_kind::refresh);
+}
+
 double refresh_extra_s(const step_cost_model& m, int tp, const request_view& r) {
-  batch_totals a, b;
-  a.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
-  b.add(step_item_of(step_kind::reuse, r.canvas_len(), r.block_len));
-  return std::max(0.0, m.step_seconds(tp, a) - m.step_seconds(tp, b));
+  return std::max(0.0, refresh_alone_s(m, tp, r) - alone_s(m, tp, r, step_kind::reuse));
 }
 
 struct candidate {

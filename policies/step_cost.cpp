@@ -128,14 +128,14 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
   // Linear layers over the query rows, attention scores and values (QK^T and PV, 2 FLOPs
   // each per head dim per layer), and the LM head on the block rows only.
   const double head_flops = 2.0 * p.head_params * t.logit_rows;
-  const double layers = t.layer_fraction();
+  double layers = 1.0;  // fraction of the layers run: every layer unless only ranges are in it
   double body_s = 0.0;
   if (t.parts.empty()) {
     const double flops = 2.0 * p.nonembed_params * t.query_rows + 4.0 * p.layers * p.d_model * t.qk + head_flops;
-    const double bytes = p.weight_bytes * layers + p.kv_bytes_per_token * t.key_rows;
+    const double bytes = p.weight_bytes + p.kv_bytes_per_token * t.key_rows;
     body_s = std::max(flops / flop_rate, bytes / byte_rate);
   } else {
-    body_s = layered_body_s(t, flop_rate, byte_rate, head_flops);
+    body_s = layered_body_s(t, flop_rate, byte_rate, head_flops, layers);
   }
   double comm_s = 0.0;
   if (tp > 1) {
@@ -149,7 +149,7 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
 }
 
 double step_cost_model::layered_body_s(const batch_totals& t, double flop_rate, double byte_rate,
-                                       double head_flops) const {
+                                       double head_flops, double& layers_run) const {
   // A step runs its layers in order, and a layer's weight read overlaps only that layer's
   // compute. So with layer ranges in the batch the roofline is taken per segment between the
   // ranges' ends: max(FLOPs / rate, bytes / rate) of the items that run those layers. A
@@ -171,6 +171,7 @@ double step_cost_model::layered_body_s(const batch_totals& t, double flop_rate, 
   // Per running segment: compute and memory seconds. The LM head follows the last layer any
   // item runs, so its FLOPs join the last running segment.
   std::vector<std::pair<double, double>> seg;
+  layers_run = 0.0;
   for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
     const double x0 = cuts[c], x1 = cuts[c + 1], w = x1 - x0;
     if (w <= eps) continue;
@@ -185,6 +186,7 @@ double step_cost_model::layered_body_s(const batch_totals& t, double flop_rate, 
       kv += it.key_rows;
     }
     if (!runs) continue;  // no item runs these layers: their weights are not read
+    layers_run += w;
     seg.push_back({w * flops / flop_rate, w * (p.weight_bytes + p.kv_bytes_per_token * kv) / byte_rate});
   }
   if (!seg.empty()) seg.back().first += head_flops / flop_rate;

@@ -147,7 +147,9 @@ class step_cost_model {
   std::map<int, linear_coeffs> lin_;
   std::vector<int> tps_;
   std::array<linear_coeffs, 65> lin_fast_{};  // indexed by tp, avoids a map lookup per step
-  double layered_body_s(const batch_totals& t, double flop_rate, double byte_rate, double head_flops) const;
+  /// Body time of a step with layer ranges, and (out) the fraction of the layers it runs.
+  double layered_body_s(const batch_totals& t, double flop_rate, double byte_rate, double head_flops,
+                        double& layers_run) const;
 };
 
 /// Loads a profile (YAML or JSON; yaml-cpp reads both). Relative paths are the caller's.
