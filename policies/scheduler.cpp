@@ -125,6 +125,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   static thread_local std::vector<keyed> keys;
   order_indices(active, now, cfg, q, step_s, keys, budgeted ? cost : nullptr, tp);
   long used = 0;
+  int refreshes = 0;
   batch_totals totals;
   double step = 0;
   double budget = std::numeric_limits<double>::infinity();  // least slack left in the batch
@@ -134,20 +135,23 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
     const int qr = query_rows_of(r);
     if (!out.empty() && used + qr > cfg.token_budget) continue;
     double share = share_of(r);
+    const bool refresh = r.next_kind == step_kind::refresh;
     if (budgeted) {
       auto item = next_step_item(r);
       totals.add(item);
       double next = cost->step_seconds(tp, totals);
-      if (!out.empty() && next - step > budget) {
+      // A second refresh gets a tighter budget: what it adds to the step, all of the batch waits.
+      const double limit = refresh && refreshes > 0 ? std::min(budget, cfg.refresh_join_growth * step) : budget;
+      if (!out.empty() && next - step > limit) {
         totals.remove(item);
-        if (cfg.refresh_split <= 0 || r.next_kind != step_kind::refresh) continue;
+        if (cfg.refresh_split <= 0 || !refresh) continue;
         // The longest whole number of layer ranges that fits, found by bisection (the step time
         // grows with the share); none fits: wait as before. The cap is the smaller of the slack
         // budget and a small growth of the step: the chunk mostly fills the compute that a
         // memory-bound step leaves idle. Spending the whole budget on chunks drains the on-time
         // requests' slack step after step, and they then miss (docs/performance.md).
         const int units_left = static_cast<int>(std::lround(share * cfg.refresh_split));
-        const double cap = std::min(budget, cfg.refresh_split_growth * step);
+        const double cap = std::min(limit, cfg.refresh_split_growth * step);
         int lo = 0, hi = units_left - 1;
         while (lo < hi) {
           const int mid = (lo + hi + 1) / 2;
@@ -170,6 +174,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       if (!k.late) budget = std::min(budget, k.budget);
     }
     used += qr;
+    refreshes += refresh ? 1 : 0;
     out.push_back(k.index);
     if (shares) shares->push_back(share);
   }

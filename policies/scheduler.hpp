@@ -22,6 +22,14 @@
 // j is added only if d_j fits the remaining slack of every on-time request already in the
 // batch (their budget shrinks by d_j). A deferred request's slack shrinks while it waits, so
 // it moves to the front of the order and cannot starve.
+//
+// One refresh at a time (slack budget only): a second refresh joins a step only if it
+// lengthens the step by at most `refresh_join_growth` (10 %) of it. The budget alone would
+// let it in whenever the batch's slack absorbs it, and then the whole batch waits for both.
+// A real refresh is compute-bound, so it costs about the same in the next step (its weight
+// reads hide under its compute): run after the first, that one finishes earlier and every
+// reuse request in the group takes a step in between. Refreshes that are nearly free to add
+// (short ones in a memory-bound step) still join (docs/policies.md).
 #include "policies/quality.hpp"
 #include "policies/snapshot.hpp"
 #include "policies/step_cost.hpp"
@@ -49,6 +57,9 @@ struct scheduler_config {
   /// min(budget, refresh_split_growth x step) instead of waiting; 0: refreshes run whole.
   int refresh_split = 0;
   double refresh_split_growth = 0.02;
+  /// Slack budget only: a refresh (or range of one) beyond the step's first joins only if it
+  /// lengthens the step by at most this fraction of it; otherwise it waits for the next step.
+  double refresh_join_growth = 0.1;
 };
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.

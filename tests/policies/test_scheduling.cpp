@@ -85,6 +85,35 @@ BOOST_AUTO_TEST_CASE(slack_budget_defers_a_refresh_that_would_make_an_urgent_req
   BOOST_TEST(out.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_second_refresh_waits_for_the_next_step_unless_it_is_nearly_free) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
+  policy::scheduler_config cfg;
+  // Deadlines far away, so the slack budget never binds: A and B are 1,024-row refreshes
+  // (10.24 ms each), C a 32-row reuse step. After A the step lasts 11.24 ms; B would add 10.24 ms,
+  // more than 10 % of it, so B waits for the next step while C still rides along (0.32 ms).
+  std::vector<policy::request_view> a{test::request(1, 0, 1.0, 992, 32), test::request(2, 0, 2.0, 992, 32),
+                                      in_reuse(test::request(3, 0, 3.0, 992, 32))};
+  std::vector<int> out;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0, 2}), tt::per_element());
+  // A growth of one whole step lets B in: 10.24 ms <= 11.24 ms.
+  cfg.refresh_join_growth = 1.0;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0, 1, 2}), tt::per_element());
+  // A short refresh is nearly free to add (64 rows, 0.64 ms <= 1.124 ms) and joins at 10 %.
+  cfg.refresh_join_growth = 0.1;
+  a[1].prompt_len = 32;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0, 1, 2}), tt::per_element());
+  // The first refresh of a step is bound only by the slack budget, and FCFS (no budget)
+  // batches refreshes up to the token budget as before.
+  a[1].prompt_len = 992;
+  cfg.order = policy::queue_order::fcfs;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out.size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
   auto q = test::two_step_quality();
   auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row

@@ -329,16 +329,20 @@ BOOST_AUTO_TEST_CASE(shipped_clusters_load) {
   BOOST_CHECK_THROW(sim::parse_cluster("profile: x.yaml\n", "."), std::exception);
   BOOST_TEST(c64.refresh_split == 0);  // off: costed layer by layer it gains nothing there
   BOOST_TEST(c64.refresh_split_growth == 0.02);
-  // A bad split setting is named, not run.
+  BOOST_TEST(c64.refresh_join_growth == 0.1);
+  BOOST_TEST(c1k.refresh_join_growth == 0.1);
+  // A bad split or join setting is named, not run.
   hand_cluster();  // writes the profile and curve the texts below refer to
   const auto dir = (std::filesystem::temp_directory_path() / "dls_sim_test").string();
   const std::string base = "name: bad\nprofile: flat.yaml\nquality: q.yaml\nnodes: [{count: 1, devices: 1, layout: [1]}]\n";
-  for (const char* bad : {"scheduler: {refresh_split: -1}\n", "scheduler: {refresh_split_growth: -0.5}\n"}) {
+  for (const char* bad : {"scheduler: {refresh_split: -1}\n", "scheduler: {refresh_split_growth: -0.5}\n",
+                          "scheduler: {refresh_join_growth: -0.1}\n"}) {
     try {
       sim::parse_cluster(base + bad, dir);
       BOOST_ERROR("accepted " << bad);
     } catch (const std::invalid_argument& e) {
-      BOOST_TEST(std::string(e.what()).find("refresh_split") != std::string::npos);
+      const std::string key = std::string(bad).substr(12, std::string(bad).find(':', 12) - 12);
+      BOOST_TEST(std::string(e.what()).find(key) != std::string::npos, key);
     }
   }
 }

@@ -74,6 +74,9 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(s, "max_active", c.max_active);
   read(s, "refresh_split", c.refresh_split);
   read(s, "refresh_split_growth", c.refresh_split_growth);
+  read(s, "refresh_join_growth", c.refresh_join_growth);
+  if (!(c.refresh_join_growth >= 0))
+    throw std::invalid_argument("cluster: scheduler.refresh_join_growth must be >= 0");
   if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
   if (!(c.refresh_split_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");

@@ -32,6 +32,7 @@ struct sim_cluster {
   int max_active = 64;                           // per group
   int refresh_split = 0;                         // layer ranges of a split refresh, 0: whole
   double refresh_split_growth = 0.02;            // a chunk lengthens a step by at most this
+  double refresh_join_growth = 0.1;              // a second refresh lengthens a step by at most this
 
   policy::link_params link;
   policy::threshold_config threshold;

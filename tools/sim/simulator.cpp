@@ -22,6 +22,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   sched_.max_batch = c.max_batch;
   sched_.refresh_split = p.split_refresh ? c.refresh_split : 0;
   sched_.refresh_split_growth = c.refresh_split_growth;
+  sched_.refresh_join_growth = c.refresh_join_growth;
   thr_ = c.threshold;
   thr_.per_request = p.tau_per_request;
   thr_.load_cap = p.tau_load_cap;
