@@ -16,6 +16,7 @@ policy_set everything(const std::string& name) {
   p.reconfigure = true;
   p.migration = migration_mode::deadline;
   p.split_refresh = true;
+  p.co_run = true;
   return p;
 }
 
@@ -23,7 +24,7 @@ policy_set everything(const std::string& name) {
 
 std::vector<std::string> policy_set_names() {
   return {"static",   "deadline",      "migration",    "dilaserve",  "tau-only",
-          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split"};
+          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split", "no-co-run"};
 }
 
 policy_set make_policy_set(const std::string& name) {
@@ -61,6 +62,8 @@ policy_set make_policy_set(const std::string& name) {
     p.migration = migration_mode::none;
   } else if (name == "no-split") {
     p.split_refresh = false;
+  } else if (name == "no-co-run") {
+    p.co_run = false;
   } else if (name == "no-deadline") {
     p.order = queue_order::fcfs;
     p.demote_late = false;

@@ -19,11 +19,13 @@ struct policy_set {
   bool reconfigure = false;                // reconfiguration optimizer
   migration_mode migration = migration_mode::none;
   bool split_refresh = false;              // layer-split refreshes under the slack budget
+  bool co_run = false;                     // refresh and reuse steps side by side, where the cluster models it
 };
 
 /// static | deadline | migration | dilaserve, and the ablations
 ///   tau-only, reconfig-only, migrate-only   (one DiLaServe mechanism on top of static)
-///   no-tau, no-reconfig, no-migrate, no-deadline, no-split   (DiLaServe minus one mechanism).
+///   no-tau, no-reconfig, no-migrate, no-deadline, no-split, no-co-run   (DiLaServe minus one
+///   mechanism).
 /// Throws std::invalid_argument for an unknown name.
 policy_set make_policy_set(const std::string& name);
 std::vector<std::string> policy_set_names();

@@ -121,31 +121,47 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
     return c.fixed_s * t.layer_fraction() + c.per_request_s * t.requests + c.per_query_row_s * t.query_rows +
            c.per_key_row_s * t.key_rows + c.per_qk_s * t.qk;
   }
+  if (t.parts.empty()) {
+    const auto w = roofline_parts(tp, t);
+    return std::max(w.compute_s, w.memory_s) + w.fixed_s;
+  }
   const auto& p = roof_;
   const double k = tp;
-  const double flop_rate = k * p.peak_flops * p.flops_efficiency;
-  const double byte_rate = k * p.hbm_bytes_per_s * p.bandwidth_efficiency;
+  double layers = 1.0;  // fraction of the layers run: only those some range covers
+  const double body_s = layered_body_s(t, k * p.peak_flops * p.flops_efficiency,
+                                       k * p.hbm_bytes_per_s * p.bandwidth_efficiency,
+                                       2.0 * p.head_params * t.logit_rows, layers);
+  return body_s + fixed_seconds(tp, t.query_rows, layers);
+}
+
+step_parts step_cost_model::roofline_parts(int tp, const batch_totals& t) const {
+  if (form_ != form::roofline) throw std::logic_error("step cost: roofline_parts needs a roofline profile");
+  const auto& p = roof_;
+  const double k = tp;
   // Linear layers over the query rows, attention scores and values (QK^T and PV, 2 FLOPs
   // each per head dim per layer), and the LM head on the block rows only.
-  const double head_flops = 2.0 * p.head_params * t.logit_rows;
-  double layers = 1.0;  // fraction of the layers run: every layer unless only ranges are in it
-  double body_s = 0.0;
-  if (t.parts.empty()) {
-    const double flops = 2.0 * p.nonembed_params * t.query_rows + 4.0 * p.layers * p.d_model * t.qk + head_flops;
-    const double bytes = p.weight_bytes + p.kv_bytes_per_token * t.key_rows;
-    body_s = std::max(flops / flop_rate, bytes / byte_rate);
-  } else {
-    body_s = layered_body_s(t, flop_rate, byte_rate, head_flops, layers);
-  }
+  const double flops = 2.0 * p.nonembed_params * t.query_rows + 4.0 * p.layers * p.d_model * t.qk +
+                       2.0 * p.head_params * t.logit_rows;
+  const double bytes = p.weight_bytes + p.kv_bytes_per_token * t.key_rows;
+  step_parts w;
+  w.compute_s = flops / (k * p.peak_flops * p.flops_efficiency);
+  w.memory_s = bytes / (k * p.hbm_bytes_per_s * p.bandwidth_efficiency);
+  w.fixed_s = fixed_seconds(tp, t.query_rows, 1.0);
+  return w;
+}
+
+double step_cost_model::fixed_seconds(int tp, double query_rows, double layers) const {
+  const auto& p = roof_;
+  const double k = tp;
   double comm_s = 0.0;
   if (tp > 1) {
     // Megatron TP: one all-reduce after attention and one after the MLP, per layer. A ring
     // moves 2 (k-1)/k of the activation bytes over each device's link.
-    const double ar_bytes = t.query_rows * p.d_model * p.activation_bytes;
+    const double ar_bytes = query_rows * p.d_model * p.activation_bytes;
     comm_s = 2.0 * p.layers * (layers * p.allreduce_latency_s) +
              2.0 * p.layers * 2.0 * (k - 1.0) / k * ar_bytes / p.link_bytes_per_s;
   }
-  return body_s + comm_s + p.step_overhead_s;
+  return comm_s + p.step_overhead_s;
 }
 
 double step_cost_model::layered_body_s(const batch_totals& t, double flop_rate, double byte_rate,

@@ -117,6 +117,15 @@ struct memory_params {
   double kv_bytes_per_token = 0;
 };
 
+/// A whole step's roofline pieces on a TP-k group: compute seconds (FLOPs at the group's
+/// rate), memory seconds (weights and KV at its bandwidth) and the fixed seconds (all-reduces
+/// and per-step overhead); the step takes max(compute, memory) + fixed.
+struct step_parts {
+  double compute_s = 0;
+  double memory_s = 0;
+  double fixed_s = 0;
+};
+
 class step_cost_model {
  public:
   enum class form { roofline, linear };
@@ -127,6 +136,8 @@ class step_cost_model {
   /// Seconds for one step of a batch with these totals on a TP-k group.
   double step_seconds(int tp, const batch_totals& t) const;
   double step_seconds(int tp, const std::vector<step_item>& items) const;
+  /// Roofline profiles only (std::logic_error otherwise), batches without layer ranges.
+  step_parts roofline_parts(int tp, const batch_totals& t) const;
   bool supports(int tp) const;
   const std::vector<int>& tp_degrees() const { return tps_; }
   form kind() const { return form_; }
@@ -150,6 +161,8 @@ class step_cost_model {
   /// Body time of a step with layer ranges, and (out) the fraction of the layers it runs.
   double layered_body_s(const batch_totals& t, double flop_rate, double byte_rate, double head_flops,
                         double& layers_run) const;
+  /// All-reduces over `layers` (a fraction of the model's) plus the per-step overhead.
+  double fixed_seconds(int tp, double query_rows, double layers) const;
 };
 
 /// Loads a profile (YAML or JSON; yaml-cpp reads both). Relative paths are the caller's.

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "fixtures.hpp"
+#include "policies/co_run.hpp"
 #include "policies/predict.hpp"
 
 #include <cmath>
@@ -244,6 +245,82 @@ BOOST_AUTO_TEST_CASE(shipped_profiles_load_with_sources) {
   BOOST_TEST(h200.step_seconds(1, {refresh}) == h100.step_seconds(1, {refresh}), boost::test_tools::tolerance(1e-9));
   // (80 - 16.04 - 6) GB / 512 KiB per token on one H100.
   BOOST_TEST(h100.kv_capacity_tokens(1) == (80e9 - 16.04e9 - 6e9) / 524288, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(co_running)
+
+namespace {
+// One device, 1 TFLOP/s and 100 GB/s, 1 GB of weights, 0.2 ms of compute per query row, no
+// attention FLOPs, KV, all-reduce or overhead: every step reads its weights in 10 ms. A
+// 2,000-row refresh computes for 400 ms (it reads at 10 / 400 = 2.5 % of the bandwidth); a
+// 10-row reuse step computes for 2 ms and takes 10 ms alone.
+policy::step_cost_model toy() {
+  policy::roofline_params p;
+  p.peak_flops = 1e12;
+  p.hbm_bytes_per_s = 1e11;
+  p.weight_bytes = 1e9;
+  p.nonembed_params = 1e8;
+  p.layers = 1;
+  return policy::step_cost_model::make_roofline(p, {1});
+}
+policy::batch_totals rows(int q) {
+  policy::batch_totals t;
+  t.add({step_kind::reuse, q, 0, 0});
+  return t;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(each_model_shares_the_device_as_stated) {
+  namespace tt = boost::test_tools;
+  const auto m = toy();
+  const auto refresh = rows(2000), reuse = rows(10);
+  BOOST_TEST(m.step_seconds(1, refresh) == 0.4, tt::tolerance(1e-12));
+  BOOST_TEST(m.step_seconds(1, reuse) == 0.01, tt::tolerance(1e-12));
+  policy::co_run_config cfg;
+  // Fluid: the reuse step reads at the 97.5 % the refresh leaves (10 / 0.975 ms) and holds
+  // its 2 ms of compute over that time; the refresh keeps the rest.
+  cfg.model = policy::co_run_model::fluid;
+  auto c = policy::co_run(m, 1, reuse, refresh, cfg);
+  BOOST_TEST(c.reuse_s == 0.01 / 0.975, tt::tolerance(1e-12));
+  BOOST_TEST(c.reuse_share == 0.002 / c.reuse_s, tt::tolerance(1e-12));
+  BOOST_TEST(c.refresh_rate == 1 - 0.195, tt::tolerance(1e-12));
+  BOOST_TEST(policy::co_run_refresh_rate(m, 1, refresh, c, cfg) == c.refresh_rate, tt::tolerance(1e-12));
+  // Partition, a quarter of the SMs saturating HBM: 3/16 of them pull 75 % (13.3 ms, over
+  // the 10.5-ms mark); 4/16 pull all the refresh leaves (400 / 0.75 ms, reading 1.875 %),
+  // 10 / 0.98125 ms, and the refresh runs on three quarters of the SMs.
+  cfg.model = policy::co_run_model::partition;
+  cfg.sm_saturation = 0.25;
+  c = policy::co_run(m, 1, reuse, refresh, cfg);
+  BOOST_TEST(c.reuse_share == 0.25, tt::tolerance(1e-12));
+  BOOST_TEST(c.reuse_s == 0.01 / 0.98125, tt::tolerance(1e-12));
+  BOOST_TEST(c.refresh_rate == 0.75, tt::tolerance(1e-12));
+  BOOST_TEST(policy::co_run_refresh_rate(m, 1, refresh, c, cfg) == 0.75, tt::tolerance(1e-12));
+  // ... and with all SMs needed to saturate it, the reuse step stops at the cap: half the
+  // SMs pull half the bandwidth, 20 ms.
+  cfg.sm_saturation = 1.0;
+  c = policy::co_run(m, 1, reuse, refresh, cfg);
+  BOOST_TEST(c.reuse_share == 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(c.reuse_s == 0.02, tt::tolerance(1e-12));
+  BOOST_TEST(c.refresh_rate == 0.5, tt::tolerance(1e-12));
+  // Tax: full speed for the reuse step, the stated slowdown for the refresh, any profile.
+  cfg.model = policy::co_run_model::tax;
+  cfg.tax = 0.3;
+  c = policy::co_run(m, 1, reuse, refresh, cfg);
+  BOOST_TEST(c.reuse_s == 0.01, tt::tolerance(1e-12));
+  BOOST_TEST(c.refresh_rate == 0.7, tt::tolerance(1e-12));
+  const auto flat = test::flat_cost(0.01);
+  BOOST_TEST(policy::co_run(flat, 1, reuse, refresh, cfg).refresh_rate == 0.7, tt::tolerance(1e-12));
+  cfg.model = policy::co_run_model::fluid;
+  BOOST_CHECK_THROW(policy::co_run(flat, 1, reuse, refresh, cfg), std::invalid_argument);
+  BOOST_TEST((policy::parse_co_run_model("partition") == policy::co_run_model::partition));
+  try {
+    policy::parse_co_run_model("overlap");
+    BOOST_ERROR("accepted an unknown co-run model");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("'overlap'") != std::string::npos);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -85,6 +85,46 @@ BOOST_AUTO_TEST_CASE(tiny_scenario_matches_the_hand_computed_timeline) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(co_running_streams_follow_the_hand_computed_timeline) {
+  // The hand cluster (every step 10 ms, two steps a block) with co-running under a tax of
+  // 0.5. A at 0 and B at 5 ms, one block each. 0-10 A's refresh. At 10 B's refresh starts on
+  // the refresh stream and A's reuse step beside it on the reuse stream (10 ms, full speed),
+  // which halves the refresh's rate: 5 ms of it done by 20, when A finishes; the other 5 ms at
+  // full speed end at 25. Then B's reuse step holds the whole device: B finishes at 35.
+  auto c = hand_cluster();
+  c.co_run.model = policy::co_run_model::tax;
+  c.co_run.tax = 0.5;
+  std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.005, 100, 32}};
+  auto r = run(c, reqs, "dilaserve");
+  BOOST_TEST(r.requests[0].finish_s == 0.020, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].finish_s == 0.035, tt::tolerance(1e-12));
+  BOOST_TEST(r.stats.group_steps == 4u);
+  // B: 5 ms admitted before its refresh could start, 15 ms in a refresh step that alone takes
+  // 10, 10 ms in its reuse step.
+  BOOST_TEST(r.requests[1].in_steps_s == 0.025, tt::tolerance(1e-12));
+  BOOST_TEST(r.requests[1].alone_s == 0.020, tt::tolerance(1e-12));
+  // The baselines and `no-co-run` keep one step stream: {A reuse, B refresh} shares 10-20 ms.
+  for (const char* p : {"static", "no-co-run"}) {
+    auto one = run(c, reqs, p);
+    BOOST_TEST(one.requests[0].finish_s == 0.020, tt::tolerance(1e-12));
+    BOOST_TEST(one.requests[1].finish_s == 0.030, tt::tolerance(1e-12));
+    BOOST_TEST(one.stats.group_steps == 3u);
+  }
+  // A model the profile cannot support, or one that would need split refreshes, is refused.
+  const auto dir = (std::filesystem::temp_directory_path() / "dls_sim_test").string();
+  const std::string base = "name: co\nprofile: flat.yaml\nquality: q.yaml\nnodes: [{count: 1, devices: 1, layout: [1]}]\n";
+  BOOST_CHECK_NO_THROW(sim::parse_cluster(base + "co_run: {model: tax, tax: 0.5}\n", dir));
+  for (const char* bad : {"co_run: {model: fluid}\n", "co_run: {model: overlap}\n", "co_run: {model: tax, tax: 1.5}\n",
+                          "co_run: {model: tax}\nscheduler: {refresh_split: 32}\n"}) {
+    try {
+      sim::parse_cluster(base + bad, dir);
+      BOOST_ERROR("accepted " << bad);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find("co_run") != std::string::npos, e.what());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
   // Steps cost 10 ms + 5 ms per request. A and B (one block, two steps each) arrive at 0:
   // 0-15 ms A refresh alone; B admitted at 15: 15-35 {A reuse, B refresh}, A done;

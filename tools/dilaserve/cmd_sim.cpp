@@ -71,6 +71,10 @@ int run_sim(const sim_options& o) {
                 cluster.name.c_str(), cluster.devices(), cluster.groups_initial(), capacity,
                 cluster.ref_tau, rows.size(), base_rate,
                 o.rate > 0 ? "--rate" : "load 1.0 = capacity");
+  if (!o.json && cluster.co_run.model != dls::policy::co_run_model::off)
+    std::printf("co-running: refresh and reuse steps side by side under the '%s' model (a what-if: the live "
+                "engine runs one step stream per group; docs/policies.md)\n",
+                dls::policy::co_run_model_name(cluster.co_run.model));
 
   const std::size_t runs = o.loads.size() * o.slo_scales.size() * o.policies.size();
   dls::cli::progress_bar bar("sim", runs * 1000);
@@ -176,7 +180,7 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
       ->check(dls::cli::positive);
   sub->add_option("--policies", o->policies, "policies: static, deadline, migration, dilaserve, "
                                              "tau-only, reconfig-only, migrate-only, no-tau, "
-                                             "no-reconfig, no-migrate, no-deadline, no-split")
+                                             "no-reconfig, no-migrate, no-deadline, no-split, no-co-run")
       ->delimiter(',');
   sub->add_option("--seed", o->seed, "seed for synthetic arrivals and commit draws");
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only");

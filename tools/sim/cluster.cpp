@@ -81,6 +81,24 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   if (!(c.refresh_split_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
 
+  if (const auto cr = root["co_run"]) {
+    if (cr["model"]) c.co_run.model = policy::parse_co_run_model(cr["model"].as<std::string>());
+    read(cr, "sm_saturation", c.co_run.sm_saturation);
+    read(cr, "max_reuse_share", c.co_run.max_reuse_share);
+    read(cr, "tax", c.co_run.tax);
+    if (!(c.co_run.sm_saturation > 0 && c.co_run.sm_saturation <= 1))
+      throw std::invalid_argument("cluster: co_run.sm_saturation must be in (0, 1]");
+    if (!(c.co_run.max_reuse_share > 0 && c.co_run.max_reuse_share < 1))
+      throw std::invalid_argument("cluster: co_run.max_reuse_share must be in (0, 1)");
+    if (!(c.co_run.tax >= 0 && c.co_run.tax < 1)) throw std::invalid_argument("cluster: co_run.tax must be in [0, 1)");
+    if (c.co_run.model != policy::co_run_model::off && c.refresh_split > 0)
+      throw std::invalid_argument("cluster: co_run runs whole refreshes; set scheduler.refresh_split to 0");
+    const bool roofline = c.cost.kind() == policy::step_cost_model::form::roofline;
+    if (!roofline && (c.co_run.model == policy::co_run_model::fluid || c.co_run.model == policy::co_run_model::partition))
+      throw std::invalid_argument(std::string("cluster: co_run model '") + policy::co_run_model_name(c.co_run.model) +
+                                  "' needs a roofline profile (use 'tax' with a measured one)");
+  }
+
   const auto l = root["links"];
   read(l, "intra_node_bytes_per_s", c.link.intra_node_bytes_per_s);
   read(l, "inter_node_bytes_per_s", c.link.inter_node_bytes_per_s);

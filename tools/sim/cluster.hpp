@@ -1,6 +1,7 @@
 #pragma once
 // A simulated GPU cluster: nodes and devices, the initial TP layout, the step-cost profile and
 // quality curve, and the policy knobs. Loaded from configs/sim/*.yaml (docs/simulator.md).
+#include "policies/co_run.hpp"
 #include "policies/migration.hpp"
 #include "policies/quality.hpp"
 #include "policies/reconfig.hpp"
@@ -38,6 +39,7 @@ struct sim_cluster {
   policy::threshold_config threshold;
   policy::reconfig_config reconfig;              // slo_scale is set per run
   policy::migration_config migration;            // mode is set per policy
+  policy::co_run_config co_run;                  // refresh and reuse steps side by side; off by default
 
   double control_interval_s = 0.02;    // tau controller per group, at most this often
   double migration_interval_s = 0.1;

@@ -1,6 +1,7 @@
 #pragma once
 // Internal state of one simulation run (simulator.cpp: events and steps; sim_control.cpp:
 // tau control, migration and reconfiguration ticks). Not part of the public interface.
+#include "policies/co_run.hpp"
 #include "sim/rng.hpp"
 #include "sim/simulator.hpp"
 
@@ -21,7 +22,7 @@ double timed(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-enum class ev : std::uint8_t { step_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done };
+enum class ev : std::uint8_t { step_done, reuse_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done };
 
 struct event {
   double t;
@@ -46,6 +47,7 @@ struct req_rt {
   double alone_s = 0;          // ... had each held only its own item
   bool dropped = false;
   bool leaving = false;        // chosen for migration, leaves at its group's step boundary
+  std::uint8_t stream = 0;     // co-running: 1 in the running refresh step, 2 in the running reuse step
   int leave_to = -1;
   policy::transfer_cost leave_cost;
   policy::marginal_cost marg;
@@ -72,6 +74,22 @@ struct sim_group {
   std::vector<int> batch;      // indices into `active` of the running step
   std::vector<double> shares;  // layer share of each batch entry (layer-split refresh)
   std::pair<double, int> placed_key{0, -1};
+  // Co-running (the cluster's co_run model is not off): `busy` is the refresh stream, timed
+  // fluidly since a reuse step beside it changes its rate; `version` discards the stale
+  // step_done events of a re-timed refresh step.
+  std::vector<std::uint64_t> refresh_ids;
+  policy::batch_totals refresh_totals;
+  double refresh_full_s = 0;   // the refresh step's time alone on the group
+  double refresh_left_s = 0;   // ... of which still to run, at full speed
+  double refresh_rate = 1;     // progress per second while the current share holds
+  double refresh_since = 0;    // when refresh_left_s was last brought up to date
+  double refresh_start = 0;
+  std::uint32_t version = 0;
+  bool reuse_busy = false;
+  bool reuse_whole = false;    // started with no refresh running: it holds the whole device
+  double reuse_start = 0;
+  std::vector<std::uint64_t> reuse_ids;
+  policy::co_run_cost reuse_cost;
 };
 
 struct sim_node {
@@ -95,6 +113,11 @@ class engine {
   void enqueue(int g, const policy::request_view& r);
   void start_step(int g);
   void on_step_done(int g);
+  // co-running (simulator.cpp)
+  void start_streams(int g);
+  bool start_stream_step(int g, policy::step_kind kind, std::vector<std::uint64_t>& ids, policy::batch_totals& t);
+  void on_stream_done(int g, bool refresh, std::uint32_t version);
+  void retime_refresh(int g);
   void commit(policy::request_view& r);
   int plan_steps(req_rt& rt, int masks, double tau);
   void remove_active(int g, std::size_t idx);
@@ -124,6 +147,7 @@ class engine {
   policy::accuracy_ledger ledger_;  // the accuracy budget's running state (tau control)
   policy::reconfig_config rcfg_;
   policy::migration_config mcfg_;
+  bool co_run_ = false;             // two step streams per group (cluster co_run model)
   policy::batch_totals ref_batch_;
   double now_ = 0;
   std::uint64_t seq_ = 0;
@@ -138,6 +162,7 @@ class engine {
   std::vector<policy::request_view> pending_in_flight_;  // migrating, keyed by id
   run_stats stats_;
   std::vector<int> scratch_;
+  std::vector<policy::request_view> candidates_;  // co-running: one stream's candidates
 };
 
 }  // namespace dls::sim::detail

@@ -85,7 +85,8 @@ void engine::tick_migration() {
     rt.leaving = true;
     rt.leave_to = m.to;
     rt.leave_cost = m.cost;
-    if (!src.busy) {
+    // At its group's next step boundary, or now if no step of the group holds it.
+    if (co_run_ ? rt.stream == 0 : !src.busy) {
       for (std::size_t i = 0; i < src.active.size(); ++i)
         if (src.active[i].id == m.request) {
           depart(m.from, i);
@@ -143,7 +144,7 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
     d.active.push_back(r);
     d.dirty = true;
     touch(dst);
-    if (!d.busy) start_step(dst);
+    start_step(dst);
   } else {
     enqueue(dst, r);
   }
@@ -257,7 +258,7 @@ void engine::maybe_regroup(int n) {
   if (node.target.empty() || node.regrouping) return;
   for (int gid : node.groups) {
     const auto& g = groups_[static_cast<std::size_t>(gid)];
-    if (g.busy || !g.active.empty() || !g.queue.empty()) return;
+    if (g.busy || g.reuse_busy || !g.active.empty() || !g.queue.empty()) return;
   }
   for (int gid : node.groups) {
     groups_[static_cast<std::size_t>(gid)].alive = false;

@@ -34,6 +34,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   rcfg_.slo_scale = cfg.slo_scale;
   mcfg_ = c.migration;
   mcfg_.mode = p.migration;
+  co_run_ = p.co_run && c.co_run.model != policy::co_run_model::off;
 
   rt_.resize(in.size());
   double mean_canvas = 0;
@@ -116,7 +117,7 @@ void engine::enqueue(int gi, const policy::request_view& r) {
   g.queue.back().group = gi;
   g.dirty = true;
   touch(gi);
-  if (!g.busy) start_step(gi);
+  start_step(gi);
 }
 
 void engine::refresh_marginals(policy::request_view& r, int tp) {
@@ -137,7 +138,7 @@ int engine::plan_steps(req_rt& rt, int masks, double tau) {
 
 void engine::start_step(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
-  if (g.busy || !g.alive) return;
+  if (!g.alive || (g.busy && (!co_run_ || g.reuse_busy))) return;
   if (cl_.drop_wait_factor > 0 && !g.queue.empty()) {
     auto& q = g.queue;
     auto end = std::remove_if(q.begin(), q.end(), [&](const policy::request_view& r) {
@@ -188,6 +189,10 @@ void engine::start_step(int gi) {
   if ((thr_.per_request || thr_.load_cap || needs_risk) &&
       (g.dirty || now_ - g.last_control >= cl_.control_interval_s))
     control(gi);
+  if (co_run_) {
+    start_streams(gi);
+    return;
+  }
   stats_.batch_policy_s += timed([&] {
     policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares);
   });
@@ -280,6 +285,124 @@ void engine::on_step_done(int gi) {
   start_step(gi);
 }
 
+// Co-running: the refresh stream runs steps of refreshes only and the reuse stream steps of
+// reuse requests only, each batch formed by the same scheduler over its own candidates. A
+// reuse step that starts while no refresh runs holds the whole device (a refresh arriving
+// meanwhile waits for it, a few ms); one that starts beside a refresh shares the device as the
+// co_run model says, and the refresh step's remaining time is re-rated while it does.
+void engine::start_streams(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  if (!g.busy && !(g.reuse_busy && g.reuse_whole) &&
+      start_stream_step(gi, policy::step_kind::refresh, g.refresh_ids, g.refresh_totals)) {
+    g.busy = true;
+    g.refresh_full_s = cl_.cost.step_seconds(g.tp, g.refresh_totals);
+    g.refresh_left_s = g.refresh_full_s;
+    g.refresh_start = now_;
+    g.refresh_since = now_;
+    g.refresh_rate = g.reuse_busy ? policy::co_run_refresh_rate(cl_.cost, g.tp, g.refresh_totals, g.reuse_cost, cl_.co_run)
+                                  : 1.0;
+    push(now_ + g.refresh_left_s / g.refresh_rate, ev::step_done, static_cast<std::uint32_t>(gi), ++g.version);
+  }
+  policy::batch_totals t;
+  if (!g.reuse_busy && start_stream_step(gi, policy::step_kind::reuse, g.reuse_ids, t)) {
+    g.reuse_busy = true;
+    g.reuse_whole = !g.busy;
+    g.reuse_start = now_;
+    if (g.busy) {
+      g.reuse_cost = policy::co_run(cl_.cost, g.tp, t, g.refresh_totals, cl_.co_run);
+      retime_refresh(gi);
+    } else {
+      g.reuse_cost = {cl_.cost.step_seconds(g.tp, t), 1.0, 1.0};
+    }
+    push(now_ + g.reuse_cost.reuse_s, ev::reuse_done, static_cast<std::uint32_t>(gi));
+  }
+}
+
+bool engine::start_stream_step(int gi, policy::step_kind kind, std::vector<std::uint64_t>& ids,
+                               policy::batch_totals& t) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  auto& cand = candidates_;
+  cand.clear();
+  for (const auto& r : g.active) {
+    const auto& rt = rt_[r.id];
+    if (rt.stream == 0 && !rt.leaving && r.next_kind == kind) cand.push_back(r);
+  }
+  if (cand.empty()) return false;
+  stats_.batch_policy_s += timed([&] {
+    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares);
+  });
+  ++stats_.batch_decisions;
+  ids.clear();
+  t = policy::batch_totals{};
+  for (int j : g.batch) {
+    const auto& r = cand[static_cast<std::size_t>(j)];
+    const auto item = policy::step_item_for(r, 1.0);
+    t.add(item);
+    policy::batch_totals own;
+    own.add(item);
+    rt_[r.id].alone_s += cl_.cost.step_seconds(g.tp, own);
+    rt_[r.id].stream = kind == policy::step_kind::refresh ? 1 : 2;
+    ids.push_back(r.id);
+  }
+  ++stats_.group_steps;
+  stats_.request_steps += ids.size();
+  return true;
+}
+
+void engine::retime_refresh(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.refresh_left_s = std::max(0.0, g.refresh_left_s - (now_ - g.refresh_since) * g.refresh_rate);
+  g.refresh_since = now_;
+  g.refresh_rate = g.reuse_busy && !g.reuse_whole
+                       ? policy::co_run_refresh_rate(cl_.cost, g.tp, g.refresh_totals, g.reuse_cost, cl_.co_run)
+                       : 1.0;
+  // A rate of 0 stalls the step until the reuse step ends and re-times it again.
+  const double at = g.refresh_rate > 0 ? now_ + g.refresh_left_s / g.refresh_rate : std::numeric_limits<double>::infinity();
+  ++g.version;
+  if (at < std::numeric_limits<double>::infinity()) push(at, ev::step_done, static_cast<std::uint32_t>(gi), g.version);
+}
+
+void engine::on_stream_done(int gi, bool refresh, std::uint32_t version) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  if (refresh && version != g.version) return;  // re-timed since: a later event stands
+  std::vector<std::uint64_t> ids;
+  double dur = 0;
+  if (refresh) {
+    ids.swap(g.refresh_ids);
+    dur = now_ - g.refresh_start;
+    g.busy = false;
+  } else {
+    ids.swap(g.reuse_ids);
+    dur = now_ - g.reuse_start;
+    g.reuse_busy = false;
+    g.reuse_whole = false;
+    if (g.busy) retime_refresh(gi);
+  }
+  for (auto id : ids)
+    for (auto& r : g.active)
+      if (r.id == id) {
+        rt_[id].stream = 0;
+        rt_[id].in_steps_s += dur;
+        commit(r);
+        break;
+      }
+  bool changed = false;
+  for (std::size_t i = g.active.size(); i-- > 0;) {
+    const auto& r = g.active[i];
+    if (rt_[r.id].stream != 0) continue;
+    if (r.finished()) {
+      finish_request(r);
+      remove_active(gi, i);
+      changed = true;
+    } else if (rt_[r.id].leaving) {
+      depart(gi, i);
+      changed = true;
+    }
+  }
+  if (changed) touch(gi);
+  start_step(gi);
+}
+
 run_result engine::run() {
   const auto wall0 = clock::now();
   if (mcfg_.mode != policy::migration_mode::none && groups_.size() > 1)
@@ -305,7 +428,13 @@ run_result engine::run() {
     now_ = e.t;
     ++stats_.events;
     switch (e.type) {
-      case ev::step_done: on_step_done(static_cast<int>(e.a)); break;
+      case ev::step_done:
+        if (co_run_)
+          on_stream_done(static_cast<int>(e.a), true, e.b);
+        else
+          on_step_done(static_cast<int>(e.a));
+        break;
+      case ev::reuse_done: on_stream_done(static_cast<int>(e.a), false, 0); break;
       case ev::migrate_arrive: on_migrate_arrive(e.a, static_cast<int>(e.b)); break;
       case ev::tick_migration:
         if (idle()) break;
