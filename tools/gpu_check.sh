@@ -5,7 +5,9 @@
 #   3. benchmark a LLaDA-8B-shaped model with random bf16 weights at prompt lengths
 #      512/1024/2048, gen 256, block 32: refresh and dual-cache reuse steps at batch 1 and 8,
 #      each beside the roofline from the GEMM peak and copy bandwidth measured in the same run;
-#   4. print the table and write a measured step-cost profile for the simulator.
+#   4. print the table and write a measured step-cost profile for the simulator;
+#   5. co-running: a 2,048-token refresh timed alone and beside a loop of reuse steps (batch
+#      1/4/8) on a second stream, the slowdown the simulator's co_run models need.
 # Budget: under 5 minutes on one H200. Usage:
 #   tools/gpu_check.sh [build-dir]        (default: build-gpu; OUT=<dir> for the outputs)
 # Environment: JOBS (build parallelism, default nproc), DEVICE (benchmark device, default 0).
@@ -34,7 +36,7 @@ if ! grep -q "DiLaServe CUDA backend: ON" "$OUT/configure.log"; then
 fi
 
 stamp "build (-j$JOBS)"
-cmake --build "$BUILD" -j "$JOBS" --target dls_gpu_cuda bench_cuda_step test_cuda_kernels test_cuda_model test_cuda_tp
+cmake --build "$BUILD" -j "$JOBS" --target dls_gpu_cuda bench_cuda_step bench_cuda_corun test_cuda_kernels test_cuda_model test_cuda_tp
 
 count=$("$BUILD/gpu/cuda/bench_cuda_step" --count)
 if [ "$count" -lt 1 ]; then
@@ -54,6 +56,11 @@ bench_rc=0
 timeout 200 "$BUILD/gpu/cuda/bench_cuda_step" --device "$DEVICE" --prompts 512,1024,2048 --gen 256 --block 32 \
   --batches 1,8 --reps 9 --breakdown --profile "$profile" 2>&1 | tee "$OUT/bench.txt" || bench_rc=$?
 
-stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc"
-echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"))"
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]
+stamp "co-running"
+corun_rc=0
+timeout 150 "$BUILD/gpu/cuda/bench_cuda_corun" --device "$DEVICE" --refresh-prompt 2048 --reuse-prompt 1024 \
+  --batches 1,4,8 --reps 7 2>&1 | tee "$OUT/corun.txt" || corun_rc=$?
+
+stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc, co-running rc=$corun_rc"
+echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"), corun.txt)"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$corun_rc" -eq 0 ]
