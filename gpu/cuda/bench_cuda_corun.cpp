@@ -14,6 +14,7 @@
 // own co-scheduling, not a green-context partition.
 #include "gpu/canvas.hpp"
 #include "gpu/cuda/cuda_backend.hpp"
+#include "gpu/cuda/cuda_testing.hpp"
 #include "gpu/model_config.hpp"
 
 #include <algorithm>
@@ -92,17 +93,7 @@ int run(const options& o) {
     std::fprintf(stderr, "bench_cuda_corun: no usable CUDA device\n");
     return 2;
   }
-  model_config cfg = llada_8b_config();
-  if (o.small) {
-    cfg.d_model = 512;
-    cfg.n_layers = 4;
-    cfg.n_heads = 4;
-    cfg.n_kv_heads = 4;
-    cfg.mlp_hidden = 1536;
-    cfg.vocab_size = 4096;
-    cfg.mask_id = 4000;
-    cfg.eos_id = 4001;
-  }
+  const model_config cfg = o.small ? cuda_testing::small_bench_config() : llada_8b_config();
   std::printf("device: %s\n", cuda_device_description(o.device).c_str());
   std::printf("model: d %d, layers %d, mlp %d (random bf16); refresh prompt %d, reuse prompt %d\n", cfg.d_model,
               cfg.n_layers, cfg.mlp_hidden, o.refresh_prompt, o.reuse_prompt);

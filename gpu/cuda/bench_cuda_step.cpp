@@ -75,17 +75,7 @@ int run(const options& o) {
     return 2;
   }
   const std::string dev = cuda_device_description(o.device);
-  model_config cfg = llada_8b_config();
-  if (o.small) {
-    cfg.d_model = 512;
-    cfg.n_layers = 4;
-    cfg.n_heads = 4;
-    cfg.n_kv_heads = 4;
-    cfg.mlp_hidden = 1536;
-    cfg.vocab_size = 4096;
-    cfg.mask_id = 4000;
-    cfg.eos_id = 4001;
-  }
+  const model_config cfg = o.small ? cuda_testing::small_bench_config() : llada_8b_config();
   std::printf("device: %s\n", dev.c_str());
   std::printf("model: d %d, layers %d, heads %d, mlp %d, vocab %d (random bf16)\n", cfg.d_model, cfg.n_layers,
               cfg.n_heads, cfg.mlp_hidden, cfg.vocab_size);

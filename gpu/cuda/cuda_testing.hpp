@@ -4,11 +4,27 @@
 // host; where the backend stores bf16, inputs are rounded to bf16 on upload and outputs are
 // the bf16 values the backend would pass on, widened to f32. Plain C++ (no CUDA types).
 #include "gpu/cuda/cuda_backend.hpp"
+#include "gpu/model_config.hpp"
 
 #include <cstdint>
 #include <vector>
 
 namespace dls::gpu::cuda_testing {
+
+/// The benchmarks' --small shape: LLaDA's layout at d 512, 4 layers, vocab 4,096, for a quick
+/// smoke test of a harness.
+inline model_config small_bench_config() {
+  model_config cfg = llada_8b_config();
+  cfg.d_model = 512;
+  cfg.n_layers = 4;
+  cfg.n_heads = 4;
+  cfg.n_kv_heads = 4;
+  cfg.mlp_hidden = 1536;
+  cfg.vocab_size = 4096;
+  cfg.mask_id = 4000;
+  cfg.eos_id = 4001;
+  return cfg;
+}
 
 /// y = bf16(rmsnorm(x + add) * w); `add` may be empty. Also returns x + add in `sum` if given.
 std::vector<float> rmsnorm(int device, const std::vector<float>& x, const std::vector<float>& add,

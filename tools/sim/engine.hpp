@@ -113,6 +113,7 @@ class engine {
   void enqueue(int g, const policy::request_view& r);
   void start_step(int g);
   void on_step_done(int g);
+  void settle(int g);
   // co-running (simulator.cpp)
   void start_streams(int g);
   bool start_stream_step(int g, policy::step_kind kind, std::vector<std::uint64_t>& ids, policy::batch_totals& t);

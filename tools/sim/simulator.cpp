@@ -268,10 +268,17 @@ void engine::on_step_done(int gi) {
       ++stats_.refresh_chunks;
     }
   }
-  // Remove finished and departing requests; descending indices keep swap-removal valid.
+  settle(gi);
+}
+
+void engine::settle(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  // Remove the finished and departing requests that no running step holds (co-running: the
+  // other stream's step may still hold some); descending indices keep swap-removal valid.
   bool changed = false;
   for (std::size_t i = g.active.size(); i-- > 0;) {
-    auto& r = g.active[i];
+    const auto& r = g.active[i];
+    if (rt_[r.id].stream != 0) continue;
     if (r.finished()) {
       finish_request(r);
       remove_active(gi, i);
@@ -386,21 +393,7 @@ void engine::on_stream_done(int gi, bool refresh, std::uint32_t version) {
         commit(r);
         break;
       }
-  bool changed = false;
-  for (std::size_t i = g.active.size(); i-- > 0;) {
-    const auto& r = g.active[i];
-    if (rt_[r.id].stream != 0) continue;
-    if (r.finished()) {
-      finish_request(r);
-      remove_active(gi, i);
-      changed = true;
-    } else if (rt_[r.id].leaving) {
-      depart(gi, i);
-      changed = true;
-    }
-  }
-  if (changed) touch(gi);
-  start_step(gi);
+  settle(gi);
 }
 
 run_result engine::run() {
