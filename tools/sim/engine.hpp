@@ -79,8 +79,7 @@ struct sim_group {
   // step_done events of a re-timed refresh step.
   std::vector<std::uint64_t> refresh_ids;
   policy::batch_totals refresh_totals;
-  double refresh_full_s = 0;   // the refresh step's time alone on the group
-  double refresh_left_s = 0;   // ... of which still to run, at full speed
+  double refresh_left_s = 0;   // the refresh step's time alone still to run, at full speed
   double refresh_rate = 1;     // progress per second while the current share holds
   double refresh_since = 0;    // when refresh_left_s was last brought up to date
   double refresh_start = 0;

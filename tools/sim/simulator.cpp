@@ -302,8 +302,7 @@ void engine::start_streams(int gi) {
   if (!g.busy && !(g.reuse_busy && g.reuse_whole) &&
       start_stream_step(gi, policy::step_kind::refresh, g.refresh_ids, g.refresh_totals)) {
     g.busy = true;
-    g.refresh_full_s = cl_.cost.step_seconds(g.tp, g.refresh_totals);
-    g.refresh_left_s = g.refresh_full_s;
+    g.refresh_left_s = cl_.cost.step_seconds(g.tp, g.refresh_totals);
     g.refresh_start = now_;
     g.refresh_since = now_;
     g.refresh_rate = g.reuse_busy ? policy::co_run_refresh_rate(cl_.cost, g.tp, g.refresh_totals, g.reuse_cost, cl_.co_run)
