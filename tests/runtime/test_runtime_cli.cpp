@@ -4,6 +4,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "policies/step_cost.hpp"
+
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <fstream>
@@ -76,4 +79,54 @@ BOOST_AUTO_TEST_CASE(a_good_command_line_still_runs) {
   auto r = dls::test::run_cli(sim_args({"--policies", "static", "--json"}));
   BOOST_TEST(r.rc == 0, r.err);
   BOOST_TEST(r.out.find("\"results\"") != std::string::npos, r.out);
+}
+
+// `dilaserve profile` times real engine steps and writes a measured profile that the policies
+// load and the simulator runs on: each sample has the rows its step kind implies.
+BOOST_AUTO_TEST_CASE(profile_writes_a_measured_profile_that_the_simulator_runs_on) {
+  dls::test::scratch_dir dir;
+  const auto file = dir.file("cpu.yaml");
+  auto r = dls::test::run_cli({"profile", "--model", dls::test::model_dir(), "--tp", "1,2", "--lengths", "16,32", "--batches", "1,2", "--reps", "2",
+                               "--out", file});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("wrote 16 samples") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("tp 2: 8 samples, linear fit R^2") != std::string::npos, r.out);
+  const auto root = YAML::LoadFile(file);
+  BOOST_TEST(root["kind"].as<std::string>() == "measured");
+  BOOST_TEST(root["source"].as<std::string>().find("--tp 1,2 --lengths 16,32 --batches 1,2 --reps 2") != std::string::npos);
+  BOOST_TEST_REQUIRE(root["samples"].size() == 16u);
+  int refresh = 0;
+  for (const auto& s : root["samples"]) {
+    const int q = s["query_rows"].as<int>(), k = s["key_rows"].as<int>();
+    BOOST_TEST((k == 16 || k == 32));
+    if (s["kind"].as<std::string>() == "refresh") {
+      ++refresh;
+      BOOST_TEST(q == k);  // a refresh recomputes the whole canvas
+    } else {
+      BOOST_TEST(q == 8);  // a dual-cache reuse step: the block's rows only
+    }
+    BOOST_TEST(s["seconds"].as<double>() > 0);
+  }
+  BOOST_TEST(refresh == 8);
+  const auto model = dls::policy::load_step_cost_profile(file);
+  BOOST_TEST(model.supports(1));
+  BOOST_TEST(model.supports(2));
+  BOOST_TEST(!model.supports(4));
+
+  const auto cluster = dir.file("cpu-cluster.yaml");
+  std::ofstream(cluster) << "name: local-cpu\nprofile: cpu.yaml\nquality: " << DLS_SOURCE_DIR
+                         << "/configs/quality/tiny-llada.json\nmodel: {block_len: 8, max_canvas: 64, ref_tau: 0.9}\n"
+                         << "nodes:\n  - {count: 1, devices: 2, layout: [1, 1]}\n";
+  auto s = dls::test::run_cli({"sim", "--cluster", cluster, "--synthetic", "poisson", "--requests", "40", "--policies",
+                               "static,dilaserve", "--json"});
+  BOOST_TEST(s.rc == 0, s.err);
+  BOOST_TEST(s.out.find("\"results\"") != std::string::npos, s.out);
+}
+
+BOOST_AUTO_TEST_CASE(profile_refuses_a_grid_the_model_or_machine_cannot_run) {
+  const auto model = dls::test::model_dir();
+  expect_one_line_error({"profile", "--model", model, "--tp", "3"}, 1,
+                        "--tp 3: TP degree 3 does not divide the head count (4 heads)");
+  expect_one_line_error({"profile", "--model", model, "--lengths", "100"}, 1, "max_sequence_length (64)");
+  expect_one_line_error({"profile", "--batches", "0"}, 2, "--batches: must be > 0, got 0");
 }
