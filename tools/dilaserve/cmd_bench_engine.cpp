@@ -9,6 +9,7 @@
 //   6. a layer-split refresh, one layer per step, summed, against the whole refresh (the step-cost
 //      model charges a range its share of the layers).
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/median.hpp"
 #include "dilaserve/validators.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/cpu_kernels.hpp"
@@ -45,11 +46,6 @@ struct bench_options {
   bool skip_tp = false;
   bool json = false;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <class F>
 double seconds_of(F&& f) {

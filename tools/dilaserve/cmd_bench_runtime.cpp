@@ -5,6 +5,7 @@
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/median.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/model_config.hpp"
 #include "gpu/safetensors.hpp"
@@ -33,6 +34,7 @@
 namespace fs = std::filesystem;
 namespace rt = dls::runtime;
 namespace act = dls::actors;
+using dls::cli::median;
 using json = nlohmann::json;
 using clock_type = std::chrono::steady_clock;
 
@@ -48,11 +50,6 @@ struct bench_options {
   int live_d_model = 512;
   std::string out_json;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // -- (1) TP step time through worker actors ------------------------------------------
 

@@ -4,6 +4,7 @@
 // rooflines. Each point runs real steps through the engine the workers run (tp_runner: one
 // thread per device slot, shared-memory all-reduce), so the profile describes this machine.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/median.hpp"
 #include "dilaserve/progress.hpp"
 #include "dilaserve/validators.hpp"
 #include "gpu/model.hpp"
@@ -36,11 +37,6 @@ struct profile_options {
   std::string out;
   std::string command_line;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
