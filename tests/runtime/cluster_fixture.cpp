@@ -120,9 +120,9 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
   return path;
 }
 
-cluster::cluster(const std::string& config_name, int dead_after_ms) {
+cluster::cluster(const std::string& config_name, int dead_after_ms, bool prepared) {
   state_dir_ = scratch_.file("state");
-  auto cfg = write_test_config(scratch_, config_name, dead_after_ms);
+  auto cfg = prepared ? config_name : write_test_config(scratch_, config_name, dead_after_ms);
   up_ = run_cli({"up", cfg, "--state-dir", state_dir_, "--timeout", "60"});
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }

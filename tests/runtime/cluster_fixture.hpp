@@ -56,7 +56,8 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
 /// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
 class cluster {
  public:
-  explicit cluster(const std::string& config_name, int dead_after_ms = 0);
+  /// `prepared`: `config_name` is the path of a cluster file the test wrote itself.
+  explicit cluster(const std::string& config_name, int dead_after_ms = 0, bool prepared = false);
   ~cluster();
   /// Runs a CLI command against this cluster (adds --state-dir).
   cli_result cli(std::vector<std::string> args) const;
@@ -67,6 +68,7 @@ class cluster {
   const std::string& state_dir() const { return state_dir_; }
   const scratch_dir& scratch() const { return scratch_; }
   const std::string& up_output() const { return up_.out; }
+  const std::string& up_error_output() const { return up_.err; }
 
  private:
   scratch_dir scratch_;
