@@ -1,5 +1,6 @@
 // The gate is the only actor a head publishes. It hands out nothing until the peer
 // shows the cluster token, so an unauthenticated peer can reach no other actor.
+#include "actors/request_admission.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 #include "runtime/state_dir.hpp"
@@ -69,11 +70,16 @@ caf::typed_response_promise<T> forward(rt::head_actor::pointer self, const caf::
 }
 
 rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor core, caf::actor supervisor,
-                                       caf::actor reconfigurer) {
+                                       caf::actor reconfigurer, std::shared_ptr<const rt::request_checker> checker) {
   auto quick = caf::duration{std::chrono::seconds(10)};
   auto slow = caf::duration{std::chrono::minutes(10)};
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) {
+        if (auto refused = refusal(*checker, spec)) {
+          auto rp = self->make_response_promise<rt::answer>();
+          rp.deliver(std::move(*refused));
+          return rp;
+        }
         // Every accepted request ends with an answer or an explicit error from its
         // request actor, so no timeout is needed here.
         return forward<rt::answer>(self, supervisor, caf::infinite, rt::submit_atom::value, std::move(spec));
@@ -103,8 +109,8 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
 }  // namespace
 
 rt::head_actor spawn_endpoint(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
-                              caf::actor reconfigurer) {
-  return sys.spawn(endpoint, std::move(core), std::move(supervisor), std::move(reconfigurer));
+                              caf::actor reconfigurer, std::shared_ptr<const rt::request_checker> checker) {
+  return sys.spawn(endpoint, std::move(core), std::move(supervisor), std::move(reconfigurer), std::move(checker));
 }
 
 rt::gate_actor spawn_gate(caf::actor_system& sys, std::string cluster, std::string token, caf::actor core,
@@ -122,7 +128,12 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, st
   caf::anon_send(h.core, rt::register_atom::value,
                  rt::actor_info{0, "supervisor", "supervisor", "head", pid, "ALIVE", 0, "{}"});
 
-  h.endpoint = spawn_endpoint(sys, h.core, h.supervisor, h.reconfigurer);
+  std::string model_problem;
+  auto checker = make_request_checker(cfg, &model_problem);
+  if (!model_problem.empty())
+    rt::log_line("head", "cannot read the model here (" + model_problem +
+                             "); submits are checked for size and numbers only, the nodes check the rest");
+  h.endpoint = spawn_endpoint(sys, h.core, h.supervisor, h.reconfigurer, std::move(checker));
   h.gate = spawn_gate(sys, cfg.name, cfg.token, h.core, h.endpoint);
   return h;
 }

@@ -3,6 +3,7 @@
 // these are the only entry points other files use.
 #include "runtime/cluster_config.hpp"
 #include "runtime/messages.hpp"
+#include "runtime/request_limits.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -36,8 +37,9 @@ caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::acto
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
                          runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor);
 
+/// Refuses every submit `checker` refuses with an explicit answer, before any request exists.
 runtime::head_actor spawn_endpoint(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
-                                   caf::actor reconfigurer);
+                                   caf::actor reconfigurer, std::shared_ptr<const runtime::request_checker> checker);
 runtime::gate_actor spawn_gate(caf::actor_system& sys, std::string cluster, std::string token,
                                caf::actor core, runtime::head_actor endpoint);
 
