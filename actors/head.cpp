@@ -97,25 +97,20 @@ std::string status_json(const head_state& st) {
     j["nodes"].push_back(node);
   }
   j["groups"] = json::array();
-  int in_flight = 0, finished = 0, failed = 0;
   for (const auto& row : st.dir.list()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
       auto d = json::parse(row.details, nullptr, false);
       json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
       if (d.is_object()) g.update(d);
       j["groups"].push_back(g);
-    } else if (row.kind == "request") {
-      auto d = json::parse(row.details, nullptr, false);
-      auto status = d.is_object() ? d.value("status", "") : "";
-      if (status == "FINISHED")
-        ++finished;
-      else if (status == "FAILED")
-        ++failed;
-      else
-        ++in_flight;
     }
   }
-  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}};
+  // Counted over the head's life: finished rows leave the directory after the retention.
+  auto counts = st.dir.requests();
+  j["requests"] = {{"in_flight", counts.in_flight},
+                   {"finished", counts.finished},
+                   {"failed", counts.failed},
+                   {"retained", counts.retained}};
   return j.dump();
 }
 
@@ -142,6 +137,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
   auto& st = self->state;
   st.peers = std::move(peers);
   st.cfg = std::move(cfg);
+  st.dir = directory(st.cfg.retention);
   st.on_shutdown = std::move(on_shutdown);
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
@@ -246,6 +242,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (!from_head(self)) return;
         auto& st = self->state;
         auto now = clock_type::now();
+        st.dir.expire(now);
         for (auto& [name, n] : st.nodes) {
           auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
           if (n.state == "ALIVE" && age > st.cfg.dead_after_ms)
