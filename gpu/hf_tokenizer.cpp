@@ -143,6 +143,7 @@ hf_tokenizer::hf_tokenizer(const json& j, const std::string& eos_token, const st
       fail("merge '" + left + " " + right + "' uses or makes a token outside the vocab");
     bpe_->add_merge(li->second, ri->second, mi->second);
   }
+  bpe_->finish_merges();
 
   // Added tokens: they override a vocab entry of the same id and are matched before BPE.
   const json empty = json::array();

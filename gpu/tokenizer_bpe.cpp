@@ -2,7 +2,8 @@
 
 #include "gpu/tokenizer_byte_level.hpp"
 
-#include <queue>
+#include <algorithm>
+#include <functional>
 #include <unicode/utf8.h>
 
 namespace dls::gpu {
@@ -38,13 +39,36 @@ uint64_t pair_key(int32_t l, int32_t r) {
 }  // namespace
 
 void bpe_model::add_merge(int32_t left, int32_t right, int32_t merged) {
-  // A pair listed twice keeps its last rank, as the reference implementations' maps do.
-  merges_[pair_key(left, right)] = merge_rule{static_cast<int32_t>(merges_.size()), merged};
+  pending_.emplace_back(pair_key(left, right), merge_rule{static_cast<int32_t>(pending_.size()), merged});
+}
+
+namespace {
+std::size_t slot_of(uint64_t key, int bits) { return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> (64 - bits)); }
+}  // namespace
+
+void bpe_model::finish_merges() {
+  // At most half full, so probes stay short.
+  table_bits_ = 4;
+  while ((std::size_t{1} << table_bits_) < 2 * pending_.size()) ++table_bits_;
+  table_.assign(std::size_t{1} << table_bits_, slot{});
+  const std::size_t mask = table_.size() - 1;
+  for (const auto& [key, rule] : pending_) {
+    std::size_t i = slot_of(key, table_bits_);
+    while (table_[i].key != empty_key && table_[i].key != key) i = (i + 1) & mask;
+    // A pair listed twice keeps its last rank, as the reference implementations' maps do.
+    table_[i] = slot{key, rule};
+  }
+  pending_.clear();
+  pending_.shrink_to_fit();
 }
 
 const bpe_model::merge_rule* bpe_model::find(int32_t left, int32_t right) const {
-  auto it = merges_.find(pair_key(left, right));
-  return it == merges_.end() ? nullptr : &it->second;
+  const uint64_t key = pair_key(left, right);
+  const std::size_t mask = table_.size() - 1;
+  for (std::size_t i = slot_of(key, table_bits_);; i = (i + 1) & mask) {
+    if (table_[i].key == key) return &table_[i].rule;
+    if (table_[i].key == empty_key) return nullptr;
+  }
 }
 
 void bpe_model::encode_word(std::string_view word, std::vector<int32_t>& out) const {
@@ -81,21 +105,28 @@ void bpe_model::merge(std::string_view word, std::vector<int32_t>& out) const {
     int32_t id, prev, next;
   };
   const int32_t n = static_cast<int32_t>(word.size());
-  std::vector<symbol> sym(static_cast<std::size_t>(n));
+  // Per-thread scratch, so that merging a word allocates nothing once warmed up.
+  thread_local std::vector<symbol> sym;
+  sym.resize(static_cast<std::size_t>(n));
   for (int32_t i = 0; i < n; ++i) sym[i] = {byte_ids_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
 
   // (rank, position of the left symbol): the lowest rank first, then the leftmost.
   using candidate = std::pair<int32_t, int32_t>;
-  std::priority_queue<candidate, std::vector<candidate>, std::greater<candidate>> queue;
+  thread_local std::vector<candidate> heap;  // a min-heap through std::greater
+  heap.clear();
   auto consider = [&](int32_t left) {
     const int32_t right = sym[left].next;
     if (right < 0) return;
-    if (const merge_rule* m = find(sym[left].id, sym[right].id)) queue.emplace(m->rank, left);
+    if (const merge_rule* m = find(sym[left].id, sym[right].id)) {
+      heap.emplace_back(m->rank, left);
+      std::push_heap(heap.begin(), heap.end(), std::greater<candidate>());
+    }
   };
   for (int32_t i = 0; i + 1 < n; ++i) consider(i);
-  while (!queue.empty()) {
-    auto [rank, left] = queue.top();
-    queue.pop();
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<candidate>());
+    auto [rank, left] = heap.back();
+    heap.pop_back();
     if (sym[left].id < 0) continue;
     const int32_t right = sym[left].next;
     if (right < 0) continue;

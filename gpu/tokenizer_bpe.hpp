@@ -18,6 +18,8 @@ class bpe_model {
   bpe_model(std::array<int32_t, 256> byte_ids, bool ignore_merges,
             std::unordered_map<std::string, int32_t> vocab);
   void add_merge(int32_t left, int32_t right, int32_t merged);
+  /// Builds the lookup table; call once after the last add_merge().
+  void finish_merges();
 
   /// Appends the ids of one pre-tokenized word (raw bytes).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -32,7 +34,17 @@ class bpe_model {
   std::array<int32_t, 256> byte_ids_;
   bool ignore_merges_;
   std::unordered_map<std::string, int32_t> vocab_;  // raw bytes -> id
-  std::unordered_map<uint64_t, merge_rule> merges_;
+  // Merges in an open-addressing table (linear probing, power-of-two size, Fibonacci hashing):
+  // the merge loop looks a pair up for every candidate, and std::unordered_map's node chasing
+  // and modulo were a sixth of encoding time.
+  static constexpr uint64_t empty_key = ~uint64_t{0};  // ids are below 2^31, so never a real pair
+  struct slot {
+    uint64_t key = empty_key;
+    merge_rule rule{};
+  };
+  std::vector<std::pair<uint64_t, merge_rule>> pending_;
+  std::vector<slot> table_;
+  int table_bits_ = 0;
 
   // Words longer than this are rare and rarely repeat, so they are merged without caching.
   static constexpr std::size_t cache_word_max_bytes = 256;
