@@ -3,6 +3,7 @@
 #include "gpu/safetensors.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -21,6 +22,9 @@ using K = value::kind;
 namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw template_error("chat template: " + what); }
+
+// A template's loops run over messages; a range() this long is a corrupt template, not a chat.
+constexpr int64_t max_range = 1'000'000;
 
 // ---- Python string helpers (strings are UTF-8; Python indexes code points) ----
 
@@ -149,6 +153,7 @@ std::vector<std::size_t> slice_indices(int64_t n, const value& start, const valu
 
 int64_t floor_div(int64_t a, int64_t b) {
   if (b == 0) fail("integer division by zero");
+  if (a == INT64_MIN && b == -1) fail("integer overflow in '//'");
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -328,6 +333,7 @@ class renderer {
         value v = eval(*e.args[0]);
         if (e.name == "not") return value::boolean(!v.truthy());
         if (!v.is(K::integer)) fail("unary " + e.name + " on a " + v.type_name());
+        if (e.name == "-" && v.i == INT64_MIN) fail("integer overflow in unary '-'");
         return value::integer(e.name == "-" ? -v.i : v.i);
       }
       case expr::kind::conditional: return eval(*e.args[0]).truthy() ? eval(*e.args[1]) : eval(*e.args[2]);
@@ -381,8 +387,14 @@ class renderer {
       if (op == "<=") return value::boolean(c <= 0);
       return value::boolean(c >= 0);
     }
+    int64_t r = 0;
+    // Arguments are evaluated in no fixed order, so `r` is read here, after the builtin wrote it.
+    auto checked = [&](bool overflow) {
+      if (overflow) fail("integer overflow in '" + op + "'");
+      return value::integer(r);
+    };
     if (op == "+") {
-      if (ai && bi) return value::integer(x + y);
+      if (ai && bi) return checked(__builtin_add_overflow(x, y, &r));
       if (a.is(K::string) && b.is(K::string)) return value::string(a.s + b.s);
       if (a.is(K::list) && b.is(K::list)) {
         value l = value::make_list(*a.l);
@@ -392,8 +404,8 @@ class renderer {
       fail(std::string("'+' on a ") + a.type_name() + " and a " + b.type_name());
     }
     if (!(ai && bi)) fail("'" + op + "' on a " + a.type_name() + " and a " + b.type_name());
-    if (op == "-") return value::integer(x - y);
-    if (op == "*") return value::integer(x * y);
+    if (op == "-") return checked(__builtin_sub_overflow(x, y, &r));
+    if (op == "*") return checked(__builtin_mul_overflow(x, y, &r));
     if (op == "//") return value::integer(floor_div(x, y));
     if (op == "%") return value::integer(x - floor_div(x, y) * y);
     fail("operator '" + op + "' is not supported");
@@ -419,6 +431,7 @@ class renderer {
           if (!p.is(K::integer)) fail("range() takes integers");
         const int64_t b = a.positional.size() == 2 ? a.positional[0].i : 0;
         const int64_t end = a.positional.back().i;
+        if (end > b && static_cast<uint64_t>(end) - static_cast<uint64_t>(b) > static_cast<uint64_t>(max_range)) fail("range() of more than " + std::to_string(max_range) + " numbers");
         value l = value::make_list();
         for (int64_t i = b; i < end; ++i) l.l->push_back(value::integer(i));
         return l;

@@ -227,6 +227,22 @@ const std::set<std::string> known_filters = {"trim", "length", "count", "tojson"
 const std::set<std::string> known_tests = {"defined", "undefined", "none", "string", "number", "integer", "boolean",
                                             "true", "false", "mapping", "sequence", "iterable", "odd", "even"};
 
+// Nesting deeper than any real template, and shallow enough for the recursive parser's stack.
+constexpr int max_nesting = 100;
+
+class nesting_guard {
+ public:
+  explicit nesting_guard(int& depth) : depth_(depth) {
+    if (++depth_ > max_nesting) fail("nesting deeper than " + std::to_string(max_nesting) + " levels");
+  }
+  ~nesting_guard() { --depth_; }
+  nesting_guard(const nesting_guard&) = delete;
+  nesting_guard& operator=(const nesting_guard&) = delete;
+
+ private:
+  int& depth_;
+};
+
 class expr_parser {
  public:
   explicit expr_parser(std::vector<token> t) : t_(std::move(t)) {}
@@ -252,6 +268,7 @@ class expr_parser {
   expr_ptr plain_expression() { return or_expr(); }
 
   expr_ptr expression() {
+    nesting_guard guard(depth_);
     expr_ptr e = or_expr();
     while (at_name("if")) {
       ++p_;
@@ -308,6 +325,7 @@ class expr_parser {
     return e;
   }
   expr_ptr not_expr() {
+    nesting_guard guard(depth_);
     if (at_name("not")) {
       ++p_;
       auto e = make(expr::kind::unary, "not");
@@ -366,6 +384,7 @@ class expr_parser {
     return e;
   }
   expr_ptr unary(bool with_filter) {
+    nesting_guard guard(depth_);
     expr_ptr e;
     if (at_op("-") || at_op("+")) {
       std::string op = next().text;
@@ -557,6 +576,7 @@ class expr_parser {
 
   std::vector<token> t_;
   std::size_t p_ = 0;
+  int depth_ = 0;
 };
 
 // ---- statements ----
@@ -574,6 +594,7 @@ class block_parser {
  private:
   // Parses nodes until a block tag whose keyword is in `ends` (returned in `stop`, its parser in end_).
   std::vector<node> parse_until(const std::set<std::string>& ends, std::string& stop) {
+    nesting_guard guard(depth_);
     std::vector<node> out;
     while (i_ < s_.size()) {
       const segment& seg = s_[i_++];
@@ -666,6 +687,7 @@ class block_parser {
   std::vector<segment> s_;
   std::size_t i_ = 0;
   std::unique_ptr<expr_parser> end_;
+  int depth_ = 0;
 };
 
 }  // namespace

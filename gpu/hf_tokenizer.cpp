@@ -13,6 +13,10 @@ namespace {
 
 using json = nlohmann::json;
 
+// Ids are dense in real tokenizers (the largest published vocabularies hold about 262k entries); a
+// bound 16 times that keeps a corrupt file's id from sizing the id table to gigabytes.
+constexpr int64_t max_token_id = int64_t{1} << 22;
+
 // GPT-2's word pattern, which a ByteLevel pre-tokenizer with use_regex=true splits by.
 constexpr const char* gpt2_pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -108,7 +112,7 @@ hf_tokenizer::hf_tokenizer(const json& j, const std::string& eos_token, const st
   for (const auto& [text, idj] : model["vocab"].items()) {
     if (!idj.is_number_integer()) fail("vocab entry '" + text + "' has no integer id");
     const auto id = idj.get<int64_t>();
-    if (id < 0 || id > (1 << 30)) fail("vocab id " + std::to_string(id) + " out of range");
+    if (id < 0 || id >= max_token_id) fail("vocab id " + std::to_string(id) + " out of range");
     auto bytes = byte_level_to_bytes(text);
     if (!bytes) fail("vocab entry '" + text + "' is not in the byte-level alphabet");
     vocab.emplace(*bytes, static_cast<int32_t>(id));
@@ -155,7 +159,7 @@ hf_tokenizer::hf_tokenizer(const json& j, const std::string& eos_token, const st
     for (const char* key : {"single_word", "lstrip", "rstrip"})
       if (flag(a, key)) fail("added token '" + content + "' has " + key + "=true, which is not supported");
     const auto id = a["id"].get<int64_t>();
-    if (id < 0 || id > (1 << 30)) fail("added token id " + std::to_string(id) + " out of range");
+    if (id < 0 || id >= max_token_id) fail("added token id " + std::to_string(id) + " out of range");
     if (content.empty()) fail("an added token is empty");
     added_.push_back({content, static_cast<int32_t>(id), flag(a, "special")});
     max_id = std::max(max_id, static_cast<int32_t>(id));

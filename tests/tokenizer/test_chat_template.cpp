@@ -170,6 +170,11 @@ BOOST_AUTO_TEST_CASE(unsupported_templates_are_refused_naming_the_construct) {
   BOOST_TEST(refused("{% if x %}no end").find("missing 'endif'") != std::string::npos);
   BOOST_TEST(refused("{{ x ").find("unterminated") != std::string::npos);
   BOOST_TEST(refused("{% raw %}{% endraw %}").find("statement 'raw'") != std::string::npos);
+  BOOST_TEST(refused("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nesting deeper") !=
+             std::string::npos);
+  std::string deep_ifs;
+  for (int i = 0; i < 5000; ++i) deep_ifs += "{% if true %}";
+  BOOST_TEST(refused(deep_ifs).find("nesting deeper") != std::string::npos);
 
   gpu::chat_template t("{% if messages | length == 0 %}{{ raise_exception('no messages') }}{% endif %}"
                        "{{ messages[0].content.title() }}",
@@ -177,6 +182,13 @@ BOOST_AUTO_TEST_CASE(unsupported_templates_are_refused_naming_the_construct) {
   BOOST_TEST(message_of([&] { t.render(json::array(), false); }).find("the template raised: no messages") != std::string::npos);
   BOOST_TEST(message_of([&] { t.render(json::array({{{"role", "user"}, {"content", "x"}}}), false); })
                  .find("method 'title' of a str is not supported") != std::string::npos);
+  auto render_error = [](const std::string& src) {
+    return message_of([&] { gpu::chat_template(src, json::object()).render(json::array(), false); });
+  };
+  BOOST_TEST(render_error("{{ 9223372036854775807 + 1 }}").find("integer overflow") != std::string::npos);
+  BOOST_TEST(render_error("{{ 1 // 0 }}").find("division by zero") != std::string::npos);
+  BOOST_TEST(render_error("{% for i in range(10000000000) %}{% endfor %}").find("range() of more than") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoint_without_a_template_is_a_clear_error) {

@@ -171,5 +171,7 @@ BOOST_AUTO_TEST_CASE(unsupported_features_are_refused_by_name) {
   has(with([](json& j) { j["added_tokens"][0]["lstrip"] = true; }), "lstrip=true");
   has(with([](json& j) { j["model"]["merges"].push_back("q zz"); }), "outside the vocab");
   has(with([](json& j) { j["model"]["vocab"].erase(byte_level("\x01")); }), "single byte 1");
+  has(with([](json& j) { j["added_tokens"][0]["id"] = 1 << 30; }), "added token id 1073741824 out of range");
+  has(with([](json& j) { j["pre_tokenizer"] = 5; }), "pre-tokenizer '?'");
   BOOST_TEST(with([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }) == "(accepted)");
 }
