@@ -86,6 +86,9 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         return forward<std::string>(self, reconfigurer, slow, rt::regroup_atom::value, std::move(spec));
       },
       [=](rt::await_atom) { return forward<std::string>(self, core, slow, rt::await_atom::value); },
+      [=](rt::policy_atom, std::string& name) {
+        return forward<std::string>(self, supervisor, quick, rt::policy_atom::value, std::move(name));
+      },
       [=](rt::shutdown_atom) {
         auto rp = self->make_response_promise<std::string>();
         self->request(core, quick, rt::shutdown_atom::value)
@@ -115,7 +118,7 @@ rt::gate_actor spawn_gate(caf::actor_system& sys, std::string cluster, std::stri
 head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, std::function<void()> on_shutdown) {
   head_actors h;
   h.core = spawn_head_core(sys, cfg, std::move(on_shutdown));
-  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine);
+  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, cfg.scheduler.policy);
   h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor);
   caf::anon_send(h.core, rt::register_atom::value, h.supervisor);
   auto pid = static_cast<int32_t>(::getpid());

@@ -39,6 +39,7 @@ struct head_state {
   directory dir;
   std::map<std::string, node_entry> nodes;
   caf::actor supervisor;
+  std::string policy;  // the policy set the groups run (scheduler.policy, then `policy set`)
   std::vector<caf::response_promise> awaiting;  // `await`: all nodes ready
   std::function<void()> on_shutdown;
   bool stopping = false;
@@ -79,6 +80,7 @@ void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
 std::string status_json(const head_state& st) {
   json j;
   j["cluster"] = st.cfg.name;
+  j["policy"] = st.policy;
   j["nodes"] = json::array();
   auto now = clock_type::now();
   for (const auto& cfg_node : st.cfg.nodes) {
@@ -96,6 +98,7 @@ std::string status_json(const head_state& st) {
   }
   j["groups"] = json::array();
   int in_flight = 0, finished = 0, failed = 0;
+  auto live = json::array();  // in-flight requests with their policy state
   for (const auto& row : st.dir.list()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
       auto d = json::parse(row.details, nullptr, false);
@@ -111,9 +114,15 @@ std::string status_json(const head_state& st) {
         ++failed;
       else
         ++in_flight;
+      if (status != "FINISHED" && status != "FAILED" && d.is_object()) {
+        json r{{"id", row.id}, {"name", row.name}, {"status", status}};
+        for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group"})
+          if (d.contains(k)) r[k] = d[k];
+        live.push_back(r);
+      }
     }
   }
-  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}};
+  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}, {"live", live}};
   return j.dump();
 }
 
@@ -121,6 +130,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.on_shutdown = std::move(on_shutdown);
+  st.policy = st.cfg.scheduler.policy;
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
     e.name = n.name;
@@ -179,6 +189,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
         r.head = caf::actor_cast<caf::actor>(self);
         r.supervisor = st.supervisor;
         r.incarnation = n.joins;
+        r.scheduler = st.cfg.scheduler;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at
@@ -258,6 +269,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
         return rp;
       },
       [=](rt::register_atom, caf::actor supervisor) { self->state.supervisor = std::move(supervisor); },
+      [=](rt::policy_atom, const std::string& name) { self->state.policy = name; },
       [=](rt::shutdown_atom) -> std::string {
         auto& st = self->state;
         st.stopping = true;

@@ -29,7 +29,9 @@ struct head_actors {
 head_actors spawn_head(caf::actor_system& sys, const runtime::cluster_config& cfg,
                        std::function<void()> on_shutdown);
 
-caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults);
+/// `policy`: the policy set the groups start with (scheduler.policy); `policy set` changes it.
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults,
+                            std::string policy = "static");
 caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor);
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.

@@ -1,7 +1,9 @@
-// The supervisor: admission and placement of requests on the TP group with the least
-// queued work, and re-placement when a node dies. It is never on the per-step path:
-// groups report load only when their queue changes.
+// The supervisor: admission and placement of requests (policy::place_request), the
+// active policy set of every group (`policy set`), and re-placement when a node dies. It
+// is never on the per-step path: groups report load only when their queue changes.
 #include "actors/spawn.hpp"
+#include "policies/placement.hpp"
+#include "policies/presets.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -31,6 +33,7 @@ struct group_slot {
 struct supervisor_state {
   caf::actor core;
   rt::engine_defaults defaults;
+  std::string policy;                                  // the policy set every group runs
   std::map<std::string, group_slot> groups;            // by group name
   struct placement {
     caf::actor actor;
@@ -49,20 +52,15 @@ void place(sup_ptr self, rt::work_item item);
 
 constexpr auto pending_limit = std::chrono::seconds(120);
 
-// A TP group of degree k drains its queue about k times faster, so queued work is
-// compared per device.
-group_slot* least_loaded(supervisor_state& st) {
-  group_slot* best = nullptr;
-  double best_cost = std::numeric_limits<double>::max();
+group_slot* pick_group(supervisor_state& st) {
+  std::vector<policy::placement_view> views;
+  std::vector<group_slot*> slots;
   for (auto& [name, g] : st.groups) {
-    if (g.draining) continue;
-    double cost = g.work / static_cast<double>(std::max(1, g.info.degree));
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = &g;
-    }
+    views.push_back({g.info.degree, g.work, g.draining});
+    slots.push_back(&g);
   }
-  return best;
+  const int i = policy::place_request(views);
+  return i < 0 ? nullptr : slots[static_cast<std::size_t>(i)];
 }
 
 void flush_pending(sup_ptr self) {
@@ -73,7 +71,7 @@ void flush_pending(sup_ptr self) {
 
 void place(sup_ptr self, rt::work_item item) {
   auto& st = self->state;
-  auto* g = least_loaded(st);
+  auto* g = pick_group(st);
   if (!g) {
     // Accepted work waits for a group (a node may be joining or regrouping), but not
     // forever: after pending_limit it ends with an explicit error.
@@ -103,9 +101,10 @@ void place(sup_ptr self, rt::work_item item) {
             });
 }
 
-caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults) {
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, std::string policy) {
   self->state.core = std::move(core);
   self->state.defaults = defaults;
+  self->state.policy = std::move(policy);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -150,9 +149,29 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           group_slot slot;
           slot.info = g;
           st.groups[g.name] = slot;
+          // A group starts with the policy of the cluster file; this one may have been switched since.
+          self->send(g.handle, rt::policy_atom::value, st.policy);
         }
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
+      },
+      // `policy set NAME`: every group decides with NAME from its next step on.
+      [=](rt::policy_atom, const std::string& name) -> std::string {
+        auto& st = self->state;
+        try {
+          policy::make_policy_set(name);
+        } catch (const std::invalid_argument&) {
+          std::string list;
+          for (const auto& n : policy::policy_set_names()) list += (list.empty() ? "" : ", ") + n;
+          return json{{"ok", false}, {"error", "unknown policy '" + name + "' (known: " + list + ")"}}.dump();
+        }
+        auto before = st.policy;
+        st.policy = name;
+        for (auto& [gname, g] : st.groups) self->send(g.info.handle, rt::policy_atom::value, name);
+        self->send(st.core, rt::policy_atom::value, name);
+        rt::log_line("supervisor", "policy " + before + " -> " + name + " on " + std::to_string(st.groups.size()) +
+                                       " groups");
+        return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
       [=](rt::drain_atom, const std::string& node) -> bool {
         for (auto& [name, g] : self->state.groups)
@@ -202,8 +221,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 
 }  // namespace
 
-caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults) {
-  return sys.spawn(supervisor, std::move(core), defaults);
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
+                            std::string policy) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(policy));
 }
 
 }  // namespace dls::actors

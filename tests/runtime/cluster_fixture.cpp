@@ -108,21 +108,29 @@ std::string model_dir() {
   return std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
 }
 
-std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms) {
+std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms,
+                              const std::string& overrides) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
+  if (!overrides.empty())
+    for (const auto& kv : YAML::Load(overrides)) root[kv.first.Scalar()] = kv.second;
   root["head"]["port"] = 0;
   for (auto n : root["nodes"]) n["port"] = 0;
   root["model"]["path"] = model_dir();
   if (dead_after_ms > 0) root["heartbeat"]["dead_after_ms"] = dead_after_ms;
+  // Files the scheduler names are relative to configs/, not to the scratch copy.
+  if (root["scheduler"] && root["scheduler"].IsMap())
+    for (const char* key : {"profile", "quality"})
+      if (root["scheduler"][key] && root["scheduler"][key].Scalar().front() != '/')
+        root["scheduler"][key] = std::string(DLS_SOURCE_DIR) + "/configs/" + root["scheduler"][key].Scalar();
   auto path = dir.file(name);
   std::ofstream out(path);
   out << root << "\n";
   return path;
 }
 
-cluster::cluster(const std::string& config_name, int dead_after_ms) {
+cluster::cluster(const std::string& config_name, int dead_after_ms, const std::string& overrides) {
   state_dir_ = scratch_.file("state");
-  auto cfg = write_test_config(scratch_, config_name, dead_after_ms);
+  auto cfg = write_test_config(scratch_, config_name, dead_after_ms, overrides);
   up_ = run_cli({"up", cfg, "--state-dir", state_dir_, "--timeout", "60"});
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }

@@ -26,6 +26,7 @@ struct submit_options {
   dls::cli::cluster_flags cluster;
   std::string prompt, file;
   double threshold = -1;
+  double min_threshold = -1;
   int slo_ms = 0;
   int gen_length = 0;
   double rate = 0;  // requests per second; 0 = all at once
@@ -53,6 +54,7 @@ std::vector<job> read_jobs(const submit_options& o) {
   auto base = [&] {
     rt::submit_spec s;
     s.threshold = o.threshold;
+    s.min_threshold = o.min_threshold;
     s.slo_ms = o.slo_ms;
     s.gen_length = o.gen_length;
     return s;
@@ -81,12 +83,13 @@ std::vector<job> read_jobs(const submit_options& o) {
     j.spec.prompt = v["prompt"];
     try {
       if (v.contains("threshold")) j.spec.threshold = v["threshold"].get<double>();
+      if (v.contains("min_threshold")) j.spec.min_threshold = v["min_threshold"].get<double>();
       if (v.contains("gen_length")) j.spec.gen_length = v["gen_length"].get<int>();
       if (v.contains("slo_ms")) j.spec.slo_ms = v["slo_ms"].get<int>();
       if (v.contains("answer")) j.valid.push_back(v["answer"].get<std::string>());
       if (v.contains("valid")) for (auto& x : v["valid"]) j.valid.push_back(x.get<std::string>());
     } catch (const std::exception&) {
-      throw std::runtime_error(where + "threshold/gen_length/slo_ms must be numbers, answer/valid strings");
+      throw std::runtime_error(where + "threshold/min_threshold/gen_length/slo_ms must be numbers, answer/valid strings");
     }
     jobs.push_back(std::move(j));
   }
@@ -214,7 +217,10 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   auto o = std::make_shared<submit_options>();
   sub->add_option("--prompt", o->prompt, "Prompt text");
   sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
-  sub->add_option("--threshold", o->threshold, "Confidence threshold tau (default: the cluster's)")
+  sub->add_option("--threshold", o->threshold,
+                  "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--min-threshold", o->min_threshold, "Lowest tau the scheduler may choose for these requests")
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(dls::cli::non_negative);
   sub->add_option("--gen-length", o->gen_length, "Answer length in tokens (default: the cluster's)")
