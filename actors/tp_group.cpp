@@ -15,6 +15,8 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -45,6 +47,9 @@ struct group_state {
   group_setup setup;
   std::map<uint64_t, queued_request> queue;
   std::deque<uint64_t> order;  // arrival order at this group
+  // The same requests split into admitted and waiting ones, in arrival order (map nodes are
+  // stable): each decision reads them without a lookup per request.
+  std::vector<queued_request*> running, waiting;
   live_group view;             // the group as the policies see it
   policy::group_policy policy;
   const policy::step_cost_model* profile = nullptr;  // the profile, if it covers this group's degree
@@ -53,6 +58,8 @@ struct group_state {
   std::optional<policy::step_cost_model> cost;
   double overhead_s = 0;       // moving average of measured step wall - profile prediction
   double predicted_s = 0;      // the profile's time for the step in flight
+  bool dirty = true;           // requests came or went since the last tau control
+  double last_control_s = -1e9;
   clock_type::time_point epoch = clock_type::now();  // the group's clock for the policies
   bool stepping = false;
   bool draining = false;
@@ -62,7 +69,8 @@ struct group_state {
   uint64_t steps = 0;
   double wall_seconds = 0;    // from sending a step to the last worker's reply
   double engine_seconds = 0;  // the slowest rank's time inside engine::step
-  double policy_seconds = 0;  // inside policy::decide_step
+  double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
+  double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
   uint64_t decisions = 0;
   static inline const char* name = "dls.tp_group";
 };
@@ -71,6 +79,11 @@ using group_ptr = caf::stateful_actor<group_state>*;
 
 constexpr auto step_timeout = std::chrono::minutes(5);
 
+// Between changes of its requests a group re-runs the tau controller at most this often: the
+// simulator's control interval, a few steps of a large model and many of the shipped one,
+// while slack changes by little more than the steps taken meanwhile.
+constexpr double control_interval_s = 0.02;
+
 // Weight of one step's residual in the overhead average: about the last 20 steps count, so a
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
@@ -78,6 +91,12 @@ constexpr double overhead_weight = 0.05;
 // A request without an SLO and without a profile to derive one has no deadline: this many
 // seconds stands for "never" and keeps the policies' arithmetic finite.
 constexpr double no_deadline_s = 1e9;
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 double now_s(const group_state& st) {
   return std::chrono::duration<double>(clock_type::now() - st.epoch).count();
@@ -108,7 +127,7 @@ void report_load(group_ptr self) {
   // Step totals ride along so the directory (and bench-runtime) can show the share of
   // step time spent in actor messaging rather than in the engine.
   nlohmann::json stats{{"steps", st.steps},           {"step_wall_s", st.wall_seconds},
-                       {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds},
+                       {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
                        {"decisions", st.decisions},     {"policy", st.policy.name},
                        {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
@@ -117,7 +136,13 @@ void report_load(group_ptr self) {
 
 void remove(group_ptr self, uint64_t id) {
   auto& st = self->state;
-  st.queue.erase(id);
+  auto it = st.queue.find(id);
+  if (it != st.queue.end()) {
+    for (auto* list : {&st.running, &st.waiting})
+      list->erase(std::remove(list->begin(), list->end(), &it->second), list->end());
+    st.queue.erase(it);
+  }
+  st.dirty = true;
   st.order.erase(std::remove(st.order.begin(), st.order.end(), id), st.order.end());
   step_order o{{id}};
   for (auto& w : st.setup.workers) self->send(w, drop_atom::value, o);
@@ -150,6 +175,8 @@ void finish_drain(group_ptr self) {
     }
     st.queue.clear();
     st.order.clear();
+    st.running.clear();
+    st.waiting.clear();
     st.drain_rp.deliver(caf::make_message(std::move(items)));
   }, [=](caf::error& e) {
     // Without rank 0's canvases these requests cannot move: end them explicitly.
@@ -158,6 +185,8 @@ void finish_drain(group_ptr self) {
       self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, "lost during regroup: " + to_string(e));
     st.queue.clear();
     st.order.clear();
+    st.running.clear();
+    st.waiting.clear();
     st.drain_rp.deliver(caf::make_message(std::vector<rt::work_item>{}));
   });
 }
@@ -227,18 +256,20 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
 }
 
 // Tells each request actor its policy state when its tau or next step kind changed (or on
-// the first decision), so `actors` can show them without a message per step.
-void tell_progress(group_ptr self, double now, double step_s) {
+// the first decision), so `actors` can show them without a message per step; the slack shown
+// is the one at that moment.
+void tell_progress(group_ptr self, double now, double step_s, const std::vector<queued_request*>& which) {
   auto& st = self->state;
   const auto& ctx = *st.setup.policy;
-  for (auto& [id, q] : st.queue) {
-    const auto v = view_of(q.live);
+  for (auto* qp : which) {
+    auto& q = *qp;
+    const char* kind = q.live.progress.next_refresh ? "refresh" : "reuse";
+    if (q.told_once && q.live.tau == q.told.tau && q.told.next_kind == kind) continue;
     rt::request_progress p;
     p.tau = q.live.tau;
     p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
-    p.slack_ms = 1e3 * policy::slack_s(v, now, ctx.quality, step_s);
-    p.next_kind = q.live.progress.next_refresh ? "refresh" : "reuse";
-    if (q.told_once && p.tau == q.told.tau && p.next_kind == q.told.next_kind) continue;
+    p.slack_ms = 1e3 * policy::slack_s(view_of(q.live), now, ctx.quality, step_s);
+    p.next_kind = kind;
     q.told = p;
     q.told_once = true;
     self->send(q.meta.request, rt::progress_atom::value, q.meta.epoch, p);
@@ -249,24 +280,52 @@ void run_step(group_ptr self) {
   auto& st = self->state;
   if (st.stepping) return;
   const auto& ctx = *st.setup.policy;
-  std::vector<const live_request*> active, queued;
-  for (auto id : st.order) {
-    const auto& q = st.queue[id];
-    (q.active ? active : queued).push_back(&q.live);
-  }
-  st.view.draining = st.draining;
-  const double now = now_s(st);
   auto t_policy = clock_type::now();
-  auto snap = snapshot_of(st.view, now, active, queued);
+  const double cpu_policy = thread_cpu_s();
+  const double now = now_s(st);
+  st.view.draining = st.draining;
+  const bool control_due = st.dirty || now - st.last_control_s >= control_interval_s;
+  // The queued requests matter to this decision only if one may be admitted or taus change.
+  const auto& active = st.running;
+  const auto& queued = st.waiting;
+  const bool need_queued =
+      control_due || (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
+  std::vector<const live_request*> active_views, queued_views;
+  for (auto* q : active) active_views.push_back(&q->live);
+  if (need_queued)
+    for (auto* q : queued) queued_views.push_back(&q->live);
+  auto snap = snapshot_of(st.view, now, active_views, queued_views);
+  snap.control_due = control_due;
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
-  for (auto id : d.admitted) st.queue[id].active = true;
-  for (const auto* list : {&snap.active, &snap.queued})
-    for (const auto& v : *list) st.queue[v.id].live.tau = v.tau;
+  for (auto id : d.admitted) {
+    auto& q = st.queue[id];
+    q.active = true;
+    st.waiting.erase(std::find(st.waiting.begin(), st.waiting.end(), &q));
+    st.running.push_back(&q);
+  }
+  if (d.controlled) {
+    // snap.active is the active list followed by the admitted ones; snap.queued the rest, in order.
+    // st.running now lists them in that order too.
+    for (std::size_t i = 0; i < snap.active.size(); ++i) st.running[i]->live.tau = snap.active[i].tau;
+    for (std::size_t i = 0; i < snap.queued.size(); ++i) st.waiting[i]->live.tau = snap.queued[i].tau;
+    st.dirty = false;
+    st.last_control_s = now;
+  }
   st.view.tau_cap = d.tau_cap;
-  tell_progress(self, now, d.step_s);
+  if (!d.admitted.empty()) st.dirty = true;
+  // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
+  if (d.controlled) {
+    tell_progress(self, now, d.step_s, st.running);
+    tell_progress(self, now, d.step_s, st.waiting);
+  } else {
+    std::vector<queued_request*> stepped;
+    for (auto id : d.batch) stepped.push_back(&st.queue[id]);
+    tell_progress(self, now, d.step_s, stepped);
+  }
   st.policy_seconds += std::chrono::duration<double>(clock_type::now() - t_policy).count();
+  st.policy_cpu_seconds += thread_cpu_s() - cpu_policy;
   st.decisions += 1;
-  std::vector<uint64_t> ids(d.batch.begin(), d.batch.end());
+  const auto& ids = d.batch;
   if (ids.empty()) {
     if (st.draining) finish_drain(self);
     return;
@@ -396,6 +455,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         q.meta = std::move(item);
         st.queue[id] = std::move(q);
         st.order.push_back(id);
+        st.waiting.push_back(&st.queue[id]);
+        st.dirty = true;
         report_load(self);
         kick(self);
         return true;
@@ -404,6 +465,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
       // The policy set changes between two steps; the next decision uses the new one.
       [=](rt::policy_atom, const std::string& name) {
         set_policy(self->state, name);
+        self->state.dirty = true;
         report_load(self);
       },
       [=](rt::drain_atom) {

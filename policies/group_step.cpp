@@ -79,8 +79,12 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     g.queued.resize(w);
     if (!d.admitted.empty()) step_s = step_estimate(g, p, cost, q, g.tau_cap);
   }
-  d.tau_cap = p.thr.tau_max;
-  if (!p.tau_control() || !cost) {
+  d.tau_cap = g.tau_cap;
+  if (!g.control_due) {
+    // Every request keeps its tau until the next control.
+  } else if (!p.tau_control() || !cost) {
+    d.tau_cap = p.thr.tau_max;
+    d.controlled = true;
     // Without tau control every request runs at the reference tau, unless the client chose.
     for (auto* list : {&g.active, &g.queued})
       for (auto& r : *list)
@@ -102,6 +106,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));
     std::vector<double> tau;
     const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau);
+    d.controlled = true;
     d.tau_cap = cap.cap;
     d.infeasible = cap.infeasible_prefixes;
     for (std::size_t i = 0; i < all.size(); ++i) {

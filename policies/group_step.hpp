@@ -48,6 +48,10 @@ struct group_snapshot {
   std::vector<request_view> queued;
   double kv_free_tokens = 1e18;  // canvas tokens of KV memory not held by active requests
   double tau_cap = 0.9;          // the cap of the previous decision (for the step-time estimate)
+  /// Run the tau controller in this decision. The caller runs it when the group's requests
+  /// changed or some time passed (as the simulator's control interval does), not every step:
+  /// otherwise every request keeps its tau.
+  bool control_due = true;
 };
 
 struct step_decision {
@@ -56,6 +60,7 @@ struct step_decision {
   double tau_cap = 0.9;
   double step_s = 0;                    // expected step time of the group after admission
   int infeasible = 0;                   // prefixes the cap could not rescue (0 without tau control)
+  bool controlled = false;              // the tau controller ran (taus may have changed)
 };
 
 /// Decides the next step and applies it to `g`: admitted requests move from `queued` to the

@@ -18,8 +18,8 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 // One node, one TP group of one device, one request per step, one token per step (quota):
-// a request is 48 steps, so a batch of lax requests keeps the group busy for seconds and the
-// order of service is visible in the finish times.
+// a request is 48 steps, so a batch of hundreds of lax requests keeps the group busy for
+// seconds and the order of service is visible in the finish times.
 const char* one_slot = R"(
 nodes: [{name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 1}, groups: [1]}]
 engine: {gen_length: 48, block_length: 8, commit: quota, threshold: 0.9, cache: dual, refresh_interval: 4, max_batch: 1}
@@ -32,8 +32,8 @@ double ms_since(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
 }
 
-// Submits `lax` requests with an hour of SLO, then, once they are in, one urgent request with
-// `urgent_slo_ms`. Returns how many lax requests certainly finished after the urgent one: a lax
+// Submits `lax` requests with an hour of SLO, then, while at least half of them still wait, one
+// urgent request with `urgent_slo_ms`. Returns how many lax requests certainly finished after the urgent one: a lax
 // request was sent after `start`, so it finished no earlier than start + its latency; the
 // urgent one finished before its client returned.
 int lax_after_urgent(const cluster& c, int lax, int urgent_slo_ms) {
@@ -46,20 +46,26 @@ int lax_after_urgent(const cluster& c, int lax, int urgent_slo_ms) {
   auto start = clock_type::now();
   auto bg = c.cli_background({"submit", "--file", path, "--json", "--timeout", "120"});
   BOOST_REQUIRE(dls::test::eventually(30, [&] {
-    return c.json_cli({"status"})["requests"]["in_flight"].get<int>() >= lax;
+    return c.json_cli({"status"})["requests"]["in_flight"].get<int>() >= lax / 2;
   }));
   auto u = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", std::to_string(urgent_slo_ms), "--json"});
   const double urgent_done_ms = ms_since(start);
   BOOST_REQUIRE_MESSAGE(u.rc == 0, u.err);
-  BOOST_TEST(json::parse(u.out)["results"][0]["ok"].get<bool>());
+  BOOST_TEST(json::parse(u.out)["ok"].get<bool>());
   auto r = bg.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
   int after = 0;
-  for (auto& a : json::parse(r.out)["results"]) {
+  double slowest = 0;
+  const auto out = json::parse(r.out);
+  BOOST_REQUIRE_EQUAL(out["results"].size(), static_cast<std::size_t>(lax));
+  for (auto& a : out["results"]) {
     BOOST_TEST(a["ok"].get<bool>());
     after += a["latency_ms"].get<double>() > urgent_done_ms;
+    slowest = std::max(slowest, a["latency_ms"].get<double>());
   }
-  BOOST_TEST_MESSAGE("lax requests finished after the urgent one: " << after << " of " << lax);
+  BOOST_TEST_MESSAGE("slowest lax " << slowest << " ms");
+  BOOST_TEST_MESSAGE("lax requests finished after the urgent one: " << after << " of " << lax << " (urgent done "
+                                                                     << urgent_done_ms << " ms after the lax were sent)");
   return after;
 }
 
@@ -74,7 +80,8 @@ BOOST_AUTO_TEST_CASE(policy_set_switches_the_running_cluster_and_names_a_bad_pol
   BOOST_TEST(policy_of(c) == "dilaserve");
   // Every group reports the policy it decides with.
   BOOST_TEST(dls::test::eventually(10, [&] {
-    for (auto& g : c.json_cli({"status"})["groups"])
+    const auto st = c.json_cli({"status"});
+    for (auto& g : st["groups"])
       if (g.value("policy", "") != "dilaserve") return false;
     return true;
   }));
@@ -86,16 +93,16 @@ BOOST_AUTO_TEST_CASE(policy_set_switches_the_running_cluster_and_names_a_bad_pol
   // The cluster still answers under the new policy.
   auto a = c.cli({"submit", "--prompt", dls::test::eval_problems(1)[0].prompt, "--json"});
   BOOST_REQUIRE_MESSAGE(a.rc == 0, a.err);
-  BOOST_TEST(json::parse(a.out)["results"][0]["ok"].get<bool>());
+  BOOST_TEST(json::parse(a.out)["ok"].get<bool>());
 }
 
 BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_under_static) {
   cluster c("local.yaml", 0, one_slot);
   BOOST_TEST(policy_of(c) == "deadline");
-  constexpr int lax = 40;
-  // Under deadline the urgent request steps first from its arrival on: nearly every lax request
-  // still in the queue then finishes after it.
-  BOOST_TEST(lax_after_urgent(c, lax, 20000) >= lax / 2);
+  constexpr int lax = 600;
+  // Under deadline the urgent request steps first from its admission on: most lax requests
+  // still waiting then finish after it.
+  BOOST_TEST(lax_after_urgent(c, lax, 20000) >= lax / 4);
   // Under static (first come, first served) it waits behind every lax request.
   BOOST_REQUIRE_EQUAL(c.cli({"policy", "set", "static"}).rc, 0);
   BOOST_TEST(lax_after_urgent(c, lax, 20001) == 0);
@@ -109,7 +116,7 @@ BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_neve
   auto lone = [&](int slo_ms) {
     auto r = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", std::to_string(slo_ms), "--json"});
     BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
-    return json::parse(r.out)["results"][0];
+    return json::parse(r.out);
   };
   auto first = lone(60000);
   BOOST_TEST(first["threshold"].get<double>() == 0.9);
