@@ -34,6 +34,7 @@ struct supervisor_state {
   caf::actor core;
   rt::engine_defaults defaults;
   std::string policy;                                  // the policy set every group runs
+  std::string initial_policy;                          // the cluster file's: new groups start with it
   std::map<std::string, group_slot> groups;            // by group name
   struct placement {
     caf::actor actor;
@@ -104,7 +105,8 @@ void place(sup_ptr self, rt::work_item item) {
 caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, std::string policy) {
   self->state.core = std::move(core);
   self->state.defaults = defaults;
-  self->state.policy = std::move(policy);
+  self->state.policy = policy;
+  self->state.initial_policy = std::move(policy);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -149,8 +151,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           group_slot slot;
           slot.info = g;
           st.groups[g.name] = slot;
-          // A group starts with the policy of the cluster file; this one may have been switched since.
-          self->send(g.handle, rt::policy_atom::value, st.policy);
+          // A group starts with the policy of the cluster file; tell it if `policy set` changed it.
+          if (st.policy != st.initial_policy) self->send(g.handle, rt::policy_atom::value, st.policy);
         }
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
