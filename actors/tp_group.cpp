@@ -396,6 +396,23 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto ar = std::make_shared<gpu::shm_allreduce_group>(world);
   for (int r = 0; r < world; ++r)
     self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, ar});
+  if (st.profile) {
+    // An empty step is the messaging round trip to every worker alone: the first estimate of
+    // the per-step overhead, so the deadlines of the first requests already count it; real
+    // steps refine it.
+    auto t0 = clock_type::now();
+    auto left = std::make_shared<int>(world);
+    auto done = [=] {
+      if (--*left > 0) return;
+      auto& st = self->state;
+      if (st.steps > 0) return;
+      st.overhead_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+      st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
+    };
+    for (auto& w : st.setup.workers)
+      self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
+                                                                            [=](caf::error&) { done(); });
+  }
   return {
       [=](rt::enqueue_atom, rt::work_item& item) -> caf::result<bool> {
         auto& st = self->state;

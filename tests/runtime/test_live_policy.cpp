@@ -224,6 +224,18 @@ BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their
   BOOST_TEST((d.batch == std::vector<uint64_t>{2}));
 }
 
+BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_definition) {
+  const auto m = cost();
+  const auto q = quality();
+  pol::batch_totals one;
+  one.add(pol::step_item_of(pol::step_kind::reuse, 20, 8));
+  const auto with = pol::with_step_overhead(m, 1, 0.002);
+  BOOST_TEST(with.step_seconds(1, one) == m.step_seconds(1, one) + 0.002, boost::test_tools::tolerance(1e-12));
+  // Solo at tau 0.9 (one token per step): 2 blocks x 8 steps of 1.1 ms; due at arrival + 2 x that.
+  const double solo = 16 * 1.1e-3;
+  BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
+}
+
 BOOST_AUTO_TEST_CASE(placement_balances_queued_work_per_device) {
   std::vector<pol::placement_view> gs{{2, 100, false}, {1, 60, false}, {1, 0, true}};
   BOOST_TEST(pol::place_request(gs) == 0);  // 50 per device beats 60; the empty one drains
