@@ -308,16 +308,38 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   cfg.name = c.str(c.require(root, "name", "the top level"), "name");
 
   auto auth = c.require(root, "auth", "the top level");
-  c.check_keys(auth, {"token", "token_file"}, "auth");
-  if (auth["token"] && auth["token_file"]) c.fail(auth, "auth: give either 'token' or 'token_file', not both");
-  if (auth["token"]) {
-    cfg.token = c.str(auth["token"], "auth.token");
-    if (cfg.token.size() < 8) c.fail(auth["token"], "auth.token must have at least 8 characters");
-  } else if (auth["token_file"]) {
-    cfg.token_file = resolve(c.str(auth["token_file"], "auth.token_file"), base_dir);
-    cfg.token = read_token_file(c, auth["token_file"], cfg.token_file);
-  } else {
-    c.fail(auth, "auth needs 'token' or 'token_file'");
+  c.check_keys(auth, {"token", "token_file", "submit_token", "submit_token_file", "node_token", "node_token_file",
+                      "tls_dir", "insecure"},
+               "auth");
+  // One credential per role; only the admin token is required (it may also join nodes and
+  // submit), the others let an operator hand out less.
+  auto credential = [&](const std::string& key, std::string& token, std::string* file, bool required) {
+    auto key_file = key + "_file";
+    if (auth[key] && auth[key_file]) c.fail(auth, "auth: give either '" + key + "' or '" + key_file + "', not both");
+    if (auth[key]) {
+      token = c.str(auth[key], "auth." + key);
+      if (token.size() < 8) c.fail(auth[key], "auth." + key + " must have at least 8 characters");
+    } else if (auth[key_file]) {
+      auto path = resolve(c.str(auth[key_file], "auth." + key_file), base_dir);
+      if (file) *file = path;
+      token = read_token_file(c, auth[key_file], path);
+      if (token.size() < 8) c.fail(auth[key_file], "the token in '" + path + "' must have at least 8 characters");
+    } else if (required) {
+      c.fail(auth, "auth needs '" + key + "' or '" + key_file + "'");
+    }
+  };
+  credential("token", cfg.token, &cfg.token_file, true);
+  credential("submit_token", cfg.submit_token, nullptr, false);
+  credential("node_token", cfg.node_token, nullptr, false);
+  if ((!cfg.submit_token.empty() && cfg.submit_token == cfg.token) ||
+      (!cfg.node_token.empty() && cfg.node_token == cfg.token) ||
+      (!cfg.node_token.empty() && cfg.node_token == cfg.submit_token))
+    c.fail(auth, "auth: the admin, submit and node tokens must differ, or the roles mean nothing");
+  if (auth["tls_dir"]) cfg.tls_dir = resolve(c.str(auth["tls_dir"], "auth.tls_dir"), base_dir);
+  if (auth["insecure"]) {
+    auto v = c.one_of(auth["insecure"], "auth.insecure", {"true", "false"});
+    cfg.insecure = v == "true";
+    if (cfg.insecure && auth["tls_dir"]) c.fail(auth["tls_dir"], "auth.tls_dir makes no sense with auth.insecure: true");
   }
 
   auto head = c.require(root, "head", "the top level");

@@ -63,8 +63,12 @@ struct scheduler_settings {
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
-  std::string token;  // resolved from `auth.token` or `auth.token_file`
+  std::string token;  // the admin credential, from `auth.token` or `auth.token_file`
   std::string token_file;
+  std::string submit_token;  // submit-only credential (empty: none issued)
+  std::string node_token;    // may only join as a node (empty: nodes join with the admin token)
+  std::string tls_dir;       // the cluster's CA and certificates; empty: STATE_DIR/tls, made by `up`
+  bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
   int heartbeat_interval_ms = 500;

@@ -270,15 +270,16 @@ struct client_reply;
 // -- typed endpoints -------------------------------------------------------------------
 
 /// The authenticated head endpoint used by the CLI and by embedding programs.
-/// status and reconfigure answer JSON text (schema in docs/embedding.md).
+/// status and reconfigure answer JSON text (schema in docs/embedding.md). It serves only
+/// peers that showed a credential to the gate; regroup and shutdown also carry the admin token.
 using head_actor = caf::typed_actor<
     caf::replies_to<submit_atom, submit_spec>::with<answer>,
     caf::replies_to<status_atom>::with<std::string>,
     caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
-    caf::replies_to<regroup_atom, regroup_spec>::with<std::string>,
+    caf::replies_to<regroup_atom, regroup_spec, std::string>::with<std::string>,  // + the admin token
     caf::replies_to<await_atom>::with<std::string>,
-    caf::replies_to<shutdown_atom>::with<std::string>,
-    caf::replies_to<policy_atom, std::string>::with<std::string>>;
+    caf::replies_to<shutdown_atom, std::string>::with<std::string>,               // + the admin token
+    caf::replies_to<policy_atom, std::string, std::string>::with<std::string>>;   // name + the admin token
 
 struct client_reply {
   bool ok = false;
@@ -292,7 +293,7 @@ typename Inspector::result_type inspect(Inspector& f, client_reply& x) {
   return f(caf::meta::type_name("dls_client_reply"), x.ok, x.error, x.cluster, x.head);
 }
 
-/// The only actor a head publishes. Nothing else is reachable without the token.
+/// The only actor a head publishes. Every other actor refuses peers that showed no credential.
 using gate_actor = caf::typed_actor<caf::replies_to<client_atom, std::string>::with<client_reply>,
                                     caf::replies_to<node_join_atom, node_hello>::with<join_reply>>;
 

@@ -14,7 +14,7 @@ done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
-      libopenblas-dev libcli11-dev nlohmann-json3-dev python3)
+      libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()

@@ -58,7 +58,10 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
 /// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
 class cluster {
  public:
-  explicit cluster(const std::string& config_name, int dead_after_ms = 0, const std::string& overrides = "");
+  /// `prepared`: `config_name` is the path of a cluster file the test wrote itself.
+  /// `overrides`: YAML text whose top-level keys replace the file's (not with `prepared`).
+  explicit cluster(const std::string& config_name, int dead_after_ms = 0, bool prepared = false,
+                   const std::string& overrides = "");
   ~cluster();
   /// Runs a CLI command against this cluster (adds --state-dir).
   cli_result cli(std::vector<std::string> args) const;
@@ -69,6 +72,7 @@ class cluster {
   const std::string& state_dir() const { return state_dir_; }
   const scratch_dir& scratch() const { return scratch_; }
   const std::string& up_output() const { return up_.out; }
+  const std::string& up_error_output() const { return up_.err; }
 
  private:
   scratch_dir scratch_;

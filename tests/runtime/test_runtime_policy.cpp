@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(policy_set_switches_the_running_cluster_and_names_a_bad_pol
 }
 
 BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_under_static) {
-  cluster c("local.yaml", 0, one_slot);
+  cluster c("local.yaml", 0, false, one_slot);
   BOOST_TEST(policy_of(c) == "deadline");
   constexpr int lax = 600;
   // Under deadline the urgent request steps first from its admission on: most lax requests
@@ -109,7 +109,7 @@ BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_und
 }
 
 BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_never_moves) {
-  cluster c("local.yaml", 0, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
+  cluster c("local.yaml", 0, false, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
   auto problems = dls::test::eval_problems(1);
   // The SLO: five times what one request takes alone here, so a lone request meets it at the
   // reference tau and a burst of many does not.
