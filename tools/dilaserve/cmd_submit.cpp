@@ -175,6 +175,9 @@ int run_submit(const submit_options& o) {
   auto deadline = start + std::chrono::seconds(o.timeout_s);
   std::size_t sent = 0;
   std::string failure;
+  // A head that dies (or, through BASP's connection timeout, hangs) ends the wait at once
+  // instead of after --timeout.
+  self->monitor(session.head());
   while (answers.size() < jobs.size() && failure.empty()) {
     // Send every job whose time has come (all at once without --rate).
     auto now = clock_type::now();
@@ -202,6 +205,7 @@ int run_submit(const submit_options& o) {
           bar.advance(1, a.ok ? "" : "error");
         },
         [&](caf::error& e) { failure = session.system().render(e); },
+        [&](caf::down_msg& dm) { failure = "lost the head (" + session.system().render(dm.reason) + ")"; },
         caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(wait)) >> [&] {
           if (clock_type::now() >= deadline) failure = "timed out after " + std::to_string(o.timeout_s) + " s";
         });
