@@ -3,6 +3,7 @@
 // heartbeats, and regroups its workers on the reconfigurer's command.
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
+#include "actors/peer_roles.hpp"
 #include "policies/placement.hpp"
 #include "runtime/log.hpp"
 
@@ -76,6 +77,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.tokenizer = st.tokenizer;
     g.defaults = st.info.engine;
     g.supervisor = st.info.supervisor;
+    g.head_node = st.info.head ? st.info.head.node() : caf::node_id{};
     g.policy = st.policy;
     rt::group_info info;
     info.name = g.name;
@@ -191,6 +193,11 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
   }
 }
 
+bool from_head(agent_ptr self) {
+  const auto& head = self->state.info.head;
+  return head ? sender_from(self, head.node(), "node agent") : sender_is_local(self);
+}
+
 caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token, std::string node, node_hooks hooks) {
   auto& st = self->state;
   st.node = node;
@@ -220,13 +227,19 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
         self->send(st.info.head, rt::beat_atom::value, st.node);
         self->delayed_send(self, std::chrono::milliseconds(st.info.heartbeat_interval_ms), rt::beat_atom::value);
       },
-      [=](rt::regroup_atom, rt::regroup_spec& spec) {
+      // Orders come only from the head this node joined (or this process).
+      [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
+        if (!from_head(self)) return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
         auto rp = self->make_response_promise();
         regroup(self, std::move(spec), rp);
         return rp;
       },
-      [=](rt::node_dead_atom) { leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting"); },
-      [=](rt::shutdown_atom) { leave(self, 0, "shutdown requested by the head"); },
+      [=](rt::node_dead_atom) {
+        if (from_head(self)) leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting");
+      },
+      [=](rt::shutdown_atom) {
+        if (from_head(self)) leave(self, 0, "shutdown requested by the head");
+      },
   };
 }
 

@@ -29,6 +29,7 @@ struct group_setup {
   caf::actor supervisor;
   std::shared_ptr<const policy_context> policy;
   int32_t group_index = 0;  // the group's number within its node
+  caf::node_id head_node;   // the only remote node this group takes orders from
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

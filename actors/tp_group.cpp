@@ -7,6 +7,7 @@
 // boundaries, and answers.
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
+#include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/group_step.hpp"
 #include "policies/presets.hpp"
@@ -415,6 +416,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   }
   return {
       [=](rt::enqueue_atom, rt::work_item& item) -> caf::result<bool> {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group"))
+          return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
         auto& st = self->state;
         // A drained group is about to be replaced: the supervisor places the item again.
         if (st.drained) return caf::make_error(caf::sec::request_receiver_down);
@@ -478,14 +481,18 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         kick(self);
         return true;
       },
-      [=](step_atom) { run_step(self); },
+      [=](step_atom) {
+        if (sender_is_local(self)) run_step(self);
+      },
       // The policy set changes between two steps; the next decision uses the new one.
       [=](rt::policy_atom, const std::string& name) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
         set_policy(self->state, name);
         self->state.dirty = true;
         report_load(self);
       },
-      [=](rt::drain_atom) {
+      [=](rt::drain_atom) -> caf::result<caf::message> {
+        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto& st = self->state;
         st.drain_rp = self->make_response_promise();
         st.draining = true;
