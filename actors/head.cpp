@@ -124,6 +124,9 @@ std::string status_json(const head_state& st) {
       }
     }
   }
+  for (const auto& row : st.dir.list())
+    if (row.kind == "reconfigurer")
+      if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j["reconfigurer"] = d;
   j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}, {"live", live}};
   return j.dump();
 }
