@@ -284,6 +284,14 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   BOOST_TEST(bad_value.find("scheduler.slo_scale") != std::string::npos, bad_value);
   auto bad_tau = error_of(config_with("scheduler: {tau_min: 0.95}\n"));
   BOOST_TEST(bad_tau.find("scheduler.tau_min") != std::string::npos, bad_tau);
+  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").reconfigure.automatic);
+  const auto rc = rt::parse_cluster_config(config_with("reconfigure: {mode: auto, interval_ms: 200}\n"), "c.yaml", "/tmp");
+  BOOST_TEST(rc.reconfigure.automatic);
+  BOOST_TEST(rc.reconfigure.interval_ms == 200);
+  auto bad_mode = error_of(config_with("reconfigure: sometimes\n"));
+  BOOST_TEST(bad_mode.find("'sometimes'") != std::string::npos, bad_mode);
+  auto bad_rc_knob = error_of(config_with("reconfigure: {mode: auto, interval: 5}\n"));
+  BOOST_TEST(bad_rc_knob.find("unknown key 'interval' in reconfigure") != std::string::npos, bad_rc_knob);
   auto bad_profile = error_of(config_with("scheduler: {profile: /nonexistent/p.yaml}\n"));
   BOOST_TEST(bad_profile.find("scheduler.profile") != std::string::npos, bad_profile);
   BOOST_TEST(bad_profile.find('\n') == std::string::npos);
