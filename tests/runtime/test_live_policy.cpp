@@ -7,6 +7,7 @@
 
 #include "actors/policy_view.hpp"
 #include "gpu/canvas.hpp"
+#include "policies/forecast.hpp"
 #include "policies/group_step.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
@@ -234,6 +235,25 @@ BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_defini
   // Solo at tau 0.9 (one token per step): 2 blocks x 8 steps of 1.1 ms; due at arrival + 2 x that.
   const double solo = 16 * 1.1e-3;
   BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when_idle) {
+  std::vector<pol::arrival_record> a;
+  for (int i = 0; i < 40; ++i) a.push_back({9.05 + 0.01 * i, 16, 48});  // 40 in the last second
+  a.push_back({9.9, 16, 16});
+  pol::forecast_config cfg;
+  cfg.window_s = 4.0;  // four sub-windows of one second
+  auto f = pol::forecast_from_arrivals(a, 10.0, cfg);
+  BOOST_TEST(f.arrival_rate == 41.0);        // the busiest second, not the mean
+  BOOST_TEST(f.mean_rate == 41.0 / 4.0);
+  BOOST_REQUIRE_EQUAL(f.mix.size(), 2u);
+  BOOST_TEST(f.mix[0].gen_len == 48);
+  BOOST_TEST(f.mix[0].weight == 40.0 / 41.0, boost::test_tools::tolerance(1e-12));
+  // Long after: no rate, the same mix.
+  f = pol::forecast_from_arrivals(a, 100.0, cfg);
+  BOOST_TEST(f.arrival_rate == 0.0);
+  BOOST_TEST(f.mix.size() == 2u);
+  BOOST_TEST(pol::forecast_from_arrivals({}, 1.0, cfg).mix.empty());
 }
 
 BOOST_AUTO_TEST_CASE(placement_balances_queued_work_per_device) {
