@@ -2,6 +2,7 @@
 // credential of the cluster, and records which role that credential carries for the peer's
 // CAF node: the endpoint, core and supervisor check every message against that record.
 #include "actors/peer_roles.hpp"
+#include "actors/request_admission.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 #include "runtime/state_dir.hpp"
@@ -104,7 +105,8 @@ caf::typed_response_promise<T> forward(rt::head_actor::pointer self, const caf::
 caf::error refused(const char* what) { return caf::make_error(caf::sec::runtime_error, std::string(what)); }
 
 rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor core, caf::actor supervisor,
-                                       caf::actor reconfigurer, gate_credentials creds) {
+                                       caf::actor reconfigurer, gate_credentials creds,
+                                       std::shared_ptr<const rt::request_checker> checker) {
   auto quick = caf::duration{std::chrono::seconds(10)};
   auto slow = caf::duration{std::chrono::minutes(10)};
   auto is_client = [=] { return sender_may(self, *creds.peers, role_client, "endpoint"); };
@@ -115,6 +117,11 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<rt::answer> {
         if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
+        if (auto refused = refusal(*checker, spec)) {
+          auto rp = self->make_response_promise<rt::answer>();
+          rp.deliver(std::move(*refused));
+          return rp;
+        }
         // Every accepted request ends with an answer or an explicit error from its
         // request actor, so no timeout is needed here.
         return forward<rt::answer>(self, supervisor, caf::infinite, rt::submit_atom::value, std::move(spec));
@@ -172,8 +179,13 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, st
     local->send(h.core, rt::register_atom::value,
                 rt::actor_info{0, "supervisor", "supervisor", "head", pid, "ALIVE", 0, "{}"});
   }
+  std::string model_problem;
+  auto checker = make_request_checker(cfg, &model_problem);
+  if (!model_problem.empty())
+    rt::log_line("head", "cannot read the model here (" + model_problem +
+                             "); submits are checked for size and numbers only, the nodes check the rest");
   gate_credentials creds{cfg.token, cfg.submit_token, cfg.node_token, h.peers};
-  h.endpoint = sys.spawn(endpoint, h.core, h.supervisor, h.reconfigurer, creds);
+  h.endpoint = sys.spawn(endpoint, h.core, h.supervisor, h.reconfigurer, creds, std::move(checker));
   h.gate = sys.spawn(gate, cfg.name, creds, h.core, h.endpoint);
   return h;
 }

@@ -99,7 +99,6 @@ std::string status_json(const head_state& st) {
     j["nodes"].push_back(node);
   }
   j["groups"] = json::array();
-  int in_flight = 0, finished = 0, failed = 0;
   auto live = json::array();  // in-flight requests with their policy state
   for (const auto& row : st.dir.list()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
@@ -110,12 +109,6 @@ std::string status_json(const head_state& st) {
     } else if (row.kind == "request") {
       auto d = json::parse(row.details, nullptr, false);
       auto status = d.is_object() ? d.value("status", "") : "";
-      if (status == "FINISHED")
-        ++finished;
-      else if (status == "FAILED")
-        ++failed;
-      else
-        ++in_flight;
       if (status != "FINISHED" && status != "FAILED" && d.is_object()) {
         json r{{"id", row.id}, {"name", row.name}, {"status", status}};
         for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group"})
@@ -127,7 +120,13 @@ std::string status_json(const head_state& st) {
   for (const auto& row : st.dir.list())
     if (row.kind == "reconfigurer")
       if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j["reconfigurer"] = d;
-  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}, {"live", live}};
+  // Counted over the head's life: finished rows leave the directory after the retention.
+  auto counts = st.dir.requests();
+  j["requests"] = {{"in_flight", counts.in_flight},
+                   {"finished", counts.finished},
+                   {"failed", counts.failed},
+                   {"retained", counts.retained},
+                   {"live", live}};
   return j.dump();
 }
 
@@ -154,6 +153,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
   auto& st = self->state;
   st.peers = std::move(peers);
   st.cfg = std::move(cfg);
+  st.dir = directory(st.cfg.retention);
   st.on_shutdown = std::move(on_shutdown);
   st.policy = st.cfg.scheduler.policy;
   for (const auto& n : st.cfg.nodes) {
@@ -260,6 +260,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (!from_head(self)) return;
         auto& st = self->state;
         auto now = clock_type::now();
+        st.dir.expire(now);
         for (auto& [name, n] : st.nodes) {
           auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
           if (n.state == "ALIVE" && age > st.cfg.dead_after_ms)

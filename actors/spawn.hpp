@@ -4,6 +4,7 @@
 #include "actors/peer_roles.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/messages.hpp"
+#include "runtime/request_limits.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>

@@ -227,6 +227,30 @@ engine_defaults parse_engine(const checker& c, const YAML::Node& n) {
   return e;
 }
 
+request_limits parse_limits(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"max_prompt_bytes", "max_prompt_tokens", "max_gen_length"}, "limits");
+  request_limits l;
+  // A BASP message carries its length in 32 bits; 1 GiB keeps any prompt far below that.
+  constexpr long long max_bytes = 1LL << 30;
+  constexpr long long max_tokens = 1LL << 24;  // far beyond any model's context
+  if (n["max_prompt_bytes"]) l.max_prompt_bytes = c.integer(n["max_prompt_bytes"], "limits.max_prompt_bytes", 1, max_bytes);
+  if (n["max_prompt_tokens"])
+    l.max_prompt_tokens = c.integer(n["max_prompt_tokens"], "limits.max_prompt_tokens", 1, max_tokens);
+  if (n["max_gen_length"]) l.max_gen_length = c.integer(n["max_gen_length"], "limits.max_gen_length", 1, max_tokens);
+  return l;
+}
+
+directory_retention parse_retention(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"finished_requests", "finished_age_s"}, "retention");
+  directory_retention r;
+  constexpr long long max_rows = 10'000'000;   // ~25 GB of rows: anything above is a typo
+  constexpr long long max_age_s = 366LL * 24 * 3600;
+  if (n["finished_requests"])
+    r.finished_requests = c.integer(n["finished_requests"], "retention.finished_requests", 0, max_rows);
+  if (n["finished_age_s"]) r.finished_age_s = c.integer(n["finished_age_s"], "retention.finished_age_s", 0, max_age_s);
+  return r;
+}
+
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
@@ -319,7 +343,8 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
     c.fail(e.mark, e.msg);
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
-  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "scheduler", "reconfigure", "launch", "caf"},
+  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
+                     "scheduler", "reconfigure", "launch", "caf"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -389,6 +414,12 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   cfg.model_path = resolve(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
 
   if (auto eng = root["engine"]) cfg.engine = parse_engine(c, eng);
+  if (auto limits = root["limits"]) cfg.limits = parse_limits(c, limits);
+  if (auto retention = root["retention"]) cfg.retention = parse_retention(c, retention);
+  if (cfg.limits.max_gen_length > 0 && cfg.engine.gen_length > cfg.limits.max_gen_length)
+    c.fail(root["limits"]["max_gen_length"], "engine.gen_length (" + std::to_string(cfg.engine.gen_length) +
+                                                 ") exceeds limits.max_gen_length (" +
+                                                 std::to_string(cfg.limits.max_gen_length) + ")");
   if (auto sch = root["scheduler"]) cfg.scheduler = parse_scheduler(c, sch, base_dir, cfg.engine.threshold);
   if (auto rc = root["reconfigure"]) cfg.reconfigure = parse_reconfigure(c, rc);
 

@@ -2,6 +2,8 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
+#include "runtime/request_limits.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -42,6 +44,15 @@ struct engine_defaults {
   double temperature = 0.0;
   uint64_t seed = 0;
   int max_batch = 8;  // requests per group step
+};
+
+/// How many finished requests the head's actor directory keeps as full rows; older ones
+/// leave it and only their counts remain (in `status`).
+struct directory_retention {
+  // About 2.5 KB of head memory per row: 1000 rows bound the directory near 2.5 MB while
+  // keeping far more than a screen of recent requests to inspect.
+  int64_t finished_requests = 1000;
+  int64_t finished_age_s = 3600;  // 0: no age bound, only the count
 };
 
 /// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
@@ -86,6 +97,8 @@ struct cluster_config {
   std::vector<node_config> nodes;
   std::string model_path;  // absolute
   engine_defaults engine;
+  request_limits limits;
+  directory_retention retention;
   scheduler_settings scheduler;
   reconfigure_settings reconfigure;
   /// How `up` starts a process on a host other than localhost; {host} and {command}

@@ -9,11 +9,15 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/none.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -160,10 +164,22 @@ struct submit_spec {
   uint64_t tag = 0;   // echoed in the answer, so a client can match many answers
 };
 
+// CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
+// default") and never returns on an infinity. The client-chosen threshold therefore travels
+// as its IEEE 754 bits, so the head receives exactly what was sent and can refuse it.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
-  return f(caf::meta::type_name("dls_submit_spec"), x.prompt, x.threshold, x.slo_ms, x.gen_length,
-           x.stream, x.client, x.tag, x.min_threshold);
+  uint64_t threshold_bits = 0;
+  uint64_t min_threshold_bits = 0;
+  std::memcpy(&threshold_bits, &x.threshold, sizeof threshold_bits);
+  std::memcpy(&min_threshold_bits, &x.min_threshold, sizeof min_threshold_bits);
+  auto load = [&]() -> caf::error {
+    std::memcpy(&x.threshold, &threshold_bits, sizeof x.threshold);
+    std::memcpy(&x.min_threshold, &min_threshold_bits, sizeof x.min_threshold);
+    return caf::none;
+  };
+  return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
+           x.client, x.tag, min_threshold_bits, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.

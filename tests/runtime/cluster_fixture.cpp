@@ -128,9 +128,9 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
   return path;
 }
 
-cluster::cluster(const std::string& config_name, int dead_after_ms, bool prepared, const std::string& overrides) {
+cluster::cluster(const std::string& config_name, int dead_after_ms, const std::string& overrides) {
   state_dir_ = scratch_.file("state");
-  auto cfg = prepared ? config_name : write_test_config(scratch_, config_name, dead_after_ms, overrides);
+  auto cfg = write_test_config(scratch_, config_name, dead_after_ms, overrides);
   up_ = run_cli({"up", cfg, "--state-dir", state_dir_, "--timeout", "60"});
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }

@@ -51,17 +51,14 @@ class scratch_dir {
 
 /// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
 /// `dead_after_ms` > 0 overrides heartbeat.dead_after_ms (for tests that pause a node).
-/// `overrides`: YAML text whose top-level keys replace the file's (e.g. a `scheduler:` map).
+/// `overrides` is a YAML mapping whose top-level keys replace the file's (e.g. "limits: {...}").
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms = 0,
                               const std::string& overrides = "");
 
 /// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
 class cluster {
  public:
-  /// `prepared`: `config_name` is the path of a cluster file the test wrote itself.
-  /// `overrides`: YAML text whose top-level keys replace the file's (not with `prepared`).
-  explicit cluster(const std::string& config_name, int dead_after_ms = 0, bool prepared = false,
-                   const std::string& overrides = "");
+  explicit cluster(const std::string& config_name, int dead_after_ms = 0, const std::string& overrides = "");
   ~cluster();
   /// Runs a CLI command against this cluster (adds --state-dir).
   cli_result cli(std::vector<std::string> args) const;

@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(policy_set_switches_the_running_cluster_and_names_a_bad_pol
 }
 
 BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_under_static) {
-  cluster c("local.yaml", 0, false, one_slot);
+  cluster c("local.yaml", 0, one_slot);
   BOOST_TEST(policy_of(c) == "deadline");
   constexpr int lax = 600;
   // Under deadline the urgent request steps first from its admission on: most lax requests
@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_und
 }
 
 BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_never_moves) {
-  cluster c("local.yaml", 0, false, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
+  cluster c("local.yaml", 0, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
   auto problems = dls::test::eval_problems(1);
   // The SLO: five times what one request takes alone here, so a lone request meets it at the
   // reference tau and a burst of many does not.
@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
                             "source: hand-written for test_runtime_policy\nlinear:\n"
                             "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
                             "  2: {fixed_s: 0.0005, per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
-  cluster c("local.yaml", 0, false,
+  cluster c("local.yaml", 0,
             "scheduler: {policy: deadline, quality: quality/tiny-llada.json, profile: " + profile +
                 "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
                 "switch_cost_ms: 1}\n");

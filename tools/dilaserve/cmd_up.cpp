@@ -85,7 +85,7 @@ int run_up(const up_options& o) {
   if (fs::exists(rt::state_file(dir))) {
     auto old = rt::load_state(dir);
     for (const auto& p : old.processes)
-      if (rt::process_alive(p.pid))
+      if (rt::signal_if_same(p.pid, p.identity, 0).result == rt::signal_result::sent)
         throw std::runtime_error("cluster '" + old.cluster + "' is still running from " + dir + " (" + p.role + " " +
                                  p.name + ", pid " + std::to_string(p.pid) + "); run `dilaserve down` first");
   }
@@ -129,7 +129,7 @@ int run_up(const up_options& o) {
       head_argv.push_back(profile);
     }
     auto head = rt::spawn_background(head_argv, head_log);
-    st.processes.push_back({"head", "head", head.pid, head_log});
+    st.processes.push_back({"head", "head", head.pid, head_log, head.identity});
     rt::save_state(dir, st);
     std::string ready;
     try {
@@ -157,7 +157,7 @@ int run_up(const up_options& o) {
         argv = {"/bin/sh", "-c", line + " #"};  // '#' swallows the appended --ready-fd
       }
       auto p = rt::spawn_background(argv, log);
-      st.processes.push_back({"node", n.name, p.pid, log});
+      st.processes.push_back({"node", n.name, p.pid, log, p.identity});
       rt::save_state(dir, st);
       if (rt::is_local_host(n.host)) started.emplace_back(p, log);
     }
@@ -175,6 +175,10 @@ int run_up(const up_options& o) {
     scoped->request(session.head(), std::chrono::seconds(o.timeout_s), rt::await_atom::value)
         .receive([](const std::string&) {}, [&](const caf::error& e) { failure = session.system().render(e); });
     if (!failure.empty()) throw std::runtime_error("not every node joined: " + failure);
+    // A launch template's shell may have exec'd its command since: record what now runs.
+    for (auto& p : st.processes)
+      if (auto now = rt::read_identity(p.pid); now && now->start_ticks == p.identity.start_ticks) p.identity = *now;
+    rt::save_state(dir, st);
   } catch (...) {
     stop_all(st);
     fs::remove(rt::state_file(dir));
