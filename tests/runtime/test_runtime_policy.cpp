@@ -188,10 +188,16 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
             "scheduler: {policy: deadline, quality: quality/tiny-llada.json, profile: " + profile +
                 "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
                 "switch_cost_ms: 1}\n");
+  // The TP degrees of the live groups; empty when the head, busy with the burst, did not
+  // answer in time (the polls below then look again).
   auto degrees = [&] {
     std::multiset<int> d;
-    const auto st = c.json_cli({"status"});
-    for (auto& g : st["groups"]) d.insert(g["degree"].get<int>());
+    try {
+      const auto st = c.json_cli({"status"});
+      for (auto& g : st["groups"]) d.insert(g["degree"].get<int>());
+    } catch (const std::exception&) {
+      d.clear();
+    }
     return d;
   };
   BOOST_TEST((degrees() == std::multiset<int>{2}));
