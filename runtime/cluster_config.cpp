@@ -327,6 +327,12 @@ std::string read_token_file(const checker& c, const YAML::Node& at, const std::s
 
 }  // namespace
 
+std::vector<std::string> cluster_config::process_caf_args() const {
+  std::vector<std::string> args{"--middleman.connection-timeout=" + std::to_string(dead_after_ms) + "ms"};
+  args.insert(args.end(), caf_args.begin(), caf_args.end());
+  return args;
+}
+
 const node_config* cluster_config::find_node(const std::string& node_name) const {
   for (const auto& n : nodes)
     if (n.name == node_name) return &n;
