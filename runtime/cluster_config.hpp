@@ -107,9 +107,9 @@ struct cluster_config {
   std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
 
   const node_config* find_node(const std::string& node_name) const;
-  /// The CAF settings of the head and node processes: BASP drops a silent connection after
-  /// heartbeat.dead_after_ms, the cluster's own grace for a stopped peer, then the file's
-  /// `caf:` section, which wins.
+  /// The CAF settings of the head and node processes: BASP drops a silent connection a second
+  /// after heartbeat.dead_after_ms, the cluster's own grace for a stopped peer, then the
+  /// file's `caf:` section, which wins.
   std::vector<std::string> process_caf_args() const;
 };
 
