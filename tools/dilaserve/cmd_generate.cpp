@@ -28,7 +28,7 @@ int run_generate(const generate_options& o) {
   auto tok = gpu::load_tokenizer(o.decode.model);
   auto ids = tok->encode(o.prompt);
   if (ids.empty()) throw std::invalid_argument("--prompt is empty");
-  if (static_cast<int>(ids.size()) + params.gen_length > model->config.max_seq)
+  if (static_cast<int64_t>(ids.size()) + int64_t{params.gen_length} > int64_t{model->config.max_seq})
     throw std::invalid_argument("prompt + gen length exceed the model's max_sequence_length (" +
                                 std::to_string(model->config.max_seq) + ")");
   gpu::engine eng(o.decode.make_backend(model));
