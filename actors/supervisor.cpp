@@ -1,7 +1,10 @@
-// The supervisor: admission and placement of requests on the TP group with the least
-// queued work, and re-placement when a node dies. It is never on the per-step path:
-// groups report load only when their queue changes.
+// The supervisor: admission and placement of requests (policy::place_request), the
+// active policy set of every group (`policy set`), and re-placement when a node dies. It
+// is never on the per-step path: groups report load only when their queue changes.
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
+#include "policies/placement.hpp"
+#include "policies/presets.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -31,6 +34,8 @@ struct group_slot {
 struct supervisor_state {
   caf::actor core;
   rt::engine_defaults defaults;
+  std::string policy;                                  // the policy set every group runs
+  std::string initial_policy;                          // the cluster file's: new groups start with it
   std::map<std::string, group_slot> groups;            // by group name
   struct placement {
     caf::actor actor;
@@ -40,6 +45,7 @@ struct supervisor_state {
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
   uint64_t next_id = 1;
+  peer_registry_ptr peers;  // nullptr: only actors of this process are served
   static inline const char* name = "dls.supervisor";
 };
 
@@ -49,20 +55,15 @@ void place(sup_ptr self, rt::work_item item);
 
 constexpr auto pending_limit = std::chrono::seconds(120);
 
-// A TP group of degree k drains its queue about k times faster, so queued work is
-// compared per device.
-group_slot* least_loaded(supervisor_state& st) {
-  group_slot* best = nullptr;
-  double best_cost = std::numeric_limits<double>::max();
+group_slot* pick_group(supervisor_state& st) {
+  std::vector<policy::placement_view> views;
+  std::vector<group_slot*> slots;
   for (auto& [name, g] : st.groups) {
-    if (g.draining) continue;
-    double cost = g.work / static_cast<double>(std::max(1, g.info.degree));
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = &g;
-    }
+    views.push_back({g.info.degree, g.work, g.draining});
+    slots.push_back(&g);
   }
-  return best;
+  const int i = policy::place_request(views);
+  return i < 0 ? nullptr : slots[static_cast<std::size_t>(i)];
 }
 
 void flush_pending(sup_ptr self) {
@@ -73,7 +74,7 @@ void flush_pending(sup_ptr self) {
 
 void place(sup_ptr self, rt::work_item item) {
   auto& st = self->state;
-  auto* g = least_loaded(st);
+  auto* g = pick_group(st);
   if (!g) {
     // Accepted work waits for a group (a node may be joining or regrouping), but not
     // forever: after pending_limit it ends with an explicit error.
@@ -103,9 +104,25 @@ void place(sup_ptr self, rt::work_item item) {
             });
 }
 
-caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults) {
+// Everything but load reports comes from the head's own actors (endpoint, request actors,
+// core, reconfigurer); load reports come from TP groups on authenticated nodes.
+bool local(sup_ptr self) {
+  if (sender_is_local(self)) return true;
+  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "supervisor");  // logs it
+  return false;
+}
+
+bool from_node(sup_ptr self) {
+  return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
+}
+
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
+                         std::string policy) {
+  self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
+  self->state.policy = policy;
+  self->state.initial_policy = std::move(policy);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -115,7 +132,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
     self->quit(m.reason);
   });
   return {
-      [=](rt::submit_atom, rt::submit_spec& spec) {
+      [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto id = self->state.next_id++;
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
                                  caf::actor_cast<caf::actor>(self));
@@ -124,15 +142,20 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         return self->delegate(req, rt::await_atom::value);
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
+        if (!local(self)) return;
         self->state.requests[item.request_id].actor = item.request;
         place(self, std::move(item));
       },
       [=](rt::placed_atom, uint64_t id, const std::string& group) {
+        if (!local(self)) return;
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) it->second.group = group;
       },
-      [=](rt::finished_atom, uint64_t id) { self->state.requests.erase(id); },
+      [=](rt::finished_atom, uint64_t id) {
+        if (local(self)) self->state.requests.erase(id);
+      },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
+        if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
         it->second.work = work;
@@ -143,6 +166,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
+        if (!local(self)) return;
         auto& st = self->state;
         for (auto it = st.groups.begin(); it != st.groups.end();)
           it = it->second.info.node == node ? st.groups.erase(it) : std::next(it);
@@ -150,22 +174,47 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           group_slot slot;
           slot.info = g;
           st.groups[g.name] = slot;
+          // A group starts with the policy of the cluster file; tell it if `policy set` changed it.
+          if (st.policy != st.initial_policy) self->send(g.handle, rt::policy_atom::value, st.policy);
         }
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
       },
-      [=](rt::drain_atom, const std::string& node) -> bool {
+      // `policy set NAME` (through the endpoint, which checked the admin token): every group
+      // decides with NAME from its next step on.
+      [=](rt::policy_atom, const std::string& name) -> caf::result<std::string> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto& st = self->state;
+        try {
+          policy::make_policy_set(name);
+        } catch (const std::invalid_argument&) {
+          std::string list;
+          for (const auto& n : policy::policy_set_names()) list += (list.empty() ? "" : ", ") + n;
+          return json{{"ok", false}, {"error", "unknown policy '" + name + "' (known: " + list + ")"}}.dump();
+        }
+        auto before = st.policy;
+        st.policy = name;
+        for (auto& [gname, g] : st.groups) self->send(g.info.handle, rt::policy_atom::value, name);
+        self->send(st.core, rt::policy_atom::value, name);
+        rt::log_line("supervisor", "policy " + before + " -> " + name + " on " + std::to_string(st.groups.size()) +
+                                       " groups");
+        return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
+      },
+      [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = true;
         return true;
       },
       // A regroup that failed half-way: place on the node's current groups again.
       [=](rt::drain_atom, const std::string& node, bool draining) {
+        if (!local(self)) return;
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = draining;
         flush_pending(self);
       },
       [=](rt::check_atom, uint64_t id, uint32_t epoch) {
+        if (!local(self)) return;
         auto& pending = self->state.pending;
         auto it = std::find_if(pending.begin(), pending.end(),
                                [&](const rt::work_item& w) { return w.request_id == id && w.epoch == epoch; });
@@ -175,6 +224,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         pending.erase(it);
       },
       [=](rt::node_dead_atom, const std::string& node) {
+        if (!local(self)) return;
         auto& st = self->state;
         std::set<std::string> lost;
         for (auto it = st.groups.begin(); it != st.groups.end();) {
@@ -202,8 +252,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 
 }  // namespace
 
-caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults) {
-  return sys.spawn(supervisor, std::move(core), defaults);
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
+                            peer_registry_ptr peers, std::string policy) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy));
 }
 
 }  // namespace dls::actors

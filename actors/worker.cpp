@@ -47,6 +47,8 @@ step_result run_step(worker_state& st, const step_order& order) {
     out.error = st.who + ": not configured";
     return out;
   }
+  if (order.tau.size() == order.ids.size())
+    for (std::size_t i = 0; i < batch.size(); ++i) batch[i]->c.set_threshold(order.tau[i]);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<gpu::step_report> reports;
   try {
@@ -66,6 +68,7 @@ step_result run_step(worker_state& st, const step_order& order) {
     o.block = c.block;
     o.steps = c.steps;
     o.committed = c.committed;
+    o.progress = progress_of(c);
     if (o.boundary || c.finished) o.canvas = c.to_bytes();
     if (c.finished || (c.step_in_block == 0 && reports[i].committed > 0)) o.answer = c.answer();
     out.outcomes.push_back(std::move(o));

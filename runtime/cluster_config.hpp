@@ -55,11 +55,31 @@ struct directory_retention {
   int64_t finished_age_s = 3600;  // 0: no age bound, only the count
 };
 
+/// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
+/// policies/presets.hpp and its knobs. The profile and quality files are read when the file
+/// is parsed, so every node gets their text from the head.
+struct scheduler_settings {
+  std::string policy = "static";
+  double slo_scale = 2.0;      // deadline without slo_ms: arrival + slo_scale x solo latency
+  int token_budget = 8192;     // query rows per group step
+  int max_active = 64;         // requests admitted per group at once
+  double tau_min = 0.7;        // lowest tau the controller may choose
+  double tau_step = 0.05;      // spacing of the controller's tau levels
+  std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
+  std::string profile_text;
+  std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
+  std::string quality_text;
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
-  std::string token;  // resolved from `auth.token` or `auth.token_file`
+  std::string token;  // the admin credential, from `auth.token` or `auth.token_file`
   std::string token_file;
+  std::string submit_token;  // submit-only credential (empty: none issued)
+  std::string node_token;    // may only join as a node (empty: nodes join with the admin token)
+  std::string tls_dir;       // the cluster's CA and certificates; empty: STATE_DIR/tls, made by `up`
+  bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
   int heartbeat_interval_ms = 500;
@@ -69,6 +89,7 @@ struct cluster_config {
   engine_defaults engine;
   request_limits limits;
   directory_retention retention;
+  scheduler_settings scheduler;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";
@@ -84,6 +105,10 @@ cluster_config load_cluster_config(const std::string& path);
 /// the text resolve against `base_dir`.
 cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
                                     const std::string& base_dir);
+
+/// Reads a step-cost profile for `s` (path and text), checked by the policies' loader; throws
+/// config_error naming the file and the problem.
+void set_profile(scheduler_settings& s, const std::string& path);
 
 /// True when `host` names this machine (only those are launched without the template).
 bool is_local_host(const std::string& host);

@@ -22,6 +22,8 @@ struct cluster_state {
   std::string head_host;
   int head_port = 0;
   std::string token_file;  // a copy of the token, mode 0600, inside the state directory
+  std::string tls_dir;     // the cluster's CA and certificates; empty with insecure
+  bool insecure = false;   // plain TCP (auth.insecure: true)
   std::vector<process_record> processes;
 };
 

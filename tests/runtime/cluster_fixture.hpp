@@ -69,6 +69,7 @@ class cluster {
   const std::string& state_dir() const { return state_dir_; }
   const scratch_dir& scratch() const { return scratch_; }
   const std::string& up_output() const { return up_.out; }
+  const std::string& up_error_output() const { return up_.err; }
 
  private:
   scratch_dir scratch_;

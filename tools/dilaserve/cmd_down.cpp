@@ -26,9 +26,9 @@ int run_down(const down_options& o) {
   auto st = rt::load_state(dir);
   std::string how = "shutdown command";
   try {
-    rt::cluster_session session({st.head_host, st.head_port, rt::read_token(st.token_file)});
+    rt::cluster_session session(rt::address_of(st));
     caf::scoped_actor self{session.system()};
-    self->request(session.head(), std::chrono::seconds(10), rt::shutdown_atom::value)
+    self->request(session.head(), std::chrono::seconds(10), rt::shutdown_atom::value, session.credential())
         .receive([](const std::string&) {},
                  [&](const caf::error& e) { how = "signals (head: " + session.system().render(e) + ")"; });
   } catch (const std::exception& e) {

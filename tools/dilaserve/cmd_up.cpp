@@ -1,8 +1,10 @@
 // `dilaserve up FILE`: start the head and every node in the background, wait until all
 // have joined, and record what was started in the state directory.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/write_profile.hpp"
 #include "runtime/client.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/pki.hpp"
 #include "runtime/process.hpp"
 #include "runtime/state_dir.hpp"
 
@@ -10,8 +12,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <memory>
 
 namespace fs = std::filesystem;
@@ -29,6 +36,40 @@ std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+// Timed steps per profile sample when `up` measures the profile: the median of a few is
+// stable to a few per cent on the CPU engine, and the whole grid then takes well under a second
+// for the shipped model.
+constexpr int up_profile_reps = 3;
+
+// The profile the policies decide with: the cluster file's, or one measured here on this
+// machine's engine and cached in the state directory, keyed by model, TP degrees and block.
+// Returns its path, or "" when none can be measured here (device kinds other than cpu).
+std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir) {
+  if (!cfg.scheduler.profile_path.empty()) return cfg.scheduler.profile_path;
+  std::set<int> degrees{1};
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const auto& n : cfg.nodes) {
+    if (n.devices.kind != "cpu") return "";
+    for (int g : n.groups)
+      if (g <= cores) degrees.insert(g);
+  }
+  std::vector<int> tp(degrees.begin(), degrees.end());
+  std::ostringstream key;
+  key << "model " << cfg.model_path << " block " << cfg.engine.block_length << " tp";
+  for (int t : tp) key << " " << t;
+  const auto path = (fs::path(dir) / "profile.yaml").string();
+  const auto key_path = (fs::path(dir) / "profile.key").string();
+  std::ifstream old_key(key_path);
+  std::string line;
+  if (fs::exists(path) && std::getline(old_key, line) && line == key.str()) return path;
+  std::cout << "measuring the step-cost profile (TP";
+  for (int t : tp) std::cout << " " << t;
+  std::cout << ") into " << path << "\n";
+  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.block_length, up_profile_reps, path);
+  std::ofstream(key_path) << key.str() << "\n";
+  return path;
 }
 
 void stop_all(const rt::cluster_state& st) {
@@ -56,10 +97,38 @@ int run_up(const up_options& o) {
   st.head_host = cfg.head_host;
   st.token_file = (fs::path(dir) / "token").string();
   rt::write_token(st.token_file, cfg.token);
+  // Nodes join with the node credential where the file gives one, so a node host never holds
+  // the admin token.
+  auto node_token_file = st.token_file;
+  if (!cfg.node_token.empty()) {
+    node_token_file = (fs::path(dir) / "node.token").string();
+    rt::write_token(node_token_file, cfg.node_token);
+  }
+  std::vector<std::string> transport;
+  if (cfg.insecure) {
+    st.insecure = true;
+    std::cerr << "dilaserve: warning: auth.insecure is true in " << o.config
+              << ": the cluster runs over plain TCP and anyone who reaches " << cfg.head_host
+              << " can message its actors; remove it to get mutual TLS\n";
+    transport = {"--insecure"};
+  } else {
+    st.tls_dir = cfg.tls_dir.empty() ? (fs::path(dir) / "tls").string() : cfg.tls_dir;
+    if (!rt::pki_complete(st.tls_dir)) {
+      rt::make_cluster_pki(st.tls_dir, cfg.name);
+      std::cout << "made the cluster's CA and certificates in " << st.tls_dir << "\n";
+    }
+    transport = {"--tls-dir", st.tls_dir};
+  }
   auto self = rt::self_executable();
   try {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
-    auto head = rt::spawn_background({self, "start", "--head", "--config", config_abs}, head_log);
+    std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
+    head_argv.insert(head_argv.end(), transport.begin(), transport.end());
+    if (auto profile = ensure_profile(cfg, dir); !profile.empty()) {
+      head_argv.push_back("--profile");
+      head_argv.push_back(profile);
+    }
+    auto head = rt::spawn_background(head_argv, head_log);
     st.processes.push_back({"head", "head", head.pid, head_log, head.identity});
     rt::save_state(dir, st);
     std::string ready;
@@ -74,8 +143,9 @@ int run_up(const up_options& o) {
     std::vector<std::pair<rt::spawned_process, std::string>> started;
     for (const auto& n : cfg.nodes) {
       auto log = (fs::path(dir) / "logs" / (n.name + ".log")).string();
-      std::vector<std::string> argv{self, "start", "--address", address, "--token-file", st.token_file,
+      std::vector<std::string> argv{self, "start", "--address", address, "--token-file", node_token_file,
                                     "--node", n.name, "--config", config_abs};
+      argv.insert(argv.end(), transport.begin(), transport.end());
       if (!rt::is_local_host(n.host)) {
         // Another host: hand the command to the launch template (ssh-style); readiness
         // then comes from the head rather than from a pipe.
@@ -99,7 +169,7 @@ int run_up(const up_options& o) {
       }
     }
     // Every node has registered with the head once `await` answers.
-    rt::cluster_session session({cfg.head_host, st.head_port, cfg.token});
+    rt::cluster_session session(rt::address_of(st));
     caf::scoped_actor scoped{session.system()};
     std::string failure;
     scoped->request(session.head(), std::chrono::seconds(o.timeout_s), rt::await_atom::value)
