@@ -19,7 +19,9 @@ state="$work/state"
 cleanup() { "$bin" down --state-dir "$state" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
+# The copy lives elsewhere, so paths relative to configs/ are made absolute.
 sed -e 's/port: 6390/port: 0/' -e "s|path: ../models/tiny-llada.*|path: $PWD/models/tiny-llada|" \
+  -e "s,^\(  *\)\(quality\|profile\): \([^/ ][^ ]*\),\1\2: $PWD/configs/\3," \
   configs/local.yaml > "$work/cluster.yaml"
 if [ "$keep" != none ]; then
   printf 'retention:\n  finished_requests: %s\n  finished_age_s: 0\n' "$keep" >> "$work/cluster.yaml"
