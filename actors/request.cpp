@@ -111,6 +111,10 @@ void finish(req_ptr self, rt::answer a) {
   st.result = a;
   for (auto& rp : st.waiting) rp.deliver(a);
   st.waiting.clear();
+  // The monitor on a group that outlives us holds our address, and with it this actor's
+  // memory, for as long as that group runs.
+  if (st.group_handle) self->demonitor(st.group_handle);
+  st.group_handle = nullptr;
   publish(self);
   self->send(st.supervisor, rt::finished_atom::value, st.id);
   self->quit();

@@ -22,12 +22,15 @@ canvas canvas::start(const std::vector<int32_t>& prompt, const decode_params& pa
 }
 
 int canvas::num_blocks() const {
-  return (params.gen_length + params.block_length - 1) / params.block_length;
+  // In 64 bits: a block length near INT_MAX must not wrap the rounding up.
+  return static_cast<int>((int64_t{params.gen_length} + params.block_length - 1) / params.block_length);
 }
 
 int canvas::block_begin() const { return prompt_len + block * params.block_length; }
 
-int canvas::block_end() const { return std::min(block_begin() + params.block_length, length()); }
+int canvas::block_end() const {
+  return static_cast<int>(std::min<int64_t>(int64_t{block_begin()} + params.block_length, length()));
+}
 
 bool canvas::at_refresh_boundary() const {
   if (params.cache == cache_mode::none || step_in_block == 0) return true;

@@ -231,3 +231,16 @@ BOOST_AUTO_TEST_CASE(each_limit_is_refused_and_the_cluster_serves_right_after) {
   BOOST_TEST(status["requests"]["failed"].get<int>() == 0);
   BOOST_TEST(!contains(read_file(c.state_dir() + "/logs/node0.log"), "rejected"));
 }
+
+// The local engine's command checks the same sums in 64 bits: a 32-bit wrap used to turn
+// these into "bad step plan" and "no proposal for a masked row" failures.
+BOOST_AUTO_TEST_CASE(generate_bounds_lengths_without_wrapping) {
+  auto model = dls::test::model_dir();
+  auto prompt = dls::test::eval_problems(1).at(0).prompt;
+  auto r = dls::test::run_cli({"generate", "--model", model, "--prompt", prompt, "--gen-length", "2147483647"});
+  BOOST_TEST(r.rc == 1);
+  BOOST_TEST(contains(r.err, "prompt + gen length exceed the model's max_sequence_length (64)"), r.err);
+  // A block longer than the answer is one block.
+  r = dls::test::run_cli({"generate", "--model", model, "--prompt", prompt, "--block", "2147483647", "--json"});
+  BOOST_TEST(r.rc == 0, r.err);
+}

@@ -51,7 +51,7 @@ int run_generate(const generate_options& o) {
   }
   auto ids = tok->encode(prompt);
   if (ids.empty()) throw std::invalid_argument(o.chat ? "--chat renders an empty prompt" : "--prompt is empty");
-  if (static_cast<int>(ids.size()) + params.gen_length > model->config.max_seq)
+  if (static_cast<int64_t>(ids.size()) + int64_t{params.gen_length} > int64_t{model->config.max_seq})
     throw std::invalid_argument("prompt + gen length exceed the model's max_sequence_length (" +
                                 std::to_string(model->config.max_seq) + ")");
   gpu::engine eng(o.decode.make_backend(model));
