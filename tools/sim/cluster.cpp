@@ -77,6 +77,9 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(s, "refresh_join_growth", c.refresh_join_growth);
   if (!(c.refresh_join_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_join_growth must be >= 0");
+  read(s, "missed_renewal", c.missed_renewal);
+  if (!(c.missed_renewal >= 0) || c.missed_renewal > 1e6)
+    throw std::invalid_argument("cluster: scheduler.missed_renewal must be in [0, 1e6]");
   if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
   if (!(c.refresh_split_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
@@ -148,6 +151,11 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   c.migration.max_active = c.max_active;
 
   read(root, "drop_wait_factor", c.drop_wait_factor);
+  if (root["on_miss"]) {
+    const auto m = root["on_miss"].as<std::string>();
+    if (m != "serve" && m != "reject") throw std::invalid_argument("cluster: on_miss must be serve or reject");
+    c.reject_on_miss = m == "reject";
+  }
   return c;
 }
 

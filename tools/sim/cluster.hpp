@@ -34,6 +34,8 @@ struct sim_cluster {
   int refresh_split = 0;                         // layer ranges of a split refresh, 0: whole
   double refresh_split_growth = 0.02;            // a chunk lengthens a step by at most this
   double refresh_join_growth = 0.1;              // a second refresh lengthens a step by at most this
+  double missed_renewal = 1.0;                   // a missed deadline is renewed by this x its SLO window
+  bool reject_on_miss = false;                   // on_miss: reject for every request (cluster default)
 
   policy::link_params link;
   policy::threshold_config threshold;
