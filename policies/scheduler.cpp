@@ -29,6 +29,7 @@ struct keyed {
   std::uint64_t id;
   int index;
   double budget;   // delay this step may add to the request without making it miss
+  bool promoted = false;  // the oldest missed request, moved to the front
   bool operator<(const keyed& o) const {
     if (late != o.late) return late < o.late;
     if (value != o.value) return value < o.value;
@@ -101,6 +102,23 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
     }
   }
   std::sort(keys.begin(), keys.end());
+  if (cfg.oldest_missed_first && cfg.order == queue_order::least_slack && cfg.demote_late) {
+    auto oldest = keys.end();
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      const auto& r = reqs[static_cast<std::size_t>(it->index)];
+      const bool missed = it->late || r.deadline_s < it->value;  // late, or renewed
+      if (!missed || now - r.deadline_s < cfg.missed_grace * (r.deadline_s - r.arrival_s)) continue;
+      if (oldest == keys.end() || r.arrival_s < reqs[static_cast<std::size_t>(oldest->index)].arrival_s) oldest = it;
+    }
+    if (oldest != keys.end()) {
+      keyed k = *oldest;
+      k.late = 1;     // missed: it sets no slack budget for the others
+      k.budget = 0;
+      k.promoted = true;
+      keys.erase(oldest);
+      keys.insert(keys.begin(), k);
+    }
+  }
 }
 
 }  // namespace
@@ -260,7 +278,7 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
   for (const auto& k : keys) {
     if (room.slots <= 0) break;
     const auto& r = queued[static_cast<std::size_t>(k.index)];
-    if (control && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
+    if (control && !k.promoted && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
     if (r.canvas_len() > room.kv_tokens) {
       // FCFS blocks behind the head (no overtaking); least slack lets smaller ones pass.
       if (cfg.order == queue_order::fcfs) break;

@@ -66,8 +66,17 @@ struct scheduler_config {
   /// windows (this factor x (deadline - arrival)) that it can still meet, and competes in
   /// deadline order with it. So it is served within about one more window once the backlog
   /// before its renewed deadline clears, instead of waiting for the queue to empty.
-  /// 0: late requests go after every on-time one (shortest remaining work first).
-  double missed_renewal = 1.0;
+  /// 0 (default; measured, docs/policies.md): late requests go after every on-time one,
+  /// shortest remaining work first, except for the oldest missed request below.
+  double missed_renewal = 0.0;
+  /// Least slack: the oldest request that can no longer meet its deadline leads every step's
+  /// order (so it is always taken) and is admitted whenever a slot and KV room are free, so a
+  /// missed request's wait is bounded by the missed requests that arrived before it, not by
+  /// the arrivals that keep coming after it.
+  bool oldest_missed_first = true;
+  /// ... counting only requests past their deadline by at least this many SLO windows
+  /// (deadline - arrival); 0: every request that can no longer meet it.
+  double missed_grace = 1.0;
 };
 
 /// The deadline a request is scheduled against: its own, or for a request whose fastest

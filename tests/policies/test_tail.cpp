@@ -15,6 +15,7 @@ namespace tt = boost::test_tools;
 
 BOOST_AUTO_TEST_CASE(a_missed_deadline_is_renewed_by_whole_slo_windows) {
   policy::scheduler_config cfg;
+  cfg.missed_renewal = 1;  // off by default (docs/policies.md)
   auto r = test::request(1, 0.0, 1.0, 968, 32);  // window = 1 s
   // On time: its own deadline.
   BOOST_TEST(policy::effective_deadline_s(r, 0.5, 0.2, cfg) == 1.0);
@@ -34,6 +35,8 @@ BOOST_AUTO_TEST_CASE(a_renewed_request_competes_in_deadline_order) {
   auto cost = test::flat_cost(0.001, 1e-5);  // a 1,000-row refresh 11 ms, a reuse 1.32 ms
   policy::scheduler_config cfg;
   cfg.token_budget = 1500;                   // one refresh per step
+  cfg.missed_renewal = 1;
+  cfg.oldest_missed_first = false;
   // At 5 s: A arrived at 0 with a 1-s window and missed; its fastest finish (12.3 ms) is
   // 4.01 s late, so it is renewed to 1 + 5 x 1 = 6 s. B (deadline 7 s) is on time.
   std::vector<policy::request_view> a{test::request(1, 0.0, 1.0, 968, 32), test::request(2, 4.9, 7.0, 968, 32)};
@@ -119,4 +122,43 @@ BOOST_AUTO_TEST_CASE(the_simulator_refuses_strict_requests_and_counts_them_as_mi
         if (strict) BOOST_TEST(res.requests[0].finish_s == 0.068, tt::tolerance(1e-12));
       }
     }
+}
+
+BOOST_AUTO_TEST_CASE(the_oldest_missed_request_leads_every_step_once_past_its_grace) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);
+  policy::scheduler_config cfg;
+  cfg.token_budget = 1500;  // one refresh per step
+  cfg.missed_grace = 0;     // default 1 window: set below
+  // At 5 s: A (arrived 0, due 1 s) and B (arrived 2, due 3 s) have missed, C (due 5.5 s) is
+  // on time. Without the rule C goes first and the missed ones after it, shortest first;
+  // with it the oldest missed, A, leads.
+  std::vector<policy::request_view> a{test::request(2, 2.0, 3.0, 968, 32), test::request(1, 0.0, 1.0, 968, 32),
+                                      test::request(3, 4.9, 5.5, 968, 32)};
+  std::vector<int> out;
+  policy::form_batch(a, 5.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  cfg.oldest_missed_first = false;
+  policy::form_batch(a, 5.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({2}), tt::per_element());
+  // The default grace, one window: A (4 windows past) leads.
+  cfg.oldest_missed_first = true;
+  cfg.missed_grace = policy::scheduler_config{}.missed_grace;
+  BOOST_TEST(cfg.missed_grace == 1.0);
+  policy::form_batch(a, 5.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  // Grace of 3 windows: A is 4 windows past its deadline and still leads; with 5, neither A
+  // (4) nor B (2) qualifies and C leads again.
+  cfg.oldest_missed_first = true;
+  cfg.missed_grace = 3;
+  policy::form_batch(a, 5.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
+  cfg.missed_grace = 5;
+  policy::form_batch(a, 5.0, cfg, q, 0.05, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({2}), tt::per_element());
+  // Admission: the leader is admitted even when the EDF test defers the late ones.
+  cfg.missed_grace = 0;
+  const std::vector<policy::request_view> none;
+  auto picked = policy::admit(a, policy::admission_room{1, 1e9}, 5.0, cfg, q, 0.05, &cost, 1, &none);
+  BOOST_TEST(picked == std::vector<int>({1}), tt::per_element());
 }

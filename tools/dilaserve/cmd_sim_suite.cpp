@@ -20,6 +20,7 @@ struct suite_options {
   std::vector<std::string> only;
   dls::sim::suite_config cfg;
   bool json = false;
+  bool parts = false;
   std::string out;
 };
 
@@ -59,6 +60,8 @@ int run_suite_cmd(const suite_options& o) {
     std::cout << ds::results_json(rows).dump(2) << "\n";
   else
     std::cout << ds::results_table(rows);
+  if (o.parts) (o.json ? std::cerr : std::cout) << "\nwhere the mean latency goes (ms; docs/simulator.md)\n"
+                                               << ds::latency_parts_table(rows);
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     std::ofstream(o.out + "/results.json") << ds::results_json(rows).dump(2) << "\n";
@@ -85,6 +88,7 @@ dls::cli::register_command reg{"sim-suite", [](CLI::App& app) {
       ->check(dls::cli::positive);
   sub->add_option("--seed", o->cfg.seed, "seed for arrivals, lengths and commit draws");
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only (the sim schema plus workload, on_miss, rejected)");
+  sub->add_flag("--parts", o->parts, "also print where the mean latency goes (stderr with --json)");
   sub->add_option("--out", o->out, "directory for results.json");
   return std::function<int()>([o] { return run_suite_cmd(*o); });
 }};

@@ -78,6 +78,12 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   if (!(c.refresh_join_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_join_growth must be >= 0");
   read(s, "missed_renewal", c.missed_renewal);
+  read(s, "admission_control", c.admission_control);
+  read(s, "slack_budget", c.slack_budget);
+  read(s, "oldest_missed_first", c.oldest_missed_first);
+  read(s, "missed_grace", c.missed_grace);
+  if (!(c.missed_grace >= 0) || c.missed_grace > 1e6)
+    throw std::invalid_argument("cluster: scheduler.missed_grace must be in [0, 1e6]");
   if (!(c.missed_renewal >= 0) || c.missed_renewal > 1e6)
     throw std::invalid_argument("cluster: scheduler.missed_renewal must be in [0, 1e6]");
   if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");

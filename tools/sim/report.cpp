@@ -141,6 +141,22 @@ std::string results_table(const std::vector<result_row>& rows) {
   return os.str();
 }
 
+std::string latency_parts_table(const std::vector<result_row>& rows) {
+  std::ostringstream os;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-24s %-14s %5s %9s %9s %9s %9s %9s\n", "workload", "policy", "load", "mean",
+                "queued", "left_out", "alone", "shared");
+  os << buf;
+  for (const auto& r : rows) {
+    const auto& p = r.parts;
+    std::snprintf(buf, sizeof buf, "%-24s %-14s %5.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r.workload.c_str(),
+                  r.policy.c_str(), r.load, 1e3 * r.mean_latency_s, 1e3 * p.queued_s, 1e3 * p.left_out_s,
+                  1e3 * p.alone_s, 1e3 * p.shared_s);
+    os << buf;
+  }
+  return os.str();
+}
+
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);

@@ -45,6 +45,8 @@ result_row summarize(const run_result& r, const std::string& policy, double load
 /// "rejected".
 nlohmann::json results_json(const std::vector<result_row>& rows);
 std::string results_table(const std::vector<result_row>& rows);
+/// Where the mean latency goes (ms): queued, left out, alone and shared, one line per row.
+std::string latency_parts_table(const std::vector<result_row>& rows);
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows);
 /// One line chart per SLO scale: x = load, y = attainment (%), a line per policy.
 std::string attainment_svg(const std::vector<result_row>& rows, double slo_scale);

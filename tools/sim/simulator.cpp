@@ -24,6 +24,10 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   sched_.refresh_split_growth = c.refresh_split_growth;
   sched_.refresh_join_growth = c.refresh_join_growth;
   sched_.missed_renewal = c.missed_renewal;
+  sched_.admission_control = c.admission_control;
+  sched_.slack_budget = c.slack_budget;
+  sched_.oldest_missed_first = c.oldest_missed_first;
+  sched_.missed_grace = c.missed_grace;
   thr_ = c.threshold;
   thr_.per_request = p.tau_per_request;
   thr_.load_cap = p.tau_load_cap;
