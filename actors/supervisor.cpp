@@ -1,7 +1,9 @@
 // The supervisor: admission and placement of requests (policy::place_request), the
 // active policy set of every group (`policy set`), and re-placement when a node dies. It
 // is never on the per-step path: groups report load only when their queue changes.
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
+#include "policies/forecast.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
@@ -44,6 +46,10 @@ struct supervisor_state {
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
   uint64_t next_id = 1;
+  // Recent arrivals for the reconfigurer's forecast, on this actor's clock.
+  std::deque<policy::arrival_record> arrivals;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+  peer_registry_ptr peers;  // nullptr: only actors of this process are served
   static inline const char* name = "dls.supervisor";
 };
 
@@ -52,6 +58,10 @@ using sup_ptr = caf::stateful_actor<supervisor_state>*;
 void place(sup_ptr self, rt::work_item item);
 
 constexpr auto pending_limit = std::chrono::seconds(120);
+
+// Arrivals kept for the forecast's length mix: enough for a stable mix of 16 classes, small
+// enough to send every reconfiguration interval.
+constexpr std::size_t arrivals_kept = 4096;
 
 group_slot* pick_group(supervisor_state& st) {
   std::vector<policy::placement_view> views;
@@ -102,7 +112,21 @@ void place(sup_ptr self, rt::work_item item) {
             });
 }
 
-caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, std::string policy) {
+// Everything but load reports comes from the head's own actors (endpoint, request actors,
+// core, reconfigurer); load reports come from TP groups on authenticated nodes.
+bool local(sup_ptr self) {
+  if (sender_is_local(self)) return true;
+  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "supervisor");  // logs it
+  return false;
+}
+
+bool from_node(sup_ptr self) {
+  return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
+}
+
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
+                         std::string policy) {
+  self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
   self->state.policy = policy;
@@ -116,8 +140,15 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
     self->quit(m.reason);
   });
   return {
-      [=](rt::submit_atom, rt::submit_spec& spec) {
+      [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto id = self->state.next_id++;
+        // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+        auto& st = self->state;
+        st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
+                               static_cast<int>(spec.prompt.size()),
+                               spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
+        if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
                                  caf::actor_cast<caf::actor>(self));
         self->state.requests[id] = {req, "", 0};
@@ -125,15 +156,20 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         return self->delegate(req, rt::await_atom::value);
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
+        if (!local(self)) return;
         self->state.requests[item.request_id].actor = item.request;
         place(self, std::move(item));
       },
       [=](rt::placed_atom, uint64_t id, const std::string& group) {
+        if (!local(self)) return;
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) it->second.group = group;
       },
-      [=](rt::finished_atom, uint64_t id) { self->state.requests.erase(id); },
+      [=](rt::finished_atom, uint64_t id) {
+        if (local(self)) self->state.requests.erase(id);
+      },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
+        if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
         it->second.work = work;
@@ -144,6 +180,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
+        if (!local(self)) return;
         auto& st = self->state;
         for (auto it = st.groups.begin(); it != st.groups.end();)
           it = it->second.info.node == node ? st.groups.erase(it) : std::next(it);
@@ -157,8 +194,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
       },
-      // `policy set NAME`: every group decides with NAME from its next step on.
-      [=](rt::policy_atom, const std::string& name) -> std::string {
+      // `policy set NAME` (through the endpoint, which checked the admin token): every group
+      // decides with NAME from its next step on.
+      [=](rt::policy_atom, const std::string& name) -> caf::result<std::string> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;
         try {
           policy::make_policy_set(name);
@@ -175,18 +214,33 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                                        " groups");
         return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
-      [=](rt::drain_atom, const std::string& node) -> bool {
+      // The reconfigurer's view of the load: [now, t, prompt, gen, t, prompt, gen, ...].
+      [=](rt::load_atom) -> caf::result<std::vector<double>> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto& st = self->state;
+        std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
+        for (const auto& a : st.arrivals) {
+          out.push_back(a.t_s);
+          out.push_back(a.prompt_len);
+          out.push_back(a.gen_len);
+        }
+        return out;
+      },
+      [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = true;
         return true;
       },
       // A regroup that failed half-way: place on the node's current groups again.
       [=](rt::drain_atom, const std::string& node, bool draining) {
+        if (!local(self)) return;
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = draining;
         flush_pending(self);
       },
       [=](rt::check_atom, uint64_t id, uint32_t epoch) {
+        if (!local(self)) return;
         auto& pending = self->state.pending;
         auto it = std::find_if(pending.begin(), pending.end(),
                                [&](const rt::work_item& w) { return w.request_id == id && w.epoch == epoch; });
@@ -196,6 +250,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         pending.erase(it);
       },
       [=](rt::node_dead_atom, const std::string& node) {
+        if (!local(self)) return;
         auto& st = self->state;
         std::set<std::string> lost;
         for (auto it = st.groups.begin(); it != st.groups.end();) {
@@ -224,8 +279,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 }  // namespace
 
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
-                            std::string policy) {
-  return sys.spawn(supervisor, std::move(core), defaults, std::move(policy));
+                            peer_registry_ptr peers, std::string policy) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy));
 }
 
 }  // namespace dls::actors

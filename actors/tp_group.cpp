@@ -36,6 +36,7 @@ struct queued_request {
   bool active = false; // admitted: in the step candidates
   rt::request_progress told;  // the policy state last sent to the request actor
   bool told_once = false;
+  double told_at_s = 0;
   bool boundary = true;
   int64_t committed = 0;
   int64_t steps = 0;
@@ -87,6 +88,10 @@ constexpr double control_interval_s = 0.02;
 // Weight of one step's residual in the overhead average: about the last 20 steps count, so a
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
+
+// A change of only the next step kind is told to the request actor at most this often: the
+// kind flips twice per block, and every message ends as a directory update at the head.
+constexpr double kind_report_interval_s = 0.1;
 
 // A request without an SLO and without a profile to derive one has no deadline: this many
 // seconds stands for "never" and keeps the policies' arithmetic finite.
@@ -264,7 +269,9 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
   for (auto* qp : which) {
     auto& q = *qp;
     const char* kind = q.live.progress.next_refresh ? "refresh" : "reuse";
-    if (q.told_once && q.live.tau == q.told.tau && q.told.next_kind == kind) continue;
+    if (q.told_once && q.live.tau == q.told.tau &&
+        (q.told.next_kind == kind || now - q.told_at_s < kind_report_interval_s))
+      continue;
     rt::request_progress p;
     p.tau = q.live.tau;
     p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
@@ -272,6 +279,7 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
     p.next_kind = kind;
     q.told = p;
     q.told_once = true;
+    q.told_at_s = now;
     self->send(q.meta.request, rt::progress_atom::value, q.meta.epoch, p);
   }
 }
@@ -396,6 +404,23 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto ar = std::make_shared<gpu::shm_allreduce_group>(world);
   for (int r = 0; r < world; ++r)
     self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, ar});
+  if (st.profile) {
+    // An empty step is the messaging round trip to every worker alone: the first estimate of
+    // the per-step overhead, so the deadlines of the first requests already count it; real
+    // steps refine it.
+    auto t0 = clock_type::now();
+    auto left = std::make_shared<int>(world);
+    auto done = [=] {
+      if (--*left > 0) return;
+      auto& st = self->state;
+      if (st.steps > 0) return;
+      st.overhead_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+      st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
+    };
+    for (auto& w : st.setup.workers)
+      self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
+                                                                            [=](caf::error&) { done(); });
+  }
   return {
       [=](rt::enqueue_atom, rt::work_item& item) -> caf::result<bool> {
         auto& st = self->state;
@@ -410,7 +435,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           if (item.canvas.empty()) {
             auto prompt = st.setup.tokenizer->encode(item.prompt);
             auto p = params_for(st.setup.defaults, item);
-            if (static_cast<int>(prompt.size()) + p.gen_length > cfg.max_seq)
+            if (static_cast<int64_t>(prompt.size()) + int64_t{p.gen_length} > int64_t{cfg.max_seq})
               throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) plus gen_length " +
                                           std::to_string(p.gen_length) + " exceeds the model's " +
                                           std::to_string(cfg.max_seq));

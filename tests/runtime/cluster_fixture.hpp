@@ -51,7 +51,7 @@ class scratch_dir {
 
 /// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
 /// `dead_after_ms` > 0 overrides heartbeat.dead_after_ms (for tests that pause a node).
-/// `overrides`: YAML text whose top-level keys replace the file's (e.g. a `scheduler:` map).
+/// `overrides` is a YAML mapping whose top-level keys replace the file's (e.g. "limits: {...}").
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms = 0,
                               const std::string& overrides = "");
 
@@ -69,6 +69,7 @@ class cluster {
   const std::string& state_dir() const { return state_dir_; }
   const scratch_dir& scratch() const { return scratch_; }
   const std::string& up_output() const { return up_.out; }
+  const std::string& up_error_output() const { return up_.err; }
 
  private:
   scratch_dir scratch_;

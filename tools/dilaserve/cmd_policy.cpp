@@ -26,7 +26,7 @@ int run_set(const policy_options& o) {
   rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::string text, failure;
-  self->request(session.head(), std::chrono::seconds(10), rt::policy_atom::value, o.name)
+  self->request(session.head(), std::chrono::seconds(10), rt::policy_atom::value, o.name, session.credential())
       .receive([&](std::string& s) { text = std::move(s); },
                [&](const caf::error& e) { failure = session.system().render(e); });
   if (!failure.empty()) throw std::runtime_error("policy set failed: " + failure);

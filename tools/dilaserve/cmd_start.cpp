@@ -16,8 +16,28 @@ struct start_options {
   std::string token_file;
   std::string node;
   std::string profile;
+  std::string tls_dir;
+  bool insecure = false;
   int ready_fd = -1;
 };
+
+// TLS unless the cluster file (or, for a node without one, the flag) says plain TCP; the
+// certificates come from --tls-dir, else auth.tls_dir of the file.
+dls::runtime::transport_security security_for(const start_options& o, const dls::runtime::cluster_config* cfg,
+                                              const char* role) {
+  bool insecure = o.insecure || (cfg && cfg->insecure);
+  if (insecure) {
+    if (!o.tls_dir.empty()) throw std::runtime_error("--tls-dir and an insecure (plain TCP) cluster exclude each other");
+    if (cfg && !cfg->insecure && o.insecure)
+      throw std::runtime_error("--insecure given, but " + cfg->file + " does not say auth.insecure: true");
+    return dls::runtime::transport_security::insecure();
+  }
+  auto dir = !o.tls_dir.empty() ? o.tls_dir : cfg ? cfg->tls_dir : std::string();
+  if (dir.empty())
+    throw std::runtime_error(std::string("start needs --tls-dir DIR with the cluster's certificates (made by "
+                                         "`dilaserve certs`), or auth.tls_dir in the cluster file"));
+  return {true, dir, role};
+}
 
 int run_start(const start_options& o) {
   namespace rt = dls::runtime;
@@ -25,7 +45,7 @@ int run_start(const start_options& o) {
     if (o.config.empty()) throw std::runtime_error("start --head needs --config FILE");
     auto cfg = rt::load_cluster_config(o.config);
     if (!o.profile.empty()) rt::set_profile(cfg.scheduler, o.profile);
-    return dls::actors::run_head(cfg, {o.ready_fd});
+    return dls::actors::run_head(cfg, {o.ready_fd, security_for(o, &cfg, "head")});
   }
   if (o.address.empty() || o.node.empty())
     throw std::runtime_error("start needs either --head --config FILE, or --address HOST:PORT --node NAME");
@@ -42,7 +62,13 @@ int run_start(const start_options& o) {
   } else {
     throw std::runtime_error("start --address needs --token-file FILE (or --config FILE holding the token)");
   }
-  if (!o.config.empty()) n.caf_args = rt::load_cluster_config(o.config).caf_args;
+  if (!o.config.empty()) {
+    auto cfg = rt::load_cluster_config(o.config);
+    n.caf_args = cfg.caf_args;
+    n.security = security_for(o, &cfg, "node");
+  } else {
+    n.security = security_for(o, nullptr, "node");
+  }
   return dls::actors::run_node(n);
 }
 
@@ -56,6 +82,8 @@ dls::cli::register_command reg{"start", [](CLI::App& app) {
   sub->add_option("--node", o->node, "Name of this node in the cluster file");
   sub->add_option("--profile", o->profile,
                   "Head: the step-cost profile the policies use when the cluster file names none (`up` measures one)");
+  sub->add_option("--tls-dir", o->tls_dir, "Directory with the cluster's CA and certificates (dilaserve certs)");
+  sub->add_flag("--insecure", o->insecure, "Plain TCP, for a cluster whose file says auth.insecure: true");
   sub->add_option("--ready-fd", o->ready_fd, "File descriptor to report readiness on (used by `up`)")->group("");
   return std::function<int()>([o] { return run_start(*o); });
 }};

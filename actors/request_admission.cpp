@@ -1,0 +1,37 @@
+#include "actors/request_admission.hpp"
+
+#include "gpu/model_config.hpp"
+#include "gpu/tokenizer.hpp"
+
+#include <cmath>
+#include <exception>
+
+namespace dls::actors {
+
+std::shared_ptr<const runtime::request_checker> make_request_checker(const runtime::cluster_config& cfg,
+                                                                     std::string* problem) {
+  runtime::model_bounds model;
+  try {
+    model.max_seq = gpu::load_model_config(cfg.model_path + "/config.json").max_seq;
+    std::shared_ptr<const gpu::tokenizer> tok = gpu::load_tokenizer(cfg.model_path);
+    model.count_tokens = [tok](const std::string& text) { return static_cast<int64_t>(tok->encode(text).size()); };
+  } catch (const std::exception& e) {
+    model = {};
+    if (problem) *problem = e.what();
+  }
+  return std::make_shared<const runtime::request_checker>(cfg.limits, cfg.engine.gen_length, std::move(model));
+}
+
+std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const runtime::submit_spec& spec) {
+  auto why = checker.check(spec.prompt, spec.threshold, spec.gen_length);
+  // The floor is a threshold too: the same NaN and range rules apply (negative: none).
+  if (why.empty() && (std::isnan(spec.min_threshold) || spec.min_threshold > 1.0))
+    why = "min_threshold must be a number in [0, 1]";
+  if (why.empty()) return std::nullopt;
+  runtime::answer a;
+  a.error = "refused by the head: " + why;
+  a.tag = spec.tag;
+  return a;
+}
+
+}  // namespace dls::actors
