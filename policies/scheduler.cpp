@@ -320,6 +320,9 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
                                    q.steps_for(r.block_len, r.tau));
   request_view at_min = r;
   at_min.tau = tau_min;
+  // Steps are batched: another request delays r only by the steps it shares with r, at most
+  // r's own remaining steps of it; work it has left after that runs once r is done.
+  const double r_steps = std::max(1.0, remaining_steps(at_min, tau_min, q).total());
   double ahead = 0;
   auto count = [&](const request_view& o) {
     if (cfg.order == queue_order::least_slack) {
@@ -327,7 +330,8 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
       const double d = cfg.demote_late ? effective_deadline_s(o, now, best, cfg) : o.deadline_s;
       if (d - now < best || d > r.deadline_s) return;  // late, or after r in deadline order
     }
-    ahead += work_s(o, q, cost, tp, ref);
+    const double o_steps = std::max(1.0, remaining_steps(o, o.tau, q).total());
+    ahead += work_s(o, q, cost, tp, ref) * std::min(1.0, r_steps / o_steps);
   };
   for (const auto& o : active) count(o);
   for (const auto& o : queued) count(o);

@@ -124,9 +124,10 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
 /// `queued`, cannot meet its deadline, or "" when it still can. It cannot when even alone at
 /// `tau_min` its remaining steps outlast the time left, or when the work the group owes before
 /// it in the scheduling order (FCFS: everyone; least slack: on-time requests with earlier
-/// effective deadlines), in seconds of saturated group time, plus its own at `tau_min`, does
-/// not fit before its deadline. Saturated work is the cheapest a batch can make it, so a
-/// refusal is never premature by this model.
+/// effective deadlines), in seconds of saturated group time and at most r's own number of
+/// remaining steps of each (the steps they can share with r), plus its own at `tau_min`, does
+/// not fit before its deadline. An estimate: a request that passes may still miss, and one
+/// refused might have made it (docs/policies.md gives the measured effect).
 std::string refuse_if_late(const request_view& r, const std::vector<request_view>& active,
                            const std::vector<request_view>& queued, double now,
                            const scheduler_config& cfg, const quality_model& q,
