@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -28,6 +29,7 @@ struct keyed {
   std::uint64_t id;
   int index;
   double budget;   // delay this step may add to the request without making it miss
+  bool promoted = false;  // the oldest missed request, moved to the front
   bool operator<(const keyed& o) const {
     if (late != o.late) return late < o.late;
     if (value != o.value) return value < o.value;
@@ -38,8 +40,8 @@ struct keyed {
 // Seconds the request still needs if every one of its steps ran alone on this group: the
 // best case. A request whose best case misses the deadline is late whatever we do.
 double best_case_remaining_s(const request_view& r, const quality_model& q,
-                             const step_cost_model& cost, int tp) {
-  const auto c = remaining_steps(r, r.tau, q);
+                             const step_cost_model& cost, int tp, double tau) {
+  const auto c = remaining_steps(r, tau, q);
   batch_totals ref, reu;
   ref.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
   reu.add(step_item_of(step_kind::reuse, r.canvas_len(), r.block_len));
@@ -49,6 +51,11 @@ double best_case_remaining_s(const request_view& r, const quality_model& q,
   const double done = r.next_kind == step_kind::refresh ? r.refresh_done : 0.0;
   return (c.refresh + extra - done) * cost.step_seconds(tp, ref) +
          std::max(0.0, c.reuse - extra) * cost.step_seconds(tp, reu);
+}
+
+double best_case_remaining_s(const request_view& r, const quality_model& q,
+                             const step_cost_model& cost, int tp) {
+  return best_case_remaining_s(r, q, cost, tp, r.tau);
 }
 
 void order_indices(const std::vector<request_view>& reqs, double now, const scheduler_config& cfg,
@@ -67,9 +74,10 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       // remaining steps ran alone on this group. On-time requests go in deadline order (EDF)
       // with that slack as their budget; late ones (negative chain slack) as below.
       const double best = best_case_remaining_s(r, q, *cost, tp);
-      const double chain = r.deadline_s - now - best;
+      const double d = cfg.demote_late ? effective_deadline_s(r, now, best, cfg) : r.deadline_s;
+      const double chain = d - now - best;
       if (!cfg.demote_late || chain >= 0)
-        keys.push_back({0, r.deadline_s, r.id, i, std::max(0.0, chain)});
+        keys.push_back({0, d, r.id, i, std::max(0.0, chain)});
       else
         keys.push_back({1, best, r.id, i, 0.0});
       continue;
@@ -94,6 +102,23 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
     }
   }
   std::sort(keys.begin(), keys.end());
+  if (cfg.oldest_missed_first && cfg.order == queue_order::least_slack && cfg.demote_late) {
+    auto oldest = keys.end();
+    for (auto it = keys.begin(); it != keys.end(); ++it) {
+      const auto& r = reqs[static_cast<std::size_t>(it->index)];
+      const bool missed = it->late || r.deadline_s < it->value;  // late, or renewed
+      if (!missed || now - r.deadline_s < cfg.missed_grace * (r.deadline_s - r.arrival_s)) continue;
+      if (oldest == keys.end() || r.arrival_s < reqs[static_cast<std::size_t>(oldest->index)].arrival_s) oldest = it;
+    }
+    if (oldest != keys.end()) {
+      keyed k = *oldest;
+      k.late = 1;     // missed: it sets no slack budget for the others
+      k.budget = 0;
+      k.promoted = true;
+      keys.erase(oldest);
+      keys.insert(keys.begin(), k);
+    }
+  }
 }
 
 }  // namespace
@@ -220,13 +245,16 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
     };
     std::vector<job> jobs;
     for (const auto& r : *active) {
-      const double d = r.deadline_s - now;
-      if (d >= best_case_remaining_s(r, q, *cost, tp)) jobs.push_back({d, work_s(r, q, *cost, tp, ref), -1, r.id});
+      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double d = effective_deadline_s(r, now, best, cfg) - now;
+      if (d >= best) jobs.push_back({d, work_s(r, q, *cost, tp, ref), -1, r.id});
     }
     for (const auto& k : keys) {
       if (k.late) continue;
       const auto& r = queued[static_cast<std::size_t>(k.index)];
-      jobs.push_back({r.deadline_s - now, work_s(r, q, *cost, tp, ref), k.index, r.id});
+      // Under chain slack the key is the effective deadline; otherwise the request's own.
+      const double d = cfg.chain_slack ? k.value : r.deadline_s;
+      jobs.push_back({d - now, work_s(r, q, *cost, tp, ref), k.index, r.id});
     }
     std::sort(jobs.begin(), jobs.end(), [](const job& a, const job& b) {
       return a.d != b.d ? a.d < b.d : a.id < b.id;
@@ -250,7 +278,7 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
   for (const auto& k : keys) {
     if (room.slots <= 0) break;
     const auto& r = queued[static_cast<std::size_t>(k.index)];
-    if (control && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
+    if (control && !k.promoted && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
     if (r.canvas_len() > room.kv_tokens) {
       // FCFS blocks behind the head (no overtaking); least slack lets smaller ones pass.
       if (cfg.order == queue_order::fcfs) break;
@@ -261,6 +289,61 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
     out.push_back(k.index);
   }
   return out;
+}
+
+double effective_deadline_s(const request_view& r, double now, double best_s, const scheduler_config& cfg) {
+  const double late_by = now + best_s - r.deadline_s;
+  if (late_by <= 0 || cfg.missed_renewal <= 0) return r.deadline_s;
+  // One window is the request's own SLO budget (the client's tolerance for this request);
+  // a microsecond floor keeps a zero budget from dividing by zero.
+  const double window = cfg.missed_renewal * std::max(1e-6, r.deadline_s - r.arrival_s);
+  return r.deadline_s + std::ceil(late_by / window) * window;
+}
+
+std::string refuse_if_late(const request_view& r, const std::vector<request_view>& active,
+                           const std::vector<request_view>& queued, double now,
+                           const scheduler_config& cfg, const quality_model& q,
+                           const step_cost_model& cost, int tp, double tau_min) {
+  const double left = r.deadline_s - now;
+  const double alone = best_case_remaining_s(r, q, cost, tp, tau_min);
+  char buf[200];
+  if (alone > left) {
+    std::snprintf(buf, sizeof buf, "cannot meet its deadline: %.3f s of steps alone at tau %.2f, %.3f s left",
+                  alone, tau_min, std::max(0.0, left));
+    return buf;
+  }
+  double mean_l = r.canvas_len();
+  for (const auto& o : active) mean_l += o.canvas_len();
+  for (const auto& o : queued) mean_l += o.canvas_len();
+  mean_l /= static_cast<double>(1 + active.size() + queued.size());
+  const auto ref = saturated_batch(static_cast<int>(mean_l), r.block_len, cfg.token_budget,
+                                   q.steps_for(r.block_len, r.tau));
+  request_view at_min = r;
+  at_min.tau = tau_min;
+  // Steps are batched: another request delays r only by the steps it shares with r, at most
+  // r's own remaining steps of it; work it has left after that runs once r is done.
+  const double r_steps = std::max(1.0, remaining_steps(at_min, tau_min, q).total());
+  double ahead = 0;
+  auto count = [&](const request_view& o) {
+    if (cfg.order == queue_order::least_slack) {
+      const double best = best_case_remaining_s(o, q, cost, tp);
+      const double d = cfg.demote_late ? effective_deadline_s(o, now, best, cfg) : o.deadline_s;
+      if (d - now < best || d > r.deadline_s) return;  // late, or after r in deadline order
+    }
+    const double o_steps = std::max(1.0, remaining_steps(o, o.tau, q).total());
+    ahead += work_s(o, q, cost, tp, ref) * std::min(1.0, r_steps / o_steps);
+  };
+  for (const auto& o : active) count(o);
+  for (const auto& o : queued) count(o);
+  const double need = ahead + work_s(at_min, q, cost, tp, ref);
+  if (need > left) {
+    std::snprintf(buf, sizeof buf,
+                  "cannot meet its deadline: the group owes %.3f s of work before it and it needs %.3f s, "
+                  "%.3f s left",
+                  ahead, need - ahead, std::max(0.0, left));
+    return buf;
+  }
+  return {};
 }
 
 }  // namespace dls::policy

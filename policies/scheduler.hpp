@@ -34,6 +34,7 @@
 #include "policies/snapshot.hpp"
 #include "policies/step_cost.hpp"
 
+#include <string>
 #include <vector>
 
 namespace dls::policy {
@@ -60,7 +61,27 @@ struct scheduler_config {
   /// Slack budget only: a refresh (or range of one) beyond the step's first joins only if it
   /// lengthens the step by at most this fraction of it; otherwise it waits for the next step.
   double refresh_join_growth = 0.1;
+  /// Least slack with a cost model: a request that can no longer meet its deadline (negative
+  /// chain slack) gets a renewed one, its deadline plus the smallest whole number of SLO
+  /// windows (this factor x (deadline - arrival)) that it can still meet, and competes in
+  /// deadline order with it. So it is served within about one more window once the backlog
+  /// before its renewed deadline clears, instead of waiting for the queue to empty.
+  /// 0 (default; measured, docs/policies.md): late requests go after every on-time one,
+  /// shortest remaining work first, except for the oldest missed request below.
+  double missed_renewal = 0.0;
+  /// Least slack: the oldest request that can no longer meet its deadline leads every step's
+  /// order (so it is always taken) and is admitted whenever a slot and KV room are free, so a
+  /// missed request's wait is bounded by the missed requests that arrived before it, not by
+  /// the arrivals that keep coming after it.
+  bool oldest_missed_first = true;
+  /// ... counting only requests past their deadline by at least this many SLO windows
+  /// (deadline - arrival); 0: every request that can no longer meet it.
+  double missed_grace = 1.0;
 };
+
+/// The deadline a request is scheduled against: its own, or for a request whose fastest
+/// finish `now + best_s` misses it, the renewal above (its own when missed_renewal <= 0).
+double effective_deadline_s(const request_view& r, double now, double best_s, const scheduler_config& cfg);
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.
 double slack_s(const request_view& r, double now, const quality_model& q, double step_s);
@@ -98,5 +119,18 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
                        const scheduler_config& cfg, const quality_model& q, double step_s,
                        const step_cost_model* cost = nullptr, int tp = 1,
                        const std::vector<request_view>* active = nullptr);
+
+/// on_miss: reject (a strict SLO). Why `r`, arriving at a group that holds `active` and
+/// `queued`, cannot meet its deadline, or "" when it still can. It cannot when even alone at
+/// `tau_min` its remaining steps outlast the time left, or when the work the group owes before
+/// it in the scheduling order (FCFS: everyone; least slack: on-time requests with earlier
+/// effective deadlines), in seconds of saturated group time and at most r's own number of
+/// remaining steps of each (the steps they can share with r), plus its own at `tau_min`, does
+/// not fit before its deadline. An estimate: a request that passes may still miss, and one
+/// refused might have made it (docs/policies.md gives the measured effect).
+std::string refuse_if_late(const request_view& r, const std::vector<request_view>& active,
+                           const std::vector<request_view>& queued, double now,
+                           const scheduler_config& cfg, const quality_model& q,
+                           const step_cost_model& cost, int tp, double tau_min);
 
 }  // namespace dls::policy

@@ -56,6 +56,11 @@ BOOST_AUTO_TEST_CASE(late_requests_go_after_every_on_time_one) {
   // id 1 already missed (deadline before now): plain least slack would serve it first.
   std::vector<policy::request_view> a{test::request(1, 0, 0.5, 4968, 32), test::request(2, 0, 2.0, 4968, 32)};
   std::vector<int> out;
+  // id 1 is one whole SLO window (0.5 s) past its deadline, so by default it is the oldest
+  // missed request and leads the step (test_tail.cpp); without that rule it goes last.
+  policy::form_batch(a, 1.0, cfg, q, 0.01, out);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  cfg.oldest_missed_first = false;
   policy::form_batch(a, 1.0, cfg, q, 0.01, out);
   BOOST_TEST(out == std::vector<int>({1}), tt::per_element());
   cfg.demote_late = false;

@@ -162,8 +162,10 @@ BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_neve
   // At temperature 0 a pinned request decodes as the reference does (batching may flip a rare
   // near-tie, as in test_runtime_cluster).
   BOOST_TEST(pinned_same >= static_cast<int>(pinned.size()) * 9 / 10);
-  // Once the burst is over a lone request runs at the reference tau again.
-  BOOST_TEST(lone(slo_ms)["threshold"].get<double>() == 0.9);
+  // Once the burst is over a lone request runs at the reference tau again: no cap lingers.
+  // Its SLO is ten times the burst's, so CPU noise on a shared machine (a 4 ms request
+  // against a 20 ms SLO) cannot make the controller lower it for its own slack.
+  BOOST_TEST(lone(10 * slo_ms)["threshold"].get<double>() == 0.9);
   // The requests show their policy state while they run.
   auto rows = c.json_cli({"actors", "--kind", "request"});
   BOOST_REQUIRE(!rows.empty());

@@ -77,6 +77,15 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(s, "refresh_join_growth", c.refresh_join_growth);
   if (!(c.refresh_join_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_join_growth must be >= 0");
+  read(s, "missed_renewal", c.missed_renewal);
+  read(s, "admission_control", c.admission_control);
+  read(s, "slack_budget", c.slack_budget);
+  read(s, "oldest_missed_first", c.oldest_missed_first);
+  read(s, "missed_grace", c.missed_grace);
+  if (!(c.missed_grace >= 0) || c.missed_grace > 1e6)
+    throw std::invalid_argument("cluster: scheduler.missed_grace must be in [0, 1e6]");
+  if (!(c.missed_renewal >= 0) || c.missed_renewal > 1e6)
+    throw std::invalid_argument("cluster: scheduler.missed_renewal must be in [0, 1e6]");
   if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
   if (!(c.refresh_split_growth >= 0))
     throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
@@ -148,6 +157,11 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   c.migration.max_active = c.max_active;
 
   read(root, "drop_wait_factor", c.drop_wait_factor);
+  if (root["on_miss"]) {
+    const auto m = root["on_miss"].as<std::string>();
+    if (m != "serve" && m != "reject") throw std::invalid_argument("cluster: on_miss must be serve or reject");
+    c.reject_on_miss = m == "reject";
+  }
   return c;
 }
 

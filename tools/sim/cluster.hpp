@@ -34,6 +34,12 @@ struct sim_cluster {
   int refresh_split = 0;                         // layer ranges of a split refresh, 0: whole
   double refresh_split_growth = 0.02;            // a chunk lengthens a step by at most this
   double refresh_join_growth = 0.1;              // a second refresh lengthens a step by at most this
+  double missed_renewal = 0.0;                   // a missed deadline is renewed by this x its SLO window
+  bool admission_control = true;                 // least slack: EDF test before admitting (scheduler.hpp)
+  bool oldest_missed_first = true;               // the oldest missed request leads every step
+  double missed_grace = 1.0;                     // ... once past its deadline by this x its SLO window
+  bool slack_budget = true;                      // least slack: a step may not outgrow the batch's slack
+  bool reject_on_miss = false;                   // on_miss: reject for every request (cluster default)
 
   policy::link_params link;
   policy::threshold_config threshold;

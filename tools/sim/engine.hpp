@@ -46,6 +46,7 @@ struct req_rt {
   double in_steps_s = 0;       // summed length of the steps it was in
   double alone_s = 0;          // ... had each held only its own item
   bool dropped = false;
+  bool rejected = false;       // refused at arrival (on_miss: reject)
   bool leaving = false;        // chosen for migration, leaves at its group's step boundary
   std::uint8_t stream = 0;     // co-running: 1 in the running refresh step, 2 in the running reuse step
   int leave_to = -1;

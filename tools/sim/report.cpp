@@ -35,6 +35,10 @@ result_row summarize(const run_result& r, const std::string& policy, double load
   double acc = 0, tokens = 0, steps = 0;
   std::size_t met = 0;
   for (const auto& o : r.requests) {
+    if (o.rejected) {
+      ++row.rejected;
+      continue;
+    }
     if (o.dropped || o.finish_s < 0) {
       ++row.dropped;
       continue;
@@ -85,6 +89,11 @@ nlohmann::json results_json(const std::vector<result_row>& rows) {
                    {"tokens_per_step", r.tokens_per_step},
                    {"migrations", r.migrations},
                    {"reconfigurations", r.reconfigurations}});
+    if (!r.workload.empty()) {
+      arr.back()["workload"] = r.workload;
+      arr.back()["on_miss"] = r.on_miss;
+      arr.back()["rejected"] = r.rejected;
+    }
   }
   return {{"results", arr}};
 }
@@ -92,11 +101,26 @@ nlohmann::json results_json(const std::vector<result_row>& rows) {
 std::string results_table(const std::vector<result_row>& rows) {
   std::ostringstream os;
   char buf[512];
+  bool suite = false;
+  std::size_t wl = 8;
+  for (const auto& r : rows)
+    if (!r.workload.empty()) {
+      suite = true;
+      wl = std::max(wl, r.workload.size());
+    }
+  if (suite) {
+    std::snprintf(buf, sizeof buf, "%-*s %-6s ", static_cast<int>(wl), "workload", "miss");
+    os << buf;
+  }
   std::snprintf(buf, sizeof buf, "%-14s %5s %4s %8s %7s %8s %8s %8s %8s %6s %5s %6s %6s %6s\n",
                 "policy", "load", "S", "requests", "SLO%", "mean_s", "p50_s", "p90_s", "p99_s",
                 "acc%", "tok/s", "migr", "reconf", "drop");
-  os << buf;
+  os << (suite ? std::string(buf).substr(0, std::string(buf).size() - 1) + "   rej\n" : std::string(buf));
   for (const auto& r : rows) {
+    if (suite) {
+      std::snprintf(buf, sizeof buf, "%-*s %-6s ", static_cast<int>(wl), r.workload.c_str(), r.on_miss.c_str());
+      os << buf;
+    }
     std::snprintf(buf, sizeof buf,
                   "%-14s %5.2f %4.1f %8zu %7.2f %8.3f %8.3f %8.3f %8.3f %6.2f %5.2f %6llu %6llu %6zu\n",
                   r.policy.c_str(), r.load, r.slo_scale, r.requests, 100.0 * r.slo_attainment,
@@ -104,6 +128,30 @@ std::string results_table(const std::vector<result_row>& rows) {
                   100.0 * r.accuracy, r.tokens_per_step,
                   static_cast<unsigned long long>(r.migrations),
                   static_cast<unsigned long long>(r.reconfigurations), r.dropped);
+    if (suite) {
+      std::string line(buf);
+      line.pop_back();
+      std::snprintf(buf, sizeof buf, " %5zu\n", r.rejected);
+      line += buf;
+      os << line;
+    } else {
+      os << buf;
+    }
+  }
+  return os.str();
+}
+
+std::string latency_parts_table(const std::vector<result_row>& rows) {
+  std::ostringstream os;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-24s %-14s %5s %9s %9s %9s %9s %9s\n", "workload", "policy", "load", "mean",
+                "queued", "left_out", "alone", "shared");
+  os << buf;
+  for (const auto& r : rows) {
+    const auto& p = r.parts;
+    std::snprintf(buf, sizeof buf, "%-24s %-14s %5.2f %9.1f %9.1f %9.1f %9.1f %9.1f\n", r.workload.c_str(),
+                  r.policy.c_str(), r.load, 1e3 * r.mean_latency_s, 1e3 * p.queued_s, 1e3 * p.left_out_s,
+                  1e3 * p.alone_s, 1e3 * p.shared_s);
     os << buf;
   }
   return os.str();

@@ -23,6 +23,9 @@ struct result_row {
   std::uint64_t migrations = 0;
   std::uint64_t reconfigurations = 0;
   std::size_t dropped = 0;
+  std::size_t rejected = 0;      // refused at arrival (on_miss: reject); misses, not in `dropped`
+  std::string workload;          // suite runs: "<workload>/<arrivals>"; empty for `dilaserve sim`
+  std::string on_miss;           // suite runs: "serve" or "reject"
   /// Means over finished requests of request_outcome's latency parts; they sum to the mean latency.
   struct latency_parts {
     double queued_s = 0;        // before the first admission
@@ -38,9 +41,12 @@ result_row summarize(const run_result& r, const std::string& policy, double load
 
 /// {"results": [{"policy", "load", "slo_scale", "requests", "slo_attainment", "mean_latency_s",
 ///  "p50_latency_s", "p90_latency_s", "p99_latency_s", "accuracy", "tokens_per_step",
-///  "migrations", "reconfigurations"}, ...]}
+///  "migrations", "reconfigurations"}, ...]}; suite rows add "workload", "on_miss" and
+/// "rejected".
 nlohmann::json results_json(const std::vector<result_row>& rows);
 std::string results_table(const std::vector<result_row>& rows);
+/// Where the mean latency goes (ms): queued, left out, alone and shared, one line per row.
+std::string latency_parts_table(const std::vector<result_row>& rows);
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows);
 /// One line chart per SLO scale: x = load, y = attainment (%), a line per policy.
 std::string attainment_svg(const std::vector<result_row>& rows, double slo_scale);

@@ -23,6 +23,11 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   sched_.refresh_split = p.split_refresh ? c.refresh_split : 0;
   sched_.refresh_split_growth = c.refresh_split_growth;
   sched_.refresh_join_growth = c.refresh_join_growth;
+  sched_.missed_renewal = c.missed_renewal;
+  sched_.admission_control = c.admission_control;
+  sched_.slack_budget = c.slack_budget;
+  sched_.oldest_missed_first = c.oldest_missed_first;
+  sched_.missed_grace = c.missed_grace;
   thr_ = c.threshold;
   thr_.per_request = p.tau_per_request;
   thr_.load_cap = p.tau_load_cap;
@@ -104,6 +109,23 @@ void engine::on_arrival(std::uint32_t id) {
   ledger_.enter(r, cl_.quality);
   ++in_system_;
   const int g = pick_group();
+  if ((in.reject_on_miss || cl_.reject_on_miss) && g >= 0) {
+    // Strict SLO: refuse now, with a reason, what the group it would join cannot finish in time.
+    const auto& grp = groups_[static_cast<std::size_t>(g)];
+    const double tau_min = thr_.per_request || thr_.load_cap ? thr_.tau_min : cl_.ref_tau;
+    std::string why;
+    stats_.batch_policy_s += timed([&] {
+      why = policy::refuse_if_late(r, grp.active, grp.queue, now_, sched_, cl_.quality, cl_.cost, grp.tp, tau_min);
+    });
+    if (!why.empty()) {
+      rt_[id].rejected = true;
+      ++stats_.rejected;
+      if (stats_.first_rejection.empty()) stats_.first_rejection = why;
+      ledger_.leave(r, cl_.quality);
+      --in_system_;
+      return;
+    }
+  }
   if (g < 0) {
     pending_.push_back(r);
     return;
@@ -450,6 +472,7 @@ run_result engine::run() {
     o.deadline_s = rt.deadline_s;
     o.finish_s = rt.finish_s;
     o.dropped = rt.dropped;
+    o.rejected = rt.rejected;
     o.tokens = rt.tokens;
     o.steps = rt.steps;
     o.migrations = rt.migrations;

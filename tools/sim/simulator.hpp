@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace dls::sim {
@@ -18,6 +19,9 @@ struct sim_request {
   double arrival_s = 0;
   int prompt_len = 0;
   int gen_len = 0;
+  /// on_miss: reject (a strict SLO): refused at arrival, with a reason, when the group it is
+  /// placed on cannot finish it by its deadline (policy::refuse_if_late). Refused = a miss.
+  bool reject_on_miss = false;
 };
 
 struct run_config {
@@ -37,6 +41,7 @@ struct request_outcome {
   int steps = 0;              // denoising steps it took part in
   int migrations = 0;
   bool dropped = false;
+  bool rejected = false;      // refused at arrival (on_miss: reject); finish_s stays -1
   // Where its latency went: queued_s before its first admission, then in_steps_s inside
   // steps, of which alone_s its own items would have taken alone on the same groups; the rest
   // of the latency it spent admitted but outside any step (left out of batches, or moving).
@@ -53,6 +58,8 @@ struct run_stats {
   std::uint64_t refresh_chunks = 0;     // non-final layer ranges of split refreshes
   std::uint64_t migrations = 0;
   std::uint64_t reconfigurations = 0;     // nodes regrouped
+  std::uint64_t rejected = 0;             // refused at arrival (on_miss: reject)
+  std::string first_rejection;            // the reason given to the first one refused
   std::vector<policy::partition> boot_layout;  // the layout the run started in
   std::uint64_t batch_decisions = 0, control_decisions = 0, migration_decisions = 0,
                 reconfig_decisions = 0;
