@@ -78,6 +78,11 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         // request actor, so no timeout is needed here.
         return forward<rt::answer>(self, supervisor, caf::infinite, rt::submit_atom::value, std::move(spec));
       },
+      [=](rt::cancel_atom, uint64_t tag) {
+        // The sender's identity scopes the tag: a client can only withdraw its own work.
+        auto client = caf::actor_cast<caf::actor>(self->current_sender());
+        if (client) caf::anon_send(supervisor, rt::cancel_atom::value, client, tag);
+      },
       [=](rt::status_atom) { return forward<std::string>(self, core, quick, rt::status_atom::value); },
       [=](rt::actors_atom) {
         return forward<std::vector<rt::actor_info>>(self, core, quick, rt::actors_atom::value);

@@ -199,6 +199,16 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         a.group = r.group;
         finish(self, std::move(a));
       },
+      [=](rt::cancel_atom) {
+        auto& st = self->state;
+        if (st.done) return;
+        if (st.group_handle) self->send(st.group_handle, rt::cancel_atom::value, st.id);
+        rt::answer a;
+        a.error = "cancelled by the client";
+        a.node = st.node;
+        a.group = st.group;
+        finish(self, std::move(a));
+      },
       [=](rt::failed_atom, uint32_t epoch, const std::string& error) {
         if (epoch != self->state.epoch) return;
         rt::answer a;

@@ -39,6 +39,9 @@ struct supervisor_state {
   };
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
+  // Streaming clients' requests by (client, tag), so a client can withdraw its own.
+  std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> by_client;
+  std::map<uint64_t, std::pair<caf::actor_addr, uint64_t>> client_of;
   uint64_t next_id = 1;
   static inline const char* name = "dls.supervisor";
 };
@@ -117,6 +120,11 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) {
         auto id = self->state.next_id++;
+        if (spec.client) {
+          std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
+          self->state.by_client[key] = id;
+          self->state.client_of[id] = key;
+        }
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
                                  caf::actor_cast<caf::actor>(self));
         self->state.requests[id] = {req, "", 0};
@@ -131,7 +139,26 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) it->second.group = group;
       },
-      [=](rt::finished_atom, uint64_t id) { self->state.requests.erase(id); },
+      [=](rt::finished_atom, uint64_t id) {
+        auto& st = self->state;
+        st.requests.erase(id);
+        if (auto it = st.client_of.find(id); it != st.client_of.end()) {
+          st.by_client.erase(it->second);
+          st.client_of.erase(it);
+        }
+      },
+      [=](rt::cancel_atom, const caf::actor& client, uint64_t tag) {
+        auto& st = self->state;
+        auto it = st.by_client.find({client.address(), tag});
+        if (it == st.by_client.end()) return;  // already finished
+        auto id = it->second;
+        auto& pending = st.pending;
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [&](const rt::work_item& w) { return w.request_id == id; }),
+                      pending.end());
+        if (auto r = st.requests.find(id); r != st.requests.end() && r->second.actor)
+          self->send(r->second.actor, rt::cancel_atom::value);
+      },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;

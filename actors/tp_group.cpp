@@ -278,6 +278,14 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         return true;
       },
       [=](step_atom) { run_step(self); },
+      // A withdrawn request leaves the batch; a step in flight that still holds it is
+      // ignored for it when it returns (it is no longer queued).
+      [=](rt::cancel_atom, uint64_t id) {
+        if (!self->state.queue.count(id)) return;
+        remove(self, id);
+        report_load(self);
+        kick(self);
+      },
       [=](rt::drain_atom) {
         auto& st = self->state;
         st.drain_rp = self->make_response_promise();

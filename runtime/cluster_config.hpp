@@ -2,6 +2,7 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -44,6 +45,22 @@ struct engine_defaults {
   int max_batch = 8;  // requests per group step
 };
 
+/// The OpenAI-compatible HTTP gateway in the head process (docs/http.md). Off unless
+/// the file has an `http` section.
+struct http_config {
+  bool enabled = false;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: a free port, recorded in the state directory
+  std::string api_keys_file;  // absolute
+  std::vector<std::string> api_keys;  // read from api_keys_file at load time
+  // 1 MiB: far above any prompt the shipped models accept, small enough that a
+  // flood of huge bodies cannot exhaust the head's memory.
+  std::size_t max_body_bytes = 1 << 20;
+  int max_concurrent = 256;  // requests in flight through the gateway before 429
+  bool metrics_public = false;  // /metrics without a key (for a scraper on a trusted network)
+  int request_timeout_s = 300;  // the longest the gateway waits for one answer
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
@@ -60,6 +77,7 @@ struct cluster_config {
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";
   std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
+  http_config http;
 
   const node_config* find_node(const std::string& node_name) const;
 };

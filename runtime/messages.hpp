@@ -45,6 +45,7 @@ using replace_atom = caf::atom_constant<caf::atom("replace")>;
 using detail_atom = caf::atom_constant<caf::atom("detail")>;
 using check_atom = caf::atom_constant<caf::atom("check")>;
 using bench_atom = caf::atom_constant<caf::atom("bench")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -249,7 +250,10 @@ using head_actor = caf::typed_actor<
     caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
     caf::replies_to<regroup_atom, regroup_spec>::with<std::string>,
     caf::replies_to<await_atom>::with<std::string>,
-    caf::replies_to<shutdown_atom>::with<std::string>>;
+    caf::replies_to<shutdown_atom>::with<std::string>,
+    // Withdraws the sender's own request `tag` (a client that went away): it ends with
+    // the error "cancelled by the client" and leaves its group's batch.
+    caf::reacts_to<cancel_atom, uint64_t>>;
 
 struct client_reply {
   bool ok = false;

@@ -31,6 +31,10 @@ void save_state(const std::string& dir, const cluster_state& st) {
   j["head_host"] = st.head_host;
   j["head_port"] = st.head_port;
   j["token_file"] = st.token_file;
+  if (st.http_port > 0) {
+    j["http_host"] = st.http_host;
+    j["http_port"] = st.http_port;
+  }
   j["processes"] = nlohmann::json::array();
   for (const auto& p : st.processes)
     j["processes"].push_back({{"role", p.role}, {"name", p.name}, {"pid", p.pid}, {"log", p.log}});
@@ -58,6 +62,8 @@ cluster_state load_state(const std::string& dir) {
     st.head_host = j.at("head_host");
     st.head_port = j.at("head_port");
     st.token_file = j.at("token_file");
+    st.http_host = j.value("http_host", std::string{});
+    st.http_port = j.value("http_port", 0);
     for (const auto& p : j.at("processes"))
       st.processes.push_back({p.at("role"), p.at("name"), p.at("pid"), p.at("log")});
     return st;

@@ -14,7 +14,11 @@ done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
-      libopenblas-dev libcli11-dev nlohmann-json3-dev python3)
+      libopenblas-dev libcli11-dev nlohmann-json3-dev python3
+      libcpp-httplib-dev prometheus-cpp-dev)
+# The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus)
+# and the openai npm package (installed below under tests/http/).
+pkgs+=(curl prometheus nodejs)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
@@ -23,11 +27,18 @@ for p in "${pkgs[@]}"; do
 done
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "install-deps: all ${#pkgs[@]} packages already installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-echo "install-deps: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+
+# The openai npm client for tests/http, pinned by its committed package-lock.json.
+http_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/http"
+if [ -f "$http_tests/package-lock.json" ] && ! [ -d "$http_tests/node_modules/openai" ]; then
+  echo "install-deps: npm ci in tests/http"
+  (cd "$http_tests" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -108,11 +108,18 @@ std::string model_dir() {
   return std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
 }
 
-std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms) {
+std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms,
+                              const std::map<std::string, std::string>& http) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
   root["head"]["port"] = 0;
   for (auto n : root["nodes"]) n["port"] = 0;
   root["model"]["path"] = model_dir();
+  if (root["http"]) {
+    root["http"]["port"] = 0;
+    auto keys = root["http"]["api_keys_file"].as<std::string>();
+    if (!keys.empty() && keys[0] != '/') root["http"]["api_keys_file"] = std::string(DLS_SOURCE_DIR) + "/configs/" + keys;
+    for (const auto& [k, v] : http) root["http"][k] = v;
+  }
   if (dead_after_ms > 0) root["heartbeat"]["dead_after_ms"] = dead_after_ms;
   auto path = dir.file(name);
   std::ofstream out(path);
@@ -120,9 +127,9 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
   return path;
 }
 
-cluster::cluster(const std::string& config_name, int dead_after_ms) {
+cluster::cluster(const std::string& config_name, int dead_after_ms, const std::map<std::string, std::string>& http) {
   state_dir_ = scratch_.file("state");
-  auto cfg = write_test_config(scratch_, config_name, dead_after_ms);
+  auto cfg = write_test_config(scratch_, config_name, dead_after_ms, http);
   up_ = run_cli({"up", cfg, "--state-dir", state_dir_, "--timeout", "60"});
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,15 @@ class scratch_dir {
 
 /// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
 /// `dead_after_ms` > 0 overrides heartbeat.dead_after_ms (for tests that pause a node).
-std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms = 0);
+/// `http` sets keys of the file's `http` section (e.g. {"max_concurrent", "2"}).
+std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms = 0,
+                              const std::map<std::string, std::string>& http = {});
 
 /// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
 class cluster {
  public:
-  explicit cluster(const std::string& config_name, int dead_after_ms = 0);
+  explicit cluster(const std::string& config_name, int dead_after_ms = 0,
+                   const std::map<std::string, std::string>& http = {});
   ~cluster();
   /// Runs a CLI command against this cluster (adds --state-dir).
   cli_result cli(std::vector<std::string> args) const;

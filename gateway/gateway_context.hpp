@@ -1,0 +1,45 @@
+#pragma once
+// Everything the route handlers share: limits, model facts, keys, the bridge into the
+// actor system, metrics and the cluster view. One per gateway.
+#include "gateway/api_keys.hpp"
+#include "gateway/cluster_bridge.hpp"
+#include "gateway/cluster_view.hpp"
+#include "gateway/metrics.hpp"
+#include "gateway/openai_request.hpp"
+#include "gpu/tokenizer.hpp"
+#include "runtime/cluster_config.hpp"
+
+#include <atomic>
+#include <memory>
+
+namespace dls::gateway {
+
+struct gateway_context {
+  gateway_context(caf::actor_system& sys, const runtime::cluster_config& cfg, runtime::head_actor endpoint);
+
+  runtime::http_config http;
+  model_facts facts;
+  std::unique_ptr<gpu::tokenizer> tokenizer;
+  api_keys keys;
+  cluster_bridge bridge;
+  gateway_metrics metrics;
+  cluster_view view;  // last: its thread uses the members above
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopping{false};
+};
+
+/// A place among http.max_concurrent requests in flight, held until destroyed.
+class concurrency_slot {
+ public:
+  explicit concurrency_slot(gateway_context& ctx);
+  ~concurrency_slot();
+  concurrency_slot(const concurrency_slot&) = delete;
+  concurrency_slot& operator=(const concurrency_slot&) = delete;
+  bool granted() const { return granted_; }
+
+ private:
+  gateway_context& ctx_;
+  bool granted_ = false;
+};
+
+}  // namespace dls::gateway
