@@ -2,6 +2,8 @@
 
 #include "runtime/state_dir.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +40,27 @@ int run_program(const std::vector<std::string>& argv, std::string& output) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int start_program(const std::vector<std::string>& argv, const std::string& log) {
+  int pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::vector<char*> c;
+    for (const auto& a : argv) c.push_back(const_cast<char*>(a.c_str()));
+    c.push_back(nullptr);
+    ::execvp(c[0], c.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+void kill_program(int pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
 }
 
 std::string api_key() {

@@ -18,6 +18,11 @@ struct http_reply {
 /// Runs a program to completion; returns its exit status, stdout+stderr in `output`.
 int run_program(const std::vector<std::string>& argv, std::string& output);
 
+/// Starts a program in the background with its output to `log`; returns its pid.
+int start_program(const std::vector<std::string>& argv, const std::string& log);
+/// Kills it (SIGKILL) and reaps it.
+void kill_program(int pid);
+
 /// The development key of configs/local-api-keys.
 std::string api_key();
 
