@@ -72,6 +72,9 @@ http_gateway::http_gateway(caf::actor_system& sys, const runtime::cluster_config
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_payload_max_length(cfg.http.max_body_bytes);
   svr.set_keep_alive_timeout(keep_alive_timeout_s);
+  // Headers and body leave in separate writes; without this, Nagle's algorithm holds the
+  // second until the client's delayed ACK (tens of ms per request).
+  svr.set_tcp_nodelay(true);
   add_routes(svr, *impl_->ctx);
   const auto& host = cfg.http.host;
   if (cfg.http.port == 0) {
