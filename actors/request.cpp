@@ -28,6 +28,7 @@ struct request_state {
   caf::actor core;
   caf::actor supervisor;
   clock_type::time_point arrival;
+  int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
   std::vector<char> canvas;  // last snapshot; empty until the first refresh boundary
   int32_t steps = 0;
@@ -55,6 +56,7 @@ std::string details(const request_state& st) {
          {"gen_length", st.gen_length}, {"steps", st.steps}, {"node", st.node},
          {"group", st.group}, {"moves", st.moves}};
   if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
+  j["arrival_unix_ms"] = st.arrival_unix_ms;
   return j.dump();
 }
 
@@ -122,6 +124,8 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
   auto& st = self->state;
   st.id = id;
   st.arrival = clock_type::now();
+  st.arrival_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   st.threshold = spec.threshold >= 0 ? spec.threshold : defaults.threshold;
   st.gen_length = spec.gen_length > 0 ? spec.gen_length : defaults.gen_length;
   st.spec = std::move(spec);

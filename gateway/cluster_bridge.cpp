@@ -67,6 +67,14 @@ std::optional<std::string> cluster_bridge::status(std::chrono::milliseconds time
   return out;
 }
 
+std::optional<std::vector<rt::actor_info>> cluster_bridge::actors(std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{sys_};
+  std::optional<std::vector<rt::actor_info>> out;
+  self->request(endpoint_, timeout, rt::actors_atom::value)
+      .receive([&](std::vector<rt::actor_info>& rows) { out = std::move(rows); }, [](caf::error&) {});
+  return out;
+}
+
 std::unique_ptr<stream_call> cluster_bridge::open_call(rt::submit_spec spec) {
   spec.tag = next_tag_++;
   return std::make_unique<caf_stream_call>(sys_, endpoint_, std::move(spec));

@@ -36,6 +36,8 @@ class cluster_bridge {
 
   /// The head's status JSON, or nothing if it did not answer within `timeout`.
   std::optional<std::string> status(std::chrono::milliseconds timeout);
+  /// The head's actor directory, or nothing if it did not answer within `timeout`.
+  std::optional<std::vector<runtime::actor_info>> actors(std::chrono::milliseconds timeout);
 
   /// Submits a request (streamed when spec.stream is set); the caller drives it with
   /// next() until its answer. Destroyed before that, it withdraws the request.

@@ -93,7 +93,7 @@ void serve_whole(gateway_context& ctx, prepared p, httplib::Response& res, clock
       break;
     }
   }
-  ctx.metrics.observe_answer(a, p.req.slo_ms > 0, seconds_since(start));
+  record_answer(ctx, a, p.req.slo_ms > 0, seconds_since(start));
   if (!a.ok) throw answer_error(a);
   auto filter = make_filter(ctx, p.req);
   filter.push(a.text);
@@ -197,7 +197,7 @@ struct stream_session {
         return true;
       }
       case stream_call::event::answer: {
-        ctx.metrics.observe_answer(ev.result, req.slo_ms > 0, seconds_since(start));
+        record_answer(ctx, ev.result, req.slo_ms > 0, seconds_since(start));
         if (!ev.result.ok) return fail(sink, answer_error(ev.result));
         // The answer's text is the authority: blocks a re-placement skipped come here.
         std::string tail;

@@ -42,6 +42,12 @@ gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_
       bridge(sys, std::move(endpoint)),
       view(bridge, [this](const nlohmann::json& status) { metrics.update_cluster(status); }) {}
 
+void record_answer(gateway_context& ctx, const runtime::answer& a, bool had_slo, double seconds) {
+  ctx.metrics.observe_answer(a, had_slo, seconds);
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
+  ctx.recent.add(now.count(), a.ok, seconds * 1000, had_slo, a.slo_met);
+}
+
 concurrency_slot::concurrency_slot(gateway_context& ctx) : ctx_(ctx) {
   int now = ++ctx_.in_flight;
   granted_ = now <= ctx_.http.max_concurrent;

@@ -6,6 +6,7 @@
 #include "gateway/cluster_view.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/openai_request.hpp"
+#include "gateway/recent_window.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/cluster_config.hpp"
 
@@ -13,6 +14,9 @@
 #include <memory>
 
 namespace dls::gateway {
+
+// Five minutes of per-second history for the dashboard's plots.
+constexpr int recent_window_s = 300;
 
 struct gateway_context {
   gateway_context(caf::actor_system& sys, const runtime::cluster_config& cfg, runtime::head_actor endpoint);
@@ -23,10 +27,14 @@ struct gateway_context {
   api_keys keys;
   cluster_bridge bridge;
   gateway_metrics metrics;
+  recent_window recent{recent_window_s};
   cluster_view view;  // last: its thread uses the members above
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
 };
+
+/// Counts a finished request in the metrics and the dashboard's history.
+void record_answer(gateway_context& ctx, const runtime::answer& a, bool had_slo, double seconds);
 
 /// A place among http.max_concurrent requests in flight, held until destroyed.
 class concurrency_slot {

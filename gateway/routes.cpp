@@ -2,6 +2,7 @@
 
 #include "gateway/api_error.hpp"
 #include "gateway/completion_route.hpp"
+#include "gateway/dashboard_route.hpp"
 #include "runtime/log.hpp"
 
 #include <httplib.h>
@@ -19,7 +20,8 @@ constexpr auto status_timeout = std::chrono::seconds(5);
 // Paths outside this set are counted as "other", so scanners cannot blow up the label set.
 std::string route_label(const std::string& path) {
   static const std::set<std::string> known{"/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/cluster",
-                                           "/health", "/metrics"};
+                                           "/health", "/metrics", "/dashboard",
+                                           "/v1/dashboard/data"};
   if (known.count(path)) return path;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
@@ -55,7 +57,8 @@ void add_routes(httplib::Server& svr, gateway_context& ctx) {
   // The key check runs before routing, so an unknown path without a key gets 401 and
   // reveals nothing about which paths exist.
   svr.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
-    if (req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    // The dashboard page is static; the data it polls needs a key like every other route.
+    if (req.path == "/health" || req.path == "/dashboard") return httplib::Server::HandlerResponse::Unhandled;
     if (req.path == "/metrics" && ctx.http.metrics_public) return httplib::Server::HandlerResponse::Unhandled;
     if (ctx.keys.allows(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
     auto message = req.has_header("Authorization")
@@ -111,6 +114,7 @@ void add_routes(httplib::Server& svr, gateway_context& ctx) {
             res.status = live ? 200 : 503;
             res.set_content(json{{"status", live ? "ok" : "no live TP group"}}.dump(), "application/json");
           }));
+  add_dashboard_routes(svr, ctx);
   svr.Get("/metrics", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
             res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
           }));

@@ -16,9 +16,9 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
       libopenblas-dev libcli11-dev nlohmann-json3-dev python3
       libcpp-httplib-dev prometheus-cpp-dev)
-# The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus)
-# and the openai npm package (installed below under tests/http/).
-pkgs+=(curl prometheus nodejs)
+# The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus),
+# headless chromium (the dashboard) and the openai npm package (installed below).
+pkgs+=(curl prometheus nodejs chromium)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
