@@ -256,3 +256,19 @@ BOOST_AUTO_TEST_CASE(no_live_group_gets_503) {
   BOOST_TEST(error_of(r)["type"] == "service_unavailable");
   BOOST_TEST(c.call("GET", "/health", "", false).status == 503);
 }
+
+BOOST_AUTO_TEST_CASE(a_request_past_its_timeout_gets_504_and_is_withdrawn) {
+  http_cluster c({{"request_timeout_s", "2"}}, 60000);
+  expect_serving(c);
+  int node = c.nodes().pid_of("node0");
+  ::kill(node, SIGSTOP);
+  auto r = c.call("POST", "/v1/completions", completion("A1+1="), true, {"--max-time", "30"});
+  BOOST_TEST(r.status == 504, r.body);
+  BOOST_TEST(error_of(r)["type"] == "timeout_error");
+  BOOST_TEST(eventually(10, [&] {
+    auto st = c.status();
+    return st["requests"]["in_flight"] == 0 && st["requests"]["failed"] == 1;
+  }));
+  ::kill(node, SIGCONT);
+  expect_serving(c);
+}
