@@ -74,6 +74,16 @@ if (mode === 'check') {
   const st = await client.completions.create({ model, prompt: p.prompt, gen_length: p.gen_length, stop: [stop] });
   expectEqual('stop text', st.choices[0].text, want);
   expectEqual('stop finish_reason', st.choices[0].finish_reason, 'stop');
+  // Streamed, the same stop sequence ends the stream at the same place.
+  const ss = await client.completions.create({ model, prompt: p.prompt, gen_length: p.gen_length, stop: [stop],
+                                              stream: true });
+  let streamed = '', streamedFinish = null;
+  for await (const chunk of ss) {
+    streamed += chunk.choices[0].text;
+    if (chunk.choices[0].finish_reason) streamedFinish = chunk.choices[0].finish_reason;
+  }
+  expectEqual('streamed stop text', streamed, want);
+  expectEqual('streamed stop finish_reason', streamedFinish, 'stop');
   // Errors come back as the client's typed errors.
   try {
     await client.completions.create({ model, prompt: p.prompt, min_threshold: 0.5 });

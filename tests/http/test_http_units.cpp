@@ -5,6 +5,7 @@
 #include "gateway/api_keys.hpp"
 #include "gateway/openai_request.hpp"
 #include "gateway/output_filter.hpp"
+#include "gateway/recent_window.hpp"
 
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
@@ -162,4 +163,23 @@ BOOST_AUTO_TEST_CASE(errors_have_openai_shape) {
   BOOST_TEST(j["error"]["param"] == "temperature");
   BOOST_TEST(j["error"]["code"].is_null());
   BOOST_TEST(json::parse(error_body(401, "x"))["error"]["type"] == "authentication_error");
+}
+
+BOOST_AUTO_TEST_CASE(the_dashboard_history_keeps_per_second_buckets_for_its_window) {
+  recent_window w(3);
+  w.add(100, true, 10, true, true);
+  w.add(100, true, 30, true, false);
+  w.add(101, false, 0, false, false);
+  auto s = w.series();
+  BOOST_TEST(s.size() == 2u);
+  BOOST_TEST(s[0]["requests"] == 2);
+  BOOST_TEST(s[0]["latency_ms_mean"] == 20.0);
+  BOOST_TEST(s[0]["latency_ms_max"] == 30.0);
+  BOOST_TEST(s[0]["slo_requests"] == 2);
+  BOOST_TEST(s[0]["slo_met"] == 1);
+  BOOST_TEST(s[1]["errors"] == 1);
+  w.add(103, true, 5, false, false);  // 100 is now outside the 3-second window
+  s = w.series();
+  BOOST_TEST(s.size() == 2u);
+  BOOST_TEST(s[0]["t"] == 101);
 }
