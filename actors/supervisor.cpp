@@ -156,8 +156,13 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         pending.erase(std::remove_if(pending.begin(), pending.end(),
                                      [&](const rt::work_item& w) { return w.request_id == id; }),
                       pending.end());
-        if (auto r = st.requests.find(id); r != st.requests.end() && r->second.actor)
-          self->send(r->second.actor, rt::cancel_atom::value);
+        if (auto r = st.requests.find(id); r != st.requests.end()) {
+          // Its group hears it from here too: an admission still on its way there (the
+          // request actor does not know that group yet) arrives first and is dropped.
+          if (auto g = st.groups.find(r->second.group); g != st.groups.end())
+            self->send(g->second.info.handle, rt::cancel_atom::value, id);
+          if (r->second.actor) self->send(r->second.actor, rt::cancel_atom::value);
+        }
       },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
         auto it = self->state.groups.find(group);

@@ -213,7 +213,18 @@ BOOST_AUTO_TEST_CASE(models_and_cluster_routes) {
 // a mid-stream disconnect deterministic.
 BOOST_AUTO_TEST_CASE(over_max_concurrent_gets_429_and_a_disconnect_withdraws_its_request) {
   http_cluster c({{"max_concurrent", "2"}}, 60000);
+  // Denoising steps the cluster's groups ran, as they last reported.
+  auto steps = [&] {
+    int n = 0;
+    auto st = c.status();  // kept alive: the loop walks into it
+    for (const auto& g : st["groups"]) n += g.value("steps", 0);
+    return n;
+  };
+  int before = steps();
   expect_serving(c);
+  BOOST_TEST_REQUIRE(eventually(10, [&] { return steps() > before; }));
+  int one = steps() - before;  // what one served request costs
+  int served = steps();
   int node = c.nodes().pid_of("node0");
   ::kill(node, SIGSTOP);
   // Two streams that cannot finish while the node is paused, held open until killed.
@@ -243,7 +254,11 @@ BOOST_AUTO_TEST_CASE(over_max_concurrent_gets_429_and_a_disconnect_withdraws_its
     auto m = c.call("GET", "/metrics").body;
     return m.find("dilaserve_http_requests_in_flight 0") != std::string::npos;
   }));
+  // The group dropped the withdrawn requests on waking (their admissions were still on
+  // the way): the next request is the only work it steps.
   expect_serving(c);
+  BOOST_TEST(eventually(10, [&] { return steps() == served + one; }), "steps " << steps() << ", expected "
+                                                                              << served + one);
 }
 
 BOOST_AUTO_TEST_CASE(no_live_group_gets_503) {
