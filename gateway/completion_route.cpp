@@ -28,7 +28,7 @@ double seconds_since(clock_type::time_point t) {
 // Maps a cluster-side failure onto an HTTP status.
 api_error answer_error(const rt::answer& a) {
   const auto& e = a.error;
-  if (e.rfind("no live TP group", 0) == 0) return api_error(503, "no live TP group: " + e);
+  if (e.rfind("no live TP group", 0) == 0) return api_error(503, "the cluster could not place the request: " + e);
   if (e.rfind("timed out", 0) == 0) return api_error(504, "the request " + e + " and was withdrawn");
   if (e.find("exceeds the model's") != std::string::npos) return api_error(413, e, "prompt", "context_length_exceeded");
   return api_error(500, "the cluster failed the request: " + e);
