@@ -44,6 +44,7 @@ gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_
 
 void record_answer(gateway_context& ctx, const runtime::answer& a, bool had_slo, double seconds) {
   ctx.metrics.observe_answer(a, had_slo, seconds);
+  if (a.ok) ctx.view.note_answer();
   auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch());
   ctx.recent.add(now.count(), a.ok, seconds * 1000, had_slo, a.slo_met);
 }

@@ -28,7 +28,7 @@ struct gateway_context {
   cluster_bridge bridge;
   gateway_metrics metrics;
   recent_window recent{recent_window_s};
-  cluster_view view;  // last: its thread uses the members above
+  cluster_view view;  // after metrics, which its updates feed
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
 };

@@ -116,6 +116,8 @@ void add_routes(httplib::Server& svr, gateway_context& ctx) {
           }));
   add_dashboard_routes(svr, ctx);
   svr.Get("/metrics", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
+            // The cluster gauges are read from the head when scraped, not continuously.
+            ctx.view.refresh(std::chrono::duration_cast<std::chrono::milliseconds>(status_timeout));
             res.set_content(ctx.metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
           }));
 }
