@@ -1,23 +1,55 @@
 #include "actors/directory.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace dls::actors {
 
 uint64_t directory::add(runtime::actor_info row) {
   row.id = next_id_++;
   if (row.state.empty()) row.state = "ALIVE";
   if (row.details.empty()) row.details = "{}";
+  if (row.kind == "request") ++requests_;
   auto id = row.id;
   rows_.emplace(id, std::move(row));
   return id;
 }
 
-void directory::update(uint64_t id, const std::string& state, const std::string& details) {
+void directory::update(uint64_t id, const std::string& state, const std::string& details, clock::time_point now) {
   auto it = rows_.find(id);
   if (it == rows_.end()) return;
+  auto& row = it->second;
+  bool ends = row.kind == "request" && state == "DEAD" && row.state != "DEAD";
   // Each entry into RESTARTING counts as one restart of that actor.
-  if (state == "RESTARTING" && it->second.state != "RESTARTING") ++it->second.restarts;
-  if (!state.empty()) it->second.state = state;
-  if (!details.empty()) it->second.details = details;
+  if (state == "RESTARTING" && row.state != "RESTARTING") ++row.restarts;
+  if (!state.empty()) row.state = state;
+  if (!details.empty()) row.details = details;
+  if (!ends) return;
+  auto d = nlohmann::json::parse(row.details, nullptr, false);
+  if (d.is_object() && d.value("status", "") == "FINISHED")
+    ++finished_;
+  else
+    ++failed_;
+  finished_rows_.emplace_back(id, now);
+  evict_over_count();
+}
+
+void directory::evict_over_count() {
+  while (finished_rows_.size() > static_cast<std::size_t>(retention_.finished_requests)) {
+    rows_.erase(finished_rows_.front().first);
+    finished_rows_.pop_front();
+  }
+}
+
+std::size_t directory::expire(clock::time_point now) {
+  if (retention_.finished_age_s <= 0) return 0;
+  auto cutoff = now - std::chrono::seconds(retention_.finished_age_s);
+  std::size_t n = 0;
+  while (!finished_rows_.empty() && finished_rows_.front().second < cutoff) {
+    rows_.erase(finished_rows_.front().first);
+    finished_rows_.pop_front();
+    ++n;
+  }
+  return n;
 }
 
 int directory::mark_node_dead(const std::string& node) {
@@ -45,6 +77,15 @@ std::vector<runtime::actor_info> directory::list() const {
   out.reserve(rows_.size());
   for (const auto& kv : rows_) out.push_back(kv.second);
   return out;
+}
+
+request_counts directory::requests() const {
+  request_counts c;
+  c.finished = finished_;
+  c.failed = failed_;
+  c.in_flight = requests_ - finished_ - failed_;
+  c.retained = finished_rows_.size();
+  return c;
 }
 
 }  // namespace dls::actors

@@ -1,23 +1,43 @@
 #pragma once
-// The head's actor directory: one row per actor the cluster ever had, like Ray's
-// `list actors`. Rows are never removed, so a finished request or a dead worker stays
-// visible with state DEAD.
+// The head's actor directory: one row per actor of the cluster, like Ray's `list actors`.
+// A finished request or a dead worker stays visible with state DEAD; finished requests
+// leave it after the configured retention (count and age), so the head's memory does not
+// grow with the number of requests served, and only their counts remain.
 #include "runtime/messages.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace dls::actors {
 
+/// Requests over the whole life of the head, including those no longer in the directory.
+struct request_counts {
+  uint64_t in_flight = 0;
+  uint64_t finished = 0;  // answered
+  uint64_t failed = 0;    // ended with an explicit error
+  uint64_t retained = 0;  // finished or failed rows still in the directory
+};
+
 class directory {
  public:
+  using clock = std::chrono::steady_clock;
+
+  explicit directory(runtime::directory_retention retention = {}) : retention_(retention) {}
+
   /// Adds a row and returns its id (ids are never reused).
   uint64_t add(runtime::actor_info row);
 
-  /// Changes state and/or details; empty strings keep the old value.
-  void update(uint64_t id, const std::string& state, const std::string& details);
+  /// Changes state and/or details; empty strings keep the old value. A request row that
+  /// becomes DEAD is counted (FINISHED or FAILED, from its details) and may push the
+  /// oldest finished rows out.
+  void update(uint64_t id, const std::string& state, const std::string& details, clock::time_point now = clock::now());
+
+  /// Removes finished request rows older than the retention age; returns how many.
+  std::size_t expire(clock::time_point now = clock::now());
 
   /// Marks every ALIVE row on `node` DEAD; returns how many changed.
   int mark_node_dead(const std::string& node);
@@ -25,10 +45,17 @@ class directory {
   const runtime::actor_info* find(uint64_t id) const;
   runtime::actor_info* find(uint64_t id);
   std::vector<runtime::actor_info> list() const;
+  std::size_t size() const { return rows_.size(); }
+  request_counts requests() const;
 
  private:
+  void evict_over_count();
+
+  runtime::directory_retention retention_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, runtime::actor_info> rows_;
+  std::deque<std::pair<uint64_t, clock::time_point>> finished_rows_;  // oldest first
+  uint64_t requests_ = 0, finished_ = 0, failed_ = 0;
 };
 
 }  // namespace dls::actors

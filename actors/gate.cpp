@@ -1,5 +1,8 @@
-// The gate is the only actor a head publishes. It hands out nothing until the peer
-// shows the cluster token, so an unauthenticated peer can reach no other actor.
+// The gate is the only actor a head publishes. It hands out nothing until the peer shows a
+// credential of the cluster, and records which role that credential carries for the peer's
+// CAF node: the endpoint, core and supervisor check every message against that record.
+#include "actors/peer_roles.hpp"
+#include "actors/request_admission.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 #include "runtime/state_dir.hpp"
@@ -14,36 +17,67 @@ namespace rt = dls::runtime;
 
 namespace {
 
+struct gate_credentials {
+  std::string admin;
+  std::string submit;
+  std::string node;
+  peer_registry_ptr peers;
+};
+
 struct gate_state {
   static inline const char* name = "dls.gate";
 };
 
+// What each credential of the cluster file lets its holder do.
+std::uint8_t client_roles(const gate_credentials& c, const std::string& presented) {
+  if (rt::tokens_equal(presented, c.admin)) return role_client | role_admin;
+  if (!c.submit.empty() && rt::tokens_equal(presented, c.submit)) return role_client;
+  return role_none;
+}
+
+bool may_join(const gate_credentials& c, const std::string& presented) {
+  return rt::tokens_equal(presented, c.admin) || (!c.node.empty() && rt::tokens_equal(presented, c.node));
+}
+
 rt::gate_actor::behavior_type gate(rt::gate_actor::stateful_pointer<gate_state> self, std::string cluster,
-                                   std::string token, caf::actor core, rt::head_actor endpoint) {
+                                   gate_credentials creds, caf::actor core, rt::head_actor endpoint) {
   return {
       [=](rt::client_atom, const std::string& presented) -> rt::client_reply {
         rt::client_reply r;
-        if (!rt::tokens_equal(presented, token)) {
+        auto sender = self->current_sender();
+        auto roles = client_roles(creds, presented);
+        if (roles == role_none || !sender) {
           r.error = "invalid cluster token";
           rt::log_line("gate", "refused a client: invalid cluster token");
           return r;
         }
+        // The role belongs to the peer's CAF node: every later message of that process to the
+        // endpoint is checked against it.
+        creds.peers->grant(sender->node(), roles);
         r.ok = true;
         r.cluster = cluster;
         r.head = endpoint;
         return r;
       },
       [=](rt::node_join_atom, rt::node_hello& hello) -> caf::typed_response_promise<rt::join_reply> {
+        // Before the promise: making it takes the sender out of the current message.
+        auto sender = self->current_sender();
         auto rp = self->make_response_promise<rt::join_reply>();
-        if (!rt::tokens_equal(hello.token, token)) {
+        std::string refusal;
+        if (!may_join(creds, hello.token))
+          refusal = "invalid cluster token";
+        else if (!sender || !hello.agent || hello.agent.node() != sender->node())
+          refusal = "the node agent must live in the process that joins";
+        if (!refusal.empty()) {
           rt::log_line("gate", "refused node '" + hello.node + "' from " + hello.host + " (pid " +
-                                   std::to_string(hello.pid) + "): invalid cluster token");
+                                   std::to_string(hello.pid) + "): " + refusal);
           rt::join_reply r;
-          r.error = "invalid cluster token";
+          r.error = refusal;
           rp.deliver(r);
           return rp;
         }
         hello.token.clear();
+        creds.peers->grant(sender->node(), role_node);
         self->request(core, std::chrono::seconds(30), rt::node_join_atom::value, std::move(hello))
             .then([rp](rt::join_reply& r) mutable { rp.deliver(std::move(r)); },
                   [rp](caf::error& e) mutable {
@@ -68,36 +102,63 @@ caf::typed_response_promise<T> forward(rt::head_actor::pointer self, const caf::
   return rp;
 }
 
+caf::error refused(const char* what) { return caf::make_error(caf::sec::runtime_error, std::string(what)); }
+
 rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor core, caf::actor supervisor,
-                                       caf::actor reconfigurer) {
+                                       caf::actor reconfigurer, gate_credentials creds,
+                                       std::shared_ptr<const rt::request_checker> checker) {
   auto quick = caf::duration{std::chrono::seconds(10)};
   auto slow = caf::duration{std::chrono::minutes(10)};
+  auto is_client = [=] { return sender_may(self, *creds.peers, role_client, "endpoint"); };
+  // Admin calls carry the admin token themselves, so a forged source node id alone gets nowhere.
+  auto is_admin = [=](const std::string& credential) {
+    return sender_may(self, *creds.peers, role_admin, "endpoint") && rt::tokens_equal(credential, creds.admin);
+  };
   return {
-      [=](rt::submit_atom, rt::submit_spec& spec) {
+      [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<rt::answer> {
+        if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
+        if (auto refused = refusal(*checker, spec)) {
+          auto rp = self->make_response_promise<rt::answer>();
+          rp.deliver(std::move(*refused));
+          return rp;
+        }
         // Every accepted request ends with an answer or an explicit error from its
         // request actor, so no timeout is needed here.
         return forward<rt::answer>(self, supervisor, caf::infinite, rt::submit_atom::value, std::move(spec));
       },
       [=](rt::cancel_atom, uint64_t tag) {
+        if (!is_client()) return;
         // The sender's identity scopes the tag: a client can only withdraw its own work.
         auto client = caf::actor_cast<caf::actor>(self->current_sender());
-        if (client) caf::anon_send(supervisor, rt::cancel_atom::value, client, tag);
+        // Sent as the endpoint: the supervisor serves only senders of this process.
+        if (client) caf::send_as(caf::actor_cast<caf::actor>(self), supervisor, rt::cancel_atom::value, client, tag);
       },
-      [=](rt::status_atom) { return forward<std::string>(self, core, quick, rt::status_atom::value); },
-      [=](rt::actors_atom) {
+      [=](rt::status_atom) -> caf::result<std::string> {
+        if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
+        return forward<std::string>(self, core, quick, rt::status_atom::value);
+      },
+      [=](rt::actors_atom) -> caf::result<std::vector<rt::actor_info>> {
+        if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
         return forward<std::vector<rt::actor_info>>(self, core, quick, rt::actors_atom::value);
       },
-      [=](rt::regroup_atom, rt::regroup_spec& spec) {
+      [=](rt::regroup_atom, rt::regroup_spec& spec, const std::string& credential) -> caf::result<std::string> {
+        if (!is_admin(credential)) return refused("permission denied: regrouping needs the admin token");
         return forward<std::string>(self, reconfigurer, slow, rt::regroup_atom::value, std::move(spec));
       },
-      [=](rt::await_atom) { return forward<std::string>(self, core, slow, rt::await_atom::value); },
-      [=](rt::shutdown_atom) {
+      [=](rt::await_atom) -> caf::result<std::string> {
+        if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
+        return forward<std::string>(self, core, slow, rt::await_atom::value);
+      },
+      [=](rt::shutdown_atom, const std::string& credential) -> caf::result<std::string> {
+        if (!is_admin(credential)) return refused("permission denied: shutting down needs the admin token");
         auto rp = self->make_response_promise<std::string>();
         self->request(core, quick, rt::shutdown_atom::value)
             .then(
                 [=](std::string& text) mutable {
                   rp.deliver(std::move(text));
-                  caf::anon_send(core, rt::shutdown_atom::value, caf::ok_atom::value);
+                  // A request rather than anon_send: the core takes this only from a local sender.
+                  self->request(core, quick, rt::shutdown_atom::value, caf::ok_atom::value)
+                      .then([] {}, [](caf::error&) {});
                 },
                 [=](caf::error& e) mutable { rp.deliver(std::move(e)); });
         return rp;
@@ -107,28 +168,28 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
 
 }  // namespace
 
-rt::head_actor spawn_endpoint(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
-                              caf::actor reconfigurer) {
-  return sys.spawn(endpoint, std::move(core), std::move(supervisor), std::move(reconfigurer));
-}
-
-rt::gate_actor spawn_gate(caf::actor_system& sys, std::string cluster, std::string token, caf::actor core,
-                          rt::head_actor endpoint_handle) {
-  return sys.spawn(gate, std::move(cluster), std::move(token), std::move(core), std::move(endpoint_handle));
-}
-
 head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, std::function<void()> on_shutdown) {
   head_actors h;
-  h.core = spawn_head_core(sys, cfg, std::move(on_shutdown));
-  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine);
+  h.peers = std::make_shared<peer_registry>();
+  h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown));
+  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers);
   h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor);
-  caf::anon_send(h.core, rt::register_atom::value, h.supervisor);
-  auto pid = static_cast<int32_t>(::getpid());
-  caf::anon_send(h.core, rt::register_atom::value,
-                 rt::actor_info{0, "supervisor", "supervisor", "head", pid, "ALIVE", 0, "{}"});
-
-  h.endpoint = spawn_endpoint(sys, h.core, h.supervisor, h.reconfigurer);
-  h.gate = spawn_gate(sys, cfg.name, cfg.token, h.core, h.endpoint);
+  {
+    // The core takes these only from actors of its own process.
+    caf::scoped_actor local{sys};
+    local->send(h.core, rt::register_atom::value, h.supervisor);
+    auto pid = static_cast<int32_t>(::getpid());
+    local->send(h.core, rt::register_atom::value,
+                rt::actor_info{0, "supervisor", "supervisor", "head", pid, "ALIVE", 0, "{}"});
+  }
+  std::string model_problem;
+  auto checker = make_request_checker(cfg, &model_problem);
+  if (!model_problem.empty())
+    rt::log_line("head", "cannot read the model here (" + model_problem +
+                             "); submits are checked for size and numbers only, the nodes check the rest");
+  gate_credentials creds{cfg.token, cfg.submit_token, cfg.node_token, h.peers};
+  h.endpoint = sys.spawn(endpoint, h.core, h.supervisor, h.reconfigurer, creds, std::move(checker));
+  h.gate = sys.spawn(gate, cfg.name, creds, h.core, h.endpoint);
   return h;
 }
 

@@ -1,6 +1,7 @@
 // The head core: membership (join, heartbeats, DEAD detection), the actor directory,
 // and cluster status. The step loop never passes through here.
 #include "actors/directory.hpp"
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 
@@ -41,6 +42,7 @@ struct head_state {
   caf::actor supervisor;
   std::vector<caf::response_promise> awaiting;  // `await`: all nodes ready
   std::function<void()> on_shutdown;
+  peer_registry_ptr peers;
   bool stopping = false;
   static inline const char* name = "dls.head";
 };
@@ -95,31 +97,47 @@ std::string status_json(const head_state& st) {
     j["nodes"].push_back(node);
   }
   j["groups"] = json::array();
-  int in_flight = 0, finished = 0, failed = 0;
   for (const auto& row : st.dir.list()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
       auto d = json::parse(row.details, nullptr, false);
       json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
       if (d.is_object()) g.update(d);
       j["groups"].push_back(g);
-    } else if (row.kind == "request") {
-      auto d = json::parse(row.details, nullptr, false);
-      auto status = d.is_object() ? d.value("status", "") : "";
-      if (status == "FINISHED")
-        ++finished;
-      else if (status == "FAILED")
-        ++failed;
-      else
-        ++in_flight;
     }
   }
-  j["requests"] = {{"in_flight", in_flight}, {"finished", finished}, {"failed", failed}};
+  // Counted over the head's life: finished rows leave the directory after the retention.
+  auto counts = st.dir.requests();
+  j["requests"] = {{"in_flight", counts.in_flight},
+                   {"finished", counts.finished},
+                   {"failed", counts.failed},
+                   {"retained", counts.retained}};
   return j.dump();
 }
 
-caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<void()> on_shutdown) {
+caf::error refused() { return caf::make_error(caf::sec::runtime_error, std::string("not authenticated")); }
+
+// The core is internal: its clients are the head's own actors, plus each node's agent for
+// heartbeats and group registration (checked against the agent that joined under that name).
+bool from_head(head_ptr self) {
+  if (sender_is_local(self)) return true;
+  sender_may(self, *self->state.peers, role_none, "head");  // logs the refusal
+  return false;
+}
+
+bool from_agent_of(head_ptr self, const node_entry& n) {
+  if (sender_is_local(self)) return true;
+  if (n.agent && sender_may(self, *self->state.peers, role_node, "head") &&
+      n.agent == caf::actor_cast<caf::actor>(self->current_sender()))
+    return true;
+  return false;
+}
+
+caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr peers,
+                        std::function<void()> on_shutdown) {
   auto& st = self->state;
+  st.peers = std::move(peers);
   st.cfg = std::move(cfg);
+  st.dir = directory(st.cfg.retention);
   st.on_shutdown = std::move(on_shutdown);
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
@@ -133,7 +151,8 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
   });
   self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_interval_ms / 2), rt::check_atom::value);
   return {
-      [=](rt::node_join_atom, rt::node_hello& hello) -> rt::join_reply {
+      [=](rt::node_join_atom, rt::node_hello& hello) -> caf::result<rt::join_reply> {
+        if (!from_head(self)) return refused();
         auto& st = self->state;
         rt::join_reply r;
         auto* spec = st.cfg.find_node(hello.node);
@@ -187,7 +206,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
           std::vector<rt::actor_info>& workers) -> caf::message {
         auto& st = self->state;
         auto it = st.nodes.find(node);
-        if (it == st.nodes.end() || it->second.state != "ALIVE")
+        if (it == st.nodes.end() || it->second.state != "ALIVE" || !from_agent_of(self, it->second))
           return caf::make_message(std::vector<rt::group_info>{});
         for (auto& row_copy : st.dir.list())
           if (row_copy.kind == "tp_group" && row_copy.node == node && row_copy.state == "ALIVE")
@@ -204,23 +223,26 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
         answer_waiters(st);
         return caf::make_message(groups);
       },
-      [=](rt::register_atom, rt::actor_info& row) -> uint64_t {
+      [=](rt::register_atom, rt::actor_info& row) -> caf::result<uint64_t> {
+        if (!from_head(self)) return refused();
         if (row.pid == 0) row.pid = static_cast<int32_t>(::getpid());
         return self->state.dir.add(std::move(row));
       },
       [=](rt::detail_atom, uint64_t id, const std::string& state, const std::string& details) {
+        if (!from_head(self)) return;
         self->state.dir.update(id, state, details);
       },
       [=](rt::beat_atom, const std::string& node) {
         auto it = self->state.nodes.find(node);
         if (it == self->state.nodes.end()) return;
         auto& n = it->second;
-        if (n.state == "ALIVE" && n.agent && n.agent == caf::actor_cast<caf::actor>(self->current_sender()))
-          n.last_beat = clock_type::now();
+        if (n.state == "ALIVE" && n.agent && from_agent_of(self, n)) n.last_beat = clock_type::now();
       },
       [=](rt::check_atom) {
+        if (!from_head(self)) return;
         auto& st = self->state;
         auto now = clock_type::now();
+        st.dir.expire(now);
         for (auto& [name, n] : st.nodes) {
           auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
           if (n.state == "ALIVE" && age > st.cfg.dead_after_ms)
@@ -231,6 +253,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
       },
       // The reconfigurer asks which agent runs `node` and whether `groups` fit it.
       [=](rt::check_atom, const rt::regroup_spec& spec) -> caf::message {
+        if (!from_head(self)) return caf::make_message(std::string("not authenticated"), caf::actor{});
         auto& st = self->state;
         auto* node_cfg = st.cfg.find_node(spec.node);
         if (!node_cfg) return caf::make_message(std::string("unknown node '" + spec.node + "'"), caf::actor{});
@@ -249,16 +272,26 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
                                    caf::actor{});
         return caf::make_message(std::string{}, n.agent);
       },
-      [=](rt::status_atom) -> std::string { return status_json(self->state); },
-      [=](rt::actors_atom) -> std::vector<rt::actor_info> { return self->state.dir.list(); },
-      [=](rt::await_atom) {
+      [=](rt::status_atom) -> caf::result<std::string> {
+        if (!from_head(self)) return refused();
+        return status_json(self->state);
+      },
+      [=](rt::actors_atom) -> caf::result<std::vector<rt::actor_info>> {
+        if (!from_head(self)) return refused();
+        return self->state.dir.list();
+      },
+      [=](rt::await_atom) -> caf::result<caf::message> {
+        if (!from_head(self)) return refused();
         auto rp = self->make_response_promise();
         self->state.awaiting.push_back(rp);
         answer_waiters(self->state);
         return rp;
       },
-      [=](rt::register_atom, caf::actor supervisor) { self->state.supervisor = std::move(supervisor); },
-      [=](rt::shutdown_atom) -> std::string {
+      [=](rt::register_atom, caf::actor supervisor) {
+        if (from_head(self)) self->state.supervisor = std::move(supervisor);
+      },
+      [=](rt::shutdown_atom) -> caf::result<std::string> {
+        if (!from_head(self)) return refused();
         auto& st = self->state;
         st.stopping = true;
         int told = 0;
@@ -272,17 +305,19 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, std::function<voi
         return json{{"ok", true}, {"nodes", told}}.dump();
       },
       // Sent by the endpoint once the client has its answer: now the process may end.
-      [=](rt::shutdown_atom, caf::ok_atom) {
+      [=](rt::shutdown_atom, caf::ok_atom) -> caf::result<void> {
+        if (!from_head(self)) return refused();
         if (self->state.on_shutdown) self->state.on_shutdown();
+        return caf::unit;
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_head_core(caf::actor_system& sys, const rt::cluster_config& cfg,
+caf::actor spawn_head_core(caf::actor_system& sys, const rt::cluster_config& cfg, peer_registry_ptr peers,
                            std::function<void()> on_shutdown) {
-  return sys.spawn(head_core, cfg, std::move(on_shutdown));
+  return sys.spawn(head_core, cfg, std::move(peers), std::move(on_shutdown));
 }
 
 }  // namespace dls::actors

@@ -2,6 +2,7 @@
 // The two kinds of cluster process. `dilaserve start` calls these; so can an embedding
 // program that wants to host a head or a node inside its own binary.
 #include "runtime/cluster_config.hpp"
+#include "runtime/transport.hpp"
 
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@ namespace dls::actors {
 
 struct head_options {
   int ready_fd = -1;  // receives "port N" once the gate is published
+  runtime::transport_security security;  // the head presents the `head` certificate
 };
 
 /// Runs a head until a client asks it to shut down or it gets SIGINT/SIGTERM.
@@ -23,6 +25,7 @@ struct node_options {
   std::string node;
   std::vector<std::string> caf_args;
   int ready_fd = -1;  // receives "joined CLUSTER" once registered
+  runtime::transport_security security;  // the node presents the `node` certificate
 };
 
 /// Joins the head at host:port as `node` and serves until told to stop, the head is

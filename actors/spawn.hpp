@@ -1,8 +1,10 @@
 #pragma once
 // Factories for the actors of a DiLaServe process. Each actor lives in its own file;
 // these are the only entry points other files use.
+#include "actors/peer_roles.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/messages.hpp"
+#include "runtime/request_limits.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -15,7 +17,7 @@ namespace dls::actors {
 
 /// The head's membership + directory actor. `on_shutdown` runs once a client asked
 /// the cluster to stop and every node was told.
-caf::actor spawn_head_core(caf::actor_system& sys, const runtime::cluster_config& cfg,
+caf::actor spawn_head_core(caf::actor_system& sys, const runtime::cluster_config& cfg, peer_registry_ptr peers,
                            std::function<void()> on_shutdown);
 
 /// Spawns the supervisor and the reconfigurer next to `core` and tells it about them.
@@ -25,20 +27,18 @@ struct head_actors {
   caf::actor reconfigurer;
   runtime::head_actor endpoint;  // the authenticated client endpoint
   runtime::gate_actor gate;      // the only published actor
+  peer_registry_ptr peers;       // which remote nodes showed which credential
 };
 head_actors spawn_head(caf::actor_system& sys, const runtime::cluster_config& cfg,
                        std::function<void()> on_shutdown);
 
-caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults);
+/// `peers` nullptr: a supervisor that takes messages from actors of its own process only.
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults,
+                            peer_registry_ptr peers = nullptr);
 caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor);
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
                          runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor);
-
-runtime::head_actor spawn_endpoint(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
-                                   caf::actor reconfigurer);
-runtime::gate_actor spawn_gate(caf::actor_system& sys, std::string cluster, std::string token,
-                               caf::actor core, runtime::head_actor endpoint);
 
 }  // namespace dls::actors

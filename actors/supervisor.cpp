@@ -1,6 +1,7 @@
 // The supervisor: admission and placement of requests on the TP group with the least
 // queued work, and re-placement when a node dies. It is never on the per-step path:
 // groups report load only when their queue changes.
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 
@@ -43,6 +44,7 @@ struct supervisor_state {
   std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> by_client;
   std::map<uint64_t, std::pair<caf::actor_addr, uint64_t>> client_of;
   uint64_t next_id = 1;
+  peer_registry_ptr peers;  // nullptr: only actors of this process are served
   static inline const char* name = "dls.supervisor";
 };
 
@@ -106,7 +108,20 @@ void place(sup_ptr self, rt::work_item item) {
             });
 }
 
-caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults) {
+// Everything but load reports comes from the head's own actors (endpoint, request actors,
+// core, reconfigurer); load reports come from TP groups on authenticated nodes.
+bool local(sup_ptr self) {
+  if (sender_is_local(self)) return true;
+  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "supervisor");  // logs it
+  return false;
+}
+
+bool from_node(sup_ptr self) {
+  return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
+}
+
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers) {
+  self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
   self->set_exit_handler([=](caf::exit_msg& m) {
@@ -118,7 +133,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
     self->quit(m.reason);
   });
   return {
-      [=](rt::submit_atom, rt::submit_spec& spec) {
+      [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto id = self->state.next_id++;
         if (spec.client) {
           std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
@@ -132,14 +148,17 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         return self->delegate(req, rt::await_atom::value);
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
+        if (!local(self)) return;
         self->state.requests[item.request_id].actor = item.request;
         place(self, std::move(item));
       },
       [=](rt::placed_atom, uint64_t id, const std::string& group) {
+        if (!local(self)) return;
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) it->second.group = group;
       },
       [=](rt::finished_atom, uint64_t id) {
+        if (!local(self)) return;
         auto& st = self->state;
         st.requests.erase(id);
         if (auto it = st.client_of.find(id); it != st.client_of.end()) {
@@ -147,7 +166,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           st.client_of.erase(it);
         }
       },
+      // From the endpoint, on behalf of `client` (the endpoint checked who sent it).
       [=](rt::cancel_atom, const caf::actor& client, uint64_t tag) {
+        if (!local(self)) return;
         auto& st = self->state;
         auto it = st.by_client.find({client.address(), tag});
         if (it == st.by_client.end()) return;  // already finished
@@ -165,6 +186,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         }
       },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
+        if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
         it->second.work = work;
@@ -175,6 +197,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
+        if (!local(self)) return;
         auto& st = self->state;
         for (auto it = st.groups.begin(); it != st.groups.end();)
           it = it->second.info.node == node ? st.groups.erase(it) : std::next(it);
@@ -186,18 +209,21 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
       },
-      [=](rt::drain_atom, const std::string& node) -> bool {
+      [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = true;
         return true;
       },
       // A regroup that failed half-way: place on the node's current groups again.
       [=](rt::drain_atom, const std::string& node, bool draining) {
+        if (!local(self)) return;
         for (auto& [name, g] : self->state.groups)
           if (g.info.node == node) g.draining = draining;
         flush_pending(self);
       },
       [=](rt::check_atom, uint64_t id, uint32_t epoch) {
+        if (!local(self)) return;
         auto& pending = self->state.pending;
         auto it = std::find_if(pending.begin(), pending.end(),
                                [&](const rt::work_item& w) { return w.request_id == id && w.epoch == epoch; });
@@ -207,6 +233,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         pending.erase(it);
       },
       [=](rt::node_dead_atom, const std::string& node) {
+        if (!local(self)) return;
         auto& st = self->state;
         std::set<std::string> lost;
         for (auto it = st.groups.begin(); it != st.groups.end();) {
@@ -234,8 +261,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 
 }  // namespace
 
-caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults) {
-  return sys.spawn(supervisor, std::move(core), defaults);
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
+                            peer_registry_ptr peers) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers));
 }
 
 }  // namespace dls::actors

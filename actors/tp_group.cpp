@@ -247,7 +247,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           if (item.canvas.empty()) {
             auto prompt = st.setup.tokenizer->encode(item.prompt);
             auto p = params_for(st.setup.defaults, item);
-            if (static_cast<int>(prompt.size()) + p.gen_length > cfg.max_seq)
+            if (static_cast<int64_t>(prompt.size()) + int64_t{p.gen_length} > int64_t{cfg.max_seq})
               throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) plus gen_length " +
                                           std::to_string(p.gen_length) + " exceeds the model's " +
                                           std::to_string(cfg.max_seq));

@@ -67,29 +67,35 @@ caf::behavior client(caf::stateful_actor<client_state>* self, rt::head_actor hea
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string address, token_file, as_node;
+  std::string address, token_file, as_node, tls_dir;
+  bool insecure = false;
   std::vector<std::string> prompts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if ((a == "--address" || a == "--token-file" || a == "--as-node") && i + 1 < argc) {
-      (a == "--address" ? address : a == "--token-file" ? token_file : as_node) = argv[++i];
+    if ((a == "--address" || a == "--token-file" || a == "--as-node" || a == "--tls-dir") && i + 1 < argc) {
+      (a == "--address" ? address : a == "--token-file" ? token_file : a == "--tls-dir" ? tls_dir : as_node) = argv[++i];
+    } else if (a == "--insecure") {
+      insecure = true;
     } else {
       prompts.push_back(a);
     }
   }
   if (address.empty() || token_file.empty() || prompts.empty()) {
-    std::cerr << "usage: embed_client --address HOST:PORT --token-file F [--as-node NAME] PROMPT...\n";
+    std::cerr << "usage: embed_client --address HOST:PORT --token-file F (--tls-dir DIR | --insecure) [--as-node NAME] "
+                 "PROMPT...\n";
     return 2;
   }
   try {
-    auto where = rt::find_cluster("", address, token_file);
+    auto where = rt::find_cluster("", address, token_file, tls_dir, insecure);
+    // A process that hosts a node presents the node certificate; a plain client the client one.
+    if (!as_node.empty() && where.security.tls) where.security.role = "node";
     caf::actor_system_config cfg;
-    rt::configure_caf(cfg, {});  // registers DiLaServe's message types
+    rt::configure_networked_caf(cfg, {}, where.security);  // DiLaServe's message types + TLS
     caf::actor_system sys{cfg};
     caf::actor agent;
     if (!as_node.empty()) {
       // Host a node of the cluster in this process: same agent as `dilaserve start`.
-      auto gate = sys.middleman().remote_actor<rt::gate_actor>(where.host, static_cast<uint16_t>(where.port));
+      auto gate = rt::connect_gate(sys, where.host, static_cast<uint16_t>(where.port), where.security);
       if (!gate) throw std::runtime_error("cannot reach the head: " + sys.render(gate.error()));
       std::promise<void> ready;
       dls::actors::node_hooks hooks;

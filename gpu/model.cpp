@@ -1,5 +1,6 @@
 #include "gpu/model.hpp"
 
+#include "gpu/finite_scan.hpp"
 #include "gpu/safetensors.hpp"
 
 #include <dirent.h>
@@ -114,6 +115,10 @@ std::shared_ptr<const model> load_model(const std::string& dir) {
       v.to_f32(buf.data());
       ptrs.push_back(m->own(std::move(buf)));
     }
+    if (auto bad = first_non_finite(ptrs.back(), static_cast<std::size_t>(v.numel())); bad >= 0)
+      throw load_error(it->second.second + ": tensor '" + name + "' holds " +
+                       (std::isnan(ptrs.back()[bad]) ? "NaN" : "Inf") + " at element " + std::to_string(bad) +
+                       " of " + std::to_string(v.numel()) + "; the checkpoint is corrupt");
   }
   bind(*m, ptrs);
   return m;

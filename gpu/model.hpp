@@ -48,7 +48,7 @@ class model {
 };
 
 /// Loads `dir`/config.json and every `dir`/*.safetensors. Throws load_error with one line
-/// naming the file and the tensor (missing, wrong shape, duplicate) or byte offset.
+/// naming the file and the tensor (missing, wrong shape, duplicate, NaN or Inf values) or byte offset.
 std::shared_ptr<const model> load_model(const std::string& dir);
 
 /// A model of the given shape with deterministic random weights (benchmarks, TP tests).

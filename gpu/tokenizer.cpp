@@ -1,5 +1,6 @@
 #include "gpu/tokenizer.hpp"
 
+#include "gpu/hf_tokenizer.hpp"
 #include "gpu/safetensors.hpp"
 
 #include <fstream>
@@ -35,16 +36,55 @@ std::string char_tokenizer::decode(const std::vector<int32_t>& ids) const {
   return s;
 }
 
-std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir) {
-  const std::string path = dir + "/tokenizer.json";
+std::string char_tokenizer::token_bytes(int32_t id) const {
+  if (id == mask_ || id < 0 || id >= static_cast<int32_t>(vocab_.size()) || vocab_[id].size() != 1) return "?";
+  return vocab_[id];
+}
+
+std::string incremental_decoder::push(const std::vector<int32_t>& ids) {
+  std::string bytes;
+  for (auto id : ids) {
+    if (ended_) break;
+    if (tok_.is_eos(id)) {
+      ended_ = true;
+      break;
+    }
+    bytes += tok_.token_bytes(id);
+  }
+  return bytes_.push(bytes);
+}
+
+std::string incremental_decoder::finish() {
+  ended_ = true;
+  return bytes_.finish();
+}
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw load_error(path + ": cannot open");
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const std::exception& e) {
     throw load_error(path + ": not valid JSON (" + e.what() + ")");
   }
+}
+
+// tokenizer_config.json spells a token as a string or as {"content": "..."}.
+std::string config_token(const nlohmann::json& cfg, const char* key) {
+  if (!cfg.contains(key)) return {};
+  const auto& v = cfg[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+  return {};
+}
+
+}  // namespace
+
+std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir) {
+  const std::string path = dir + "/tokenizer.json";
+  const nlohmann::json j = read_json(path);
   if (j.contains("type") && j["type"] == "char") {
     if (!j.contains("vocab") || !j["vocab"].is_array()) throw load_error(path + ": char tokenizer lacks a vocab array");
     std::vector<std::string> vocab;
@@ -60,9 +100,16 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir) {
     };
     return std::make_unique<char_tokenizer>(std::move(vocab), id("eos_id"), id("mask_id"), id("unk_id"));
   }
-  if (j.contains("model") && j["model"].is_object())
-    throw load_error(path + ": HF '" + j["model"].value("type", std::string("?")) +
-                     "' tokenizers are not implemented yet; the engine accepts token ids directly");
+  if (j.contains("model") && j["model"].is_object()) {
+    const std::string cfg_path = dir + "/tokenizer_config.json";
+    std::string eos;
+    if (std::ifstream(cfg_path)) eos = config_token(read_json(cfg_path), "eos_token");
+    try {
+      return std::make_unique<hf_tokenizer>(j, eos, path);
+    } catch (const nlohmann::json::exception& e) {
+      throw load_error(path + ": unexpected structure (" + e.what() + ")");
+    }
+  }
   throw load_error(path + ": unknown tokenizer type");
 }
 

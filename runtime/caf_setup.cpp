@@ -3,6 +3,7 @@
 #include "runtime/messages.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/sec.hpp>
 
 #include <sstream>
@@ -10,8 +11,9 @@
 
 namespace dls::runtime {
 
-void configure_caf(caf::actor_system_config& cfg, const std::vector<std::string>& args) {
+void configure_caf(caf::actor_system_config& cfg, const std::vector<std::string>& args, bool with_openssl) {
   cfg.load<caf::io::middleman>();
+  if (with_openssl) cfg.load<caf::openssl::manager>();
   add_message_types(cfg);
   std::vector<std::string> all{"--scheduler.policy=sharing", "--scheduler.max-threads=2",
                                "--middleman.heartbeat-interval=200ms"};

@@ -16,6 +16,9 @@ namespace dls::runtime {
 /// Defaults: the `sharing` scheduler with 2 threads (spinning `stealing` workers made
 /// loopback round trips 3-5x slower on 2 cores), and BASP heartbeats every 200 ms so a
 /// hung peer's connection times out within about a second.
-void configure_caf(caf::actor_system_config& cfg, const std::vector<std::string>& args);
+/// A system that only talks to actors in its own process may use this alone; every process
+/// that publishes or connects goes through configure_networked_caf (runtime/transport.hpp),
+/// which adds the openssl module (`with_openssl`) and the certificate settings.
+void configure_caf(caf::actor_system_config& cfg, const std::vector<std::string>& args, bool with_openssl = false);
 
 }  // namespace dls::runtime

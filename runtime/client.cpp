@@ -6,38 +6,78 @@
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <stdexcept>
+
+namespace fs = std::filesystem;
 
 namespace dls::runtime {
 
-cluster_address find_cluster(const std::string& state_dir_flag, const std::string& address,
-                             const std::string& token_file) {
+namespace {
+
+// The CLI presents the admin certificate where the directory holds it, else the client one
+// (a machine given only client.pem and a submit token).
+transport_security cli_security(const std::string& dir) {
+  auto role = fs::exists(fs::path(dir) / "admin.pem") ? "admin" : "client";
+  return {true, dir, role};
+}
+
+}  // namespace
+
+cluster_address address_of(const cluster_state& st) {
   cluster_address out;
-  if (!address.empty()) {
-    auto [host, port] = split_address(address);
-    out.host = host;
-    out.port = port;
-    if (!token_file.empty()) {
-      out.token = read_token(token_file);
-    } else {
-      // An address alone still works when the state directory holds the token.
-      auto st = load_state(resolve_state_dir(state_dir_flag));
-      out.token = read_token(st.token_file);
-    }
-    return out;
-  }
-  auto st = load_state(resolve_state_dir(state_dir_flag));
   out.host = st.head_host;
   out.port = st.head_port;
-  out.token = read_token(token_file.empty() ? st.token_file : token_file);
+  out.token = read_token(st.token_file);
+  out.security = st.insecure ? transport_security::insecure() : cli_security(st.tls_dir);
+  return out;
+}
+
+cluster_address find_cluster(const std::string& state_dir_flag, const std::string& address,
+                             const std::string& token_file, const std::string& tls_dir, bool insecure) {
+  if (address.empty()) {
+    auto out = address_of(load_state(resolve_state_dir(state_dir_flag)));
+    if (!token_file.empty()) out.token = read_token(token_file);
+    if (!tls_dir.empty()) out.security = cli_security(tls_dir);
+    if (insecure) out.security = transport_security::insecure();
+    return out;
+  }
+  cluster_address out;
+  auto [host, port] = split_address(address);
+  out.host = host;
+  out.port = port;
+  // An address alone still works when the state directory holds the token and certificates.
+  std::optional<cluster_state> st;
+  auto state = [&]() -> const cluster_state& {
+    if (!st) st = load_state(resolve_state_dir(state_dir_flag));
+    return *st;
+  };
+  out.token = read_token(token_file.empty() ? state().token_file : token_file);
+  if (insecure)
+    out.security = transport_security::insecure();
+  else if (!tls_dir.empty())
+    out.security = cli_security(tls_dir);
+  else if (!token_file.empty() && !fs::exists(state_file(resolve_state_dir(state_dir_flag))))
+    throw std::runtime_error("--address " + address +
+                             " needs --tls-dir DIR (the cluster's certificates, made by `dilaserve certs`), or "
+                             "--insecure for a cluster whose file says auth.insecure: true");
+  else
+    out.security = state().insecure ? transport_security::insecure() : cli_security(state().tls_dir);
   return out;
 }
 
 head_actor connect_head(caf::actor_system& sys, const cluster_address& where) {
   auto where_str = where.host + ":" + std::to_string(where.port);
-  auto gate = sys.middleman().remote_actor<gate_actor>(where.host, static_cast<uint16_t>(where.port));
-  if (!gate)
-    throw std::runtime_error("cannot reach the head at " + where_str + " (" + sys.render(gate.error()) + ")");
+  auto gate = connect_gate(sys, where.host, static_cast<uint16_t>(where.port), where.security);
+  if (!gate) {
+    auto why = sys.render(gate.error());
+    if (why.find("disconnect_during_handshake") != std::string::npos)
+      why += where.security.tls ? "; TLS handshake refused: is this the cluster's CA (" + where.security.dir +
+                                      ")? A head started with auth.insecure: true needs --insecure"
+                                : "; the head may require TLS: drop --insecure and give --tls-dir";
+    throw std::runtime_error("cannot reach the head at " + where_str + " (" + why + ")");
+  }
   caf::scoped_actor self{sys};
   head_actor head;
   std::string failure;
@@ -64,7 +104,7 @@ namespace dls::runtime {
 
 cluster_session::cluster_session(const cluster_address& where) : where_(where) {
   cfg_ = std::make_unique<caf::actor_system_config>();
-  configure_caf(*cfg_, {"--scheduler.max-threads=1"});
+  configure_networked_caf(*cfg_, {"--scheduler.max-threads=1"}, where_.security);
   sys_ = std::make_unique<caf::actor_system>(*cfg_);
   head_ = connect_head(*sys_, where_);
 }

@@ -2,6 +2,8 @@
 // How a CLI command or an embedding program reaches a running cluster: connect to the
 // head's gate, present the token, and get the head endpoint back.
 #include "runtime/messages.hpp"
+#include "runtime/state_dir.hpp"
+#include "runtime/transport.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -14,13 +16,19 @@ struct cluster_address {
   std::string host;
   int port = 0;
   std::string token;
+  transport_security security;  // TLS by default; the CLI presents the `admin` certificate
 };
 
-/// Finds the cluster: `address` ("HOST:PORT") with `token_file` if given, else the
-/// state directory (see resolve_state_dir). Throws std::runtime_error with a one-line
+/// The head recorded in a state directory, with its token and transport.
+cluster_address address_of(const cluster_state& st);
+
+/// Finds the cluster: `address` ("HOST:PORT") with `token_file` and `tls_dir` if given, else
+/// the state directory (see resolve_state_dir). `insecure` connects over plain TCP (for a
+/// cluster whose file says `auth.insecure: true`). Throws std::runtime_error with a one-line
 /// message when neither works.
 cluster_address find_cluster(const std::string& state_dir_flag, const std::string& address,
-                             const std::string& token_file);
+                             const std::string& token_file, const std::string& tls_dir = "",
+                             bool insecure = false);
 
 /// Connects and authenticates. Throws std::runtime_error: "cannot reach the head at
 /// H:P (...)" or "the head at H:P refused this client: invalid cluster token".
@@ -39,6 +47,8 @@ class cluster_session {
   caf::actor_system& system() { return *sys_; }
   const head_actor& head() const { return head_; }
   const cluster_address& address() const { return where_; }
+  /// The token this session authenticated with: admin calls (regroup, shutdown) carry it.
+  const std::string& credential() const { return where_.token; }
 
  private:
   cluster_address where_;

@@ -223,6 +223,30 @@ engine_defaults parse_engine(const checker& c, const YAML::Node& n) {
   return e;
 }
 
+request_limits parse_limits(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"max_prompt_bytes", "max_prompt_tokens", "max_gen_length"}, "limits");
+  request_limits l;
+  // A BASP message carries its length in 32 bits; 1 GiB keeps any prompt far below that.
+  constexpr long long max_bytes = 1LL << 30;
+  constexpr long long max_tokens = 1LL << 24;  // far beyond any model's context
+  if (n["max_prompt_bytes"]) l.max_prompt_bytes = c.integer(n["max_prompt_bytes"], "limits.max_prompt_bytes", 1, max_bytes);
+  if (n["max_prompt_tokens"])
+    l.max_prompt_tokens = c.integer(n["max_prompt_tokens"], "limits.max_prompt_tokens", 1, max_tokens);
+  if (n["max_gen_length"]) l.max_gen_length = c.integer(n["max_gen_length"], "limits.max_gen_length", 1, max_tokens);
+  return l;
+}
+
+directory_retention parse_retention(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"finished_requests", "finished_age_s"}, "retention");
+  directory_retention r;
+  constexpr long long max_rows = 10'000'000;   // ~25 GB of rows: anything above is a typo
+  constexpr long long max_age_s = 366LL * 24 * 3600;
+  if (n["finished_requests"])
+    r.finished_requests = c.integer(n["finished_requests"], "retention.finished_requests", 0, max_rows);
+  if (n["finished_age_s"]) r.finished_age_s = c.integer(n["finished_age_s"], "retention.finished_age_s", 0, max_age_s);
+  return r;
+}
+
 std::string read_token_file(const checker& c, const YAML::Node& at, const std::string& path) {
   std::ifstream in(path);
   if (!in) c.fail(at, "cannot read token file '" + path + "'");
@@ -296,24 +320,46 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
     c.fail(e.mark, e.msg);
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
-  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "launch", "caf",
-                      "http"},
+  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention", "launch",
+                      "caf", "http"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
   cfg.name = c.str(c.require(root, "name", "the top level"), "name");
 
   auto auth = c.require(root, "auth", "the top level");
-  c.check_keys(auth, {"token", "token_file"}, "auth");
-  if (auth["token"] && auth["token_file"]) c.fail(auth, "auth: give either 'token' or 'token_file', not both");
-  if (auth["token"]) {
-    cfg.token = c.str(auth["token"], "auth.token");
-    if (cfg.token.size() < 8) c.fail(auth["token"], "auth.token must have at least 8 characters");
-  } else if (auth["token_file"]) {
-    cfg.token_file = resolve(c.str(auth["token_file"], "auth.token_file"), base_dir);
-    cfg.token = read_token_file(c, auth["token_file"], cfg.token_file);
-  } else {
-    c.fail(auth, "auth needs 'token' or 'token_file'");
+  c.check_keys(auth, {"token", "token_file", "submit_token", "submit_token_file", "node_token", "node_token_file",
+                      "tls_dir", "insecure"},
+               "auth");
+  // One credential per role; only the admin token is required (it may also join nodes and
+  // submit), the others let an operator hand out less.
+  auto credential = [&](const std::string& key, std::string& token, std::string* file, bool required) {
+    auto key_file = key + "_file";
+    if (auth[key] && auth[key_file]) c.fail(auth, "auth: give either '" + key + "' or '" + key_file + "', not both");
+    if (auth[key]) {
+      token = c.str(auth[key], "auth." + key);
+      if (token.size() < 8) c.fail(auth[key], "auth." + key + " must have at least 8 characters");
+    } else if (auth[key_file]) {
+      auto path = resolve(c.str(auth[key_file], "auth." + key_file), base_dir);
+      if (file) *file = path;
+      token = read_token_file(c, auth[key_file], path);
+      if (token.size() < 8) c.fail(auth[key_file], "the token in '" + path + "' must have at least 8 characters");
+    } else if (required) {
+      c.fail(auth, "auth needs '" + key + "' or '" + key_file + "'");
+    }
+  };
+  credential("token", cfg.token, &cfg.token_file, true);
+  credential("submit_token", cfg.submit_token, nullptr, false);
+  credential("node_token", cfg.node_token, nullptr, false);
+  if ((!cfg.submit_token.empty() && cfg.submit_token == cfg.token) ||
+      (!cfg.node_token.empty() && cfg.node_token == cfg.token) ||
+      (!cfg.node_token.empty() && cfg.node_token == cfg.submit_token))
+    c.fail(auth, "auth: the admin, submit and node tokens must differ, or the roles mean nothing");
+  if (auth["tls_dir"]) cfg.tls_dir = resolve(c.str(auth["tls_dir"], "auth.tls_dir"), base_dir);
+  if (auth["insecure"]) {
+    auto v = c.one_of(auth["insecure"], "auth.insecure", {"true", "false"});
+    cfg.insecure = v == "true";
+    if (cfg.insecure && auth["tls_dir"]) c.fail(auth["tls_dir"], "auth.tls_dir makes no sense with auth.insecure: true");
   }
 
   auto head = c.require(root, "head", "the top level");
@@ -345,6 +391,12 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   cfg.model_path = resolve(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
 
   if (auto eng = root["engine"]) cfg.engine = parse_engine(c, eng);
+  if (auto limits = root["limits"]) cfg.limits = parse_limits(c, limits);
+  if (auto retention = root["retention"]) cfg.retention = parse_retention(c, retention);
+  if (cfg.limits.max_gen_length > 0 && cfg.engine.gen_length > cfg.limits.max_gen_length)
+    c.fail(root["limits"]["max_gen_length"], "engine.gen_length (" + std::to_string(cfg.engine.gen_length) +
+                                                 ") exceeds limits.max_gen_length (" +
+                                                 std::to_string(cfg.limits.max_gen_length) + ")");
 
   if (auto launch = root["launch"]) {
     c.check_keys(launch, {"command"}, "launch");

@@ -2,6 +2,8 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
+#include "runtime/request_limits.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -45,6 +47,15 @@ struct engine_defaults {
   int max_batch = 8;  // requests per group step
 };
 
+/// How many finished requests the head's actor directory keeps as full rows; older ones
+/// leave it and only their counts remain (in `status`).
+struct directory_retention {
+  // About 2.5 KB of head memory per row: 1000 rows bound the directory near 2.5 MB while
+  // keeping far more than a screen of recent requests to inspect.
+  int64_t finished_requests = 1000;
+  int64_t finished_age_s = 3600;  // 0: no age bound, only the count
+};
+
 /// The OpenAI-compatible HTTP gateway in the head process (docs/http.md). Off unless
 /// the file has an `http` section.
 struct http_config {
@@ -64,8 +75,12 @@ struct http_config {
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
-  std::string token;  // resolved from `auth.token` or `auth.token_file`
+  std::string token;  // the admin credential, from `auth.token` or `auth.token_file`
   std::string token_file;
+  std::string submit_token;  // submit-only credential (empty: none issued)
+  std::string node_token;    // may only join as a node (empty: nodes join with the admin token)
+  std::string tls_dir;       // the cluster's CA and certificates; empty: STATE_DIR/tls, made by `up`
+  bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
   int heartbeat_interval_ms = 500;
@@ -73,6 +88,8 @@ struct cluster_config {
   std::vector<node_config> nodes;
   std::string model_path;  // absolute
   engine_defaults engine;
+  request_limits limits;
+  directory_retention retention;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";

@@ -9,11 +9,15 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/none.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -151,10 +155,19 @@ struct submit_spec {
   uint64_t tag = 0;   // echoed in the answer, so a client can match many answers
 };
 
+// CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
+// default") and never returns on an infinity. The client-chosen threshold therefore travels
+// as its IEEE 754 bits, so the head receives exactly what was sent and can refuse it.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
-  return f(caf::meta::type_name("dls_submit_spec"), x.prompt, x.threshold, x.slo_ms, x.gen_length,
-           x.stream, x.client, x.tag);
+  uint64_t threshold_bits = 0;
+  std::memcpy(&threshold_bits, &x.threshold, sizeof threshold_bits);
+  auto load = [&]() -> caf::error {
+    std::memcpy(&x.threshold, &threshold_bits, sizeof x.threshold);
+    return caf::none;
+  };
+  return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
+           x.client, x.tag, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -243,14 +256,15 @@ struct client_reply;
 // -- typed endpoints -------------------------------------------------------------------
 
 /// The authenticated head endpoint used by the CLI and by embedding programs.
-/// status and reconfigure answer JSON text (schema in docs/embedding.md).
+/// status and reconfigure answer JSON text (schema in docs/embedding.md). It serves only
+/// peers that showed a credential to the gate; regroup and shutdown also carry the admin token.
 using head_actor = caf::typed_actor<
     caf::replies_to<submit_atom, submit_spec>::with<answer>,
     caf::replies_to<status_atom>::with<std::string>,
     caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
-    caf::replies_to<regroup_atom, regroup_spec>::with<std::string>,
+    caf::replies_to<regroup_atom, regroup_spec, std::string>::with<std::string>,  // + the admin token
     caf::replies_to<await_atom>::with<std::string>,
-    caf::replies_to<shutdown_atom>::with<std::string>,
+    caf::replies_to<shutdown_atom, std::string>::with<std::string>,                // + the admin token
     // Withdraws the sender's own request `tag` (a client that went away): it ends with
     // the error "cancelled by the client" and leaves its group's batch.
     caf::reacts_to<cancel_atom, uint64_t>>;
@@ -267,7 +281,7 @@ typename Inspector::result_type inspect(Inspector& f, client_reply& x) {
   return f(caf::meta::type_name("dls_client_reply"), x.ok, x.error, x.cluster, x.head);
 }
 
-/// The only actor a head publishes. Nothing else is reachable without the token.
+/// The only actor a head publishes. Every other actor refuses peers that showed no credential.
 using gate_actor = caf::typed_actor<caf::replies_to<client_atom, std::string>::with<client_reply>,
                                     caf::replies_to<node_join_atom, node_hello>::with<join_reply>>;
 

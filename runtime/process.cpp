@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 namespace dls::runtime {
@@ -42,7 +45,12 @@ spawned_process spawn_background(std::vector<std::string> argv, const std::strin
   }
   ::close(log);
   ::close(fds[1]);
-  return {pid, fds[0]};
+  spawned_process out{pid, fds[0], {}};
+  // The start time is fixed at fork; /proc may still show our own command line until the
+  // child's exec, so the command line recorded is the one it execs.
+  if (auto id = read_identity(pid)) out.identity = *id;
+  out.identity.cmdline = argv;
+  return out;
 }
 
 std::string wait_ready(const spawned_process& p, int timeout_ms) {
@@ -101,6 +109,87 @@ bool wait_exit(int pid, int timeout_ms) {
   ::close(pfd);
   if (rc > 0) ::waitpid(pid, &status, WNOHANG);
   return rc > 0;
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Field 22 of /proc/PID/stat; the command name (field 2) may hold spaces and parentheses,
+// so fields are counted after its last ')'.
+uint64_t start_ticks_of(const std::string& stat) {
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  for (int n = 3; rest >> field; ++n)
+    if (n == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  return 0;
+}
+
+std::string describe(const std::vector<std::string>& cmdline) {
+  std::string s;
+  for (const auto& a : cmdline) s += (s.empty() ? "" : " ") + a;
+  constexpr std::size_t shown = 80;  // characters of a command line in a message
+  return s.size() > shown ? s.substr(0, shown) + "..." : s;
+}
+
+}  // namespace
+
+std::optional<process_identity> read_identity(int pid) {
+  if (pid <= 0) return std::nullopt;
+  auto dir = "/proc/" + std::to_string(pid);
+  auto stat = read_text(dir + "/stat");
+  if (stat.empty()) return std::nullopt;
+  process_identity id;
+  id.start_ticks = start_ticks_of(stat);
+  id.boot_id = read_text("/proc/sys/kernel/random/boot_id");
+  while (!id.boot_id.empty() && id.boot_id.back() == '\n') id.boot_id.pop_back();
+  auto cmd = read_text(dir + "/cmdline");
+  for (std::size_t pos = 0; pos < cmd.size();) {
+    auto end = cmd.find('\0', pos);
+    if (end == std::string::npos) end = cmd.size();
+    id.cmdline.push_back(cmd.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return id;
+}
+
+signal_outcome signal_if_same(int pid, const process_identity& recorded, int sig) {
+  signal_outcome out;
+  if (recorded.start_ticks == 0) {
+    out.result = signal_result::other_process;
+    out.why = "the state file records no start time for it, so it may be another process";
+    return out;
+  }
+  int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pfd < 0) return out;  // exited
+  auto now = read_identity(pid);
+  // Only while the pinned process is alive does /proc/PID describe it. A zombie, or a
+  // process so far into its exit that its command line is gone, has nothing left to stop.
+  bool alive = ::syscall(SYS_pidfd_send_signal, pfd, 0, nullptr, 0) == 0 && process_alive(pid);
+  if (!now || !alive || now->cmdline.empty()) {
+    ::close(pfd);
+    return out;
+  }
+  out.result = signal_result::other_process;
+  if (!recorded.boot_id.empty() && now->boot_id != recorded.boot_id)
+    out.why = "it was recorded in an earlier boot";
+  else if (now->start_ticks != recorded.start_ticks)
+    out.why = "it started at tick " + std::to_string(now->start_ticks) + ", not at the recorded " +
+              std::to_string(recorded.start_ticks);
+  else if (now->cmdline != recorded.cmdline)
+    out.why = "its command line is '" + describe(now->cmdline) + "', not the recorded '" +
+              describe(recorded.cmdline) + "'";
+  else if (sig == 0 || ::syscall(SYS_pidfd_send_signal, pfd, sig, nullptr, 0) == 0)
+    out.result = signal_result::sent;
+  else
+    out.result = signal_result::exited;
+  ::close(pfd);
+  return out;
 }
 
 std::string self_executable() {

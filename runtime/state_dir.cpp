@@ -1,5 +1,7 @@
 #include "runtime/state_dir.hpp"
 
+#include "runtime/pki.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
@@ -35,9 +37,17 @@ void save_state(const std::string& dir, const cluster_state& st) {
     j["http_host"] = st.http_host;
     j["http_port"] = st.http_port;
   }
+  j["tls_dir"] = st.tls_dir;
+  j["insecure"] = st.insecure;
   j["processes"] = nlohmann::json::array();
   for (const auto& p : st.processes)
-    j["processes"].push_back({{"role", p.role}, {"name", p.name}, {"pid", p.pid}, {"log", p.log}});
+    j["processes"].push_back({{"role", p.role},
+                              {"name", p.name},
+                              {"pid", p.pid},
+                              {"log", p.log},
+                              {"start_ticks", p.identity.start_ticks},
+                              {"boot_id", p.identity.boot_id},
+                              {"cmdline", p.identity.cmdline}});
   // Written to a temporary name and renamed, so a reader never sees half a file.
   auto tmp = state_file(dir) + ".tmp";
   {
@@ -64,8 +74,16 @@ cluster_state load_state(const std::string& dir) {
     st.token_file = j.at("token_file");
     st.http_host = j.value("http_host", std::string{});
     st.http_port = j.value("http_port", 0);
-    for (const auto& p : j.at("processes"))
-      st.processes.push_back({p.at("role"), p.at("name"), p.at("pid"), p.at("log")});
+    st.tls_dir = j.value("tls_dir", std::string());
+    st.insecure = j.value("insecure", false);
+    for (const auto& p : j.at("processes")) {
+      process_record r{p.at("role"), p.at("name"), p.at("pid"), p.at("log"), {}};
+      // Files written before identities were recorded lack them; `down` then signals nothing.
+      r.identity.start_ticks = p.value("start_ticks", uint64_t{0});
+      r.identity.boot_id = p.value("boot_id", std::string{});
+      r.identity.cmdline = p.value("cmdline", std::vector<std::string>{});
+      st.processes.push_back(std::move(r));
+    }
     return st;
   } catch (const std::exception& e) {
     throw std::runtime_error(state_file(dir) + ": corrupt state file: " + e.what());
@@ -84,12 +102,7 @@ std::string read_token(const std::string& path) {
 
 void write_token(const std::string& path, const std::string& token) {
   fs::create_directories(fs::path(path).parent_path());
-  {
-    std::ofstream out(path, std::ios::trunc);
-    out << token << "\n";
-    if (!out) throw std::runtime_error("cannot write token file " + path);
-  }
-  ::chmod(path.c_str(), 0600);
+  write_private_file(path, token + "\n", 0600);
 }
 
 bool tokens_equal(const std::string& a, const std::string& b) {

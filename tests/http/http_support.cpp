@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <yaml-cpp/yaml.h>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,8 +73,25 @@ std::string api_key() {
   throw std::runtime_error("configs/local-api-keys holds no key");
 }
 
+namespace {
+
+// configs/local.yaml's http section with `changes` applied, as a fixture override (which
+// replaces the whole section, so it carries the port and key path the fixture would set).
+std::string http_override(const std::map<std::string, std::string>& changes) {
+  auto http = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/local.yaml")["http"];
+  http["port"] = 0;
+  http["api_keys_file"] = std::string(DLS_SOURCE_DIR) + "/configs/" + http["api_keys_file"].as<std::string>();
+  for (const auto& [k, v] : changes) http[k] = v;
+  http.SetStyle(YAML::EmitterStyle::Flow);  // the parsed node keeps its block style otherwise
+  YAML::Emitter out;
+  out << http;
+  return std::string("http: ") + out.c_str();
+}
+
+}  // namespace
+
 http_cluster::http_cluster(const std::map<std::string, std::string>& http, int dead_after_ms)
-    : cluster_("local.yaml", dead_after_ms, http) {
+    : cluster_("local.yaml", dead_after_ms, http.empty() ? std::string() : http_override(http)) {
   port_ = runtime::load_state(cluster_.state_dir()).http_port;
   if (port_ <= 0) throw std::runtime_error("the state directory records no HTTP port");
 }

@@ -109,7 +109,7 @@ std::string model_dir() {
 }
 
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms,
-                              const std::map<std::string, std::string>& http) {
+                              const std::string& overrides) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
   root["head"]["port"] = 0;
   for (auto n : root["nodes"]) n["port"] = 0;
@@ -118,18 +118,19 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
     root["http"]["port"] = 0;
     auto keys = root["http"]["api_keys_file"].as<std::string>();
     if (!keys.empty() && keys[0] != '/') root["http"]["api_keys_file"] = std::string(DLS_SOURCE_DIR) + "/configs/" + keys;
-    for (const auto& [k, v] : http) root["http"][k] = v;
   }
   if (dead_after_ms > 0) root["heartbeat"]["dead_after_ms"] = dead_after_ms;
+  if (!overrides.empty())
+    for (const auto& kv : YAML::Load(overrides)) root[kv.first.Scalar()] = kv.second;
   auto path = dir.file(name);
   std::ofstream out(path);
   out << root << "\n";
   return path;
 }
 
-cluster::cluster(const std::string& config_name, int dead_after_ms, const std::map<std::string, std::string>& http) {
+cluster::cluster(const std::string& config_name, int dead_after_ms, const std::string& overrides) {
   state_dir_ = scratch_.file("state");
-  auto cfg = write_test_config(scratch_, config_name, dead_after_ms, http);
+  auto cfg = write_test_config(scratch_, config_name, dead_after_ms, overrides);
   up_ = run_cli({"up", cfg, "--state-dir", state_dir_, "--timeout", "60"});
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }

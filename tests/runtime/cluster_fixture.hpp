@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -52,15 +51,14 @@ class scratch_dir {
 
 /// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
 /// `dead_after_ms` > 0 overrides heartbeat.dead_after_ms (for tests that pause a node).
-/// `http` sets keys of the file's `http` section (e.g. {"max_concurrent", "2"}).
+/// `overrides` is a YAML mapping whose top-level keys replace the file's (e.g. "limits: {...}").
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms = 0,
-                              const std::map<std::string, std::string>& http = {});
+                              const std::string& overrides = "");
 
 /// A cluster started with `dilaserve up` and stopped (down, then kill) on destruction.
 class cluster {
  public:
-  explicit cluster(const std::string& config_name, int dead_after_ms = 0,
-                   const std::map<std::string, std::string>& http = {});
+  explicit cluster(const std::string& config_name, int dead_after_ms = 0, const std::string& overrides = "");
   ~cluster();
   /// Runs a CLI command against this cluster (adds --state-dir).
   cli_result cli(std::vector<std::string> args) const;
@@ -71,6 +69,7 @@ class cluster {
   const std::string& state_dir() const { return state_dir_; }
   const scratch_dir& scratch() const { return scratch_; }
   const std::string& up_output() const { return up_.out; }
+  const std::string& up_error_output() const { return up_.err; }
 
  private:
   scratch_dir scratch_;

@@ -41,7 +41,9 @@ BOOST_AUTO_TEST_CASE(wrong_token_is_refused_on_both_sides) {
   std::ofstream(bad) << "not-the-cluster-token\n";
 
   // A node with the wrong token: the process exits with status 2 and says why.
-  auto r = dls::test::run_cli({"start", "--address", head_address(c), "--token-file", bad, "--node", "node0"});
+  auto tls = rt::load_state(c.state_dir()).tls_dir;
+  auto r = dls::test::run_cli(
+      {"start", "--address", head_address(c), "--token-file", bad, "--node", "node0", "--tls-dir", tls});
   BOOST_TEST(r.rc == 2);
   BOOST_TEST(r.err.find("refused node 'node0': invalid cluster token") != std::string::npos, r.err);
   // The head logged the refusal with the peer's name.
@@ -67,11 +69,12 @@ BOOST_AUTO_TEST_CASE(wrong_token_is_refused_on_both_sides) {
 BOOST_AUTO_TEST_CASE(a_second_node_with_the_right_token_but_a_taken_name_is_refused) {
   cluster c("local.yaml");
   auto st = rt::load_state(c.state_dir());
-  auto r = dls::test::run_cli({"start", "--address", head_address(c), "--token-file", st.token_file, "--node", "node0"});
+  auto r = dls::test::run_cli(
+      {"start", "--address", head_address(c), "--token-file", st.token_file, "--node", "node0", "--tls-dir", st.tls_dir});
   BOOST_TEST(r.rc == 2);
   BOOST_TEST(r.err.find("has already joined") != std::string::npos, r.err);
-  auto unknown =
-      dls::test::run_cli({"start", "--address", head_address(c), "--token-file", st.token_file, "--node", "nodeX"});
+  auto unknown = dls::test::run_cli(
+      {"start", "--address", head_address(c), "--token-file", st.token_file, "--node", "nodeX", "--tls-dir", st.tls_dir});
   BOOST_TEST(unknown.rc == 2);
   BOOST_TEST(unknown.err.find("is not in the cluster file") != std::string::npos, unknown.err);
 }

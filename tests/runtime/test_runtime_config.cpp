@@ -98,3 +98,29 @@ BOOST_AUTO_TEST_CASE(up_prints_the_one_line_error) {
   BOOST_TEST(r.rc != 0);
   BOOST_TEST(r.err == "dilaserve: error: " + path + ":6:33: error: node 'a' devices.count must be an integer\n");
 }
+
+BOOST_AUTO_TEST_CASE(auth_roles_tls_and_insecure_are_checked) {
+  auto cfg = rt::parse_cluster_config(replace(good, "auth: {token: secret-token}",
+                                              "auth: {token: secret-token, submit_token: submit-token-1, "
+                                              "node_token: node-token-1, tls_dir: certs}"),
+                                      "good.yaml", "/tmp");
+  BOOST_TEST(cfg.submit_token == "submit-token-1");
+  BOOST_TEST(cfg.node_token == "node-token-1");
+  BOOST_TEST(cfg.tls_dir == "/tmp/certs");
+  BOOST_TEST(!cfg.insecure);
+  BOOST_TEST(rt::parse_cluster_config(replace(good, "auth: {token: secret-token}",
+                                              "auth: {token: secret-token, insecure: true}"),
+                                      "good.yaml", "/tmp")
+                 .insecure);
+  check_error(replace(good, "auth: {token: secret-token}", "auth: {token: secret-token, insecure: yes-please}"),
+              "2:39", "auth.insecure must be one of false, true");
+  check_error(replace(good, "auth: {token: secret-token}", "auth: {token: secret-token, submit_token: secret-token}"),
+              "2:7", "must differ");
+  check_error(replace(good, "auth: {token: secret-token}", "auth: {token: secret-token, node_token: short}"),
+              "2:41", "auth.node_token must have at least 8 characters");
+  check_error(replace(good, "auth: {token: secret-token}",
+                      "auth: {token: secret-token, insecure: true, tls_dir: certs}"),
+              "2:54", "makes no sense");
+  check_error(replace(good, "auth: {token: secret-token}", "auth: {token: secret-token, tls: on}"), "2:29",
+              "unknown key 'tls' in auth");
+}

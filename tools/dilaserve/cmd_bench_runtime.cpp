@@ -215,7 +215,7 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
   int rc = 0;
   try {
     auto st = rt::load_state(state);
-    rt::cluster_session s({st.head_host, st.head_port, rt::read_token(st.token_file)});
+    rt::cluster_session s(rt::address_of(st));
     auto node = root["nodes"][0]["name"].as<std::string>();
     std::vector<std::string> prompts;
     std::mt19937 rng(3);
@@ -226,7 +226,7 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
       prompts.push_back(p + "=");
     }
     auto regroup = [&](std::vector<int32_t> groups) {
-      return request(s, rt::regroup_atom::value, rt::regroup_spec{node, groups});
+      return request(s, rt::regroup_atom::value, rt::regroup_spec{node, groups}, s.credential());
     };
     std::vector<double> split_ms, merge_ms;
     json thr = json::object();

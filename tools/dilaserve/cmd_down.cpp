@@ -26,27 +26,44 @@ int run_down(const down_options& o) {
   auto st = rt::load_state(dir);
   std::string how = "shutdown command";
   try {
-    rt::cluster_session session({st.head_host, st.head_port, rt::read_token(st.token_file)});
+    rt::cluster_session session(rt::address_of(st));
     caf::scoped_actor self{session.system()};
-    self->request(session.head(), std::chrono::seconds(10), rt::shutdown_atom::value)
+    self->request(session.head(), std::chrono::seconds(10), rt::shutdown_atom::value, session.credential())
         .receive([](const std::string&) {},
                  [&](const caf::error& e) { how = "signals (head: " + session.system().render(e) + ")"; });
   } catch (const std::exception& e) {
     how = std::string("signals (") + e.what() + ")";
   }
-  int forced = 0;
-  // Processes that did not exit by themselves get SIGTERM, then SIGKILL: none is left.
+  int forced = 0, skipped = 0;
+  // A recorded pid may since belong to another process: it is signalled only while its
+  // start time and command line still match the state file.
+  auto skip = [&](const rt::process_record& p, const std::string& why) {
+    std::cout << "skipped pid " << p.pid << " (" << p.role << " " << p.name << "): " << why << "\n";
+    ++skipped;
+  };
+  // Processes that did not exit by themselves get SIGTERM, then SIGKILL: none of ours is left.
   for (const auto& p : st.processes) {
+    auto mine = rt::signal_if_same(p.pid, p.identity, 0);
+    if (mine.result == rt::signal_result::exited) continue;
+    if (mine.result == rt::signal_result::other_process) {
+      skip(p, mine.why);
+      continue;
+    }
     if (rt::wait_exit(p.pid, o.timeout_s * 1000 / 2)) continue;
-    ::kill(p.pid, SIGTERM);
+    auto term = rt::signal_if_same(p.pid, p.identity, SIGTERM);
+    if (term.result != rt::signal_result::sent) {
+      if (term.result == rt::signal_result::other_process) skip(p, term.why);
+      continue;
+    }
     if (rt::wait_exit(p.pid, o.timeout_s * 1000 / 2)) continue;
-    ::kill(p.pid, SIGKILL);
+    if (rt::signal_if_same(p.pid, p.identity, SIGKILL).result != rt::signal_result::sent) continue;
     rt::wait_exit(p.pid, 5000);
     ++forced;
   }
   std::filesystem::remove(rt::state_file(dir));
   std::cout << "cluster '" << st.cluster << "' stopped (" << st.processes.size() << " processes, via " << how;
   if (forced) std::cout << ", " << forced << " killed";
+  if (skipped) std::cout << ", " << skipped << " skipped: not the recorded process";
   std::cout << ")\n";
   return 0;
 }

@@ -44,7 +44,7 @@ int run_reconfigure(const reconfigure_options& o) {
   rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::string text, failure;
-  self->request(session.head(), std::chrono::minutes(10), rt::regroup_atom::value, spec)
+  self->request(session.head(), std::chrono::minutes(10), rt::regroup_atom::value, spec, session.credential())
       .receive([&](std::string& s) { text = std::move(s); },
                [&](const caf::error& e) { failure = session.system().render(e); });
   if (!failure.empty()) throw std::runtime_error("reconfigure failed: " + failure);

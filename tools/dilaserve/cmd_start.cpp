@@ -15,15 +15,35 @@ struct start_options {
   std::string address;
   std::string token_file;
   std::string node;
+  std::string tls_dir;
+  bool insecure = false;
   int ready_fd = -1;
 };
+
+// TLS unless the cluster file (or, for a node without one, the flag) says plain TCP; the
+// certificates come from --tls-dir, else auth.tls_dir of the file.
+dls::runtime::transport_security security_for(const start_options& o, const dls::runtime::cluster_config* cfg,
+                                              const char* role) {
+  bool insecure = o.insecure || (cfg && cfg->insecure);
+  if (insecure) {
+    if (!o.tls_dir.empty()) throw std::runtime_error("--tls-dir and an insecure (plain TCP) cluster exclude each other");
+    if (cfg && !cfg->insecure && o.insecure)
+      throw std::runtime_error("--insecure given, but " + cfg->file + " does not say auth.insecure: true");
+    return dls::runtime::transport_security::insecure();
+  }
+  auto dir = !o.tls_dir.empty() ? o.tls_dir : cfg ? cfg->tls_dir : std::string();
+  if (dir.empty())
+    throw std::runtime_error(std::string("start needs --tls-dir DIR with the cluster's certificates (made by "
+                                         "`dilaserve certs`), or auth.tls_dir in the cluster file"));
+  return {true, dir, role};
+}
 
 int run_start(const start_options& o) {
   namespace rt = dls::runtime;
   if (o.head) {
     if (o.config.empty()) throw std::runtime_error("start --head needs --config FILE");
     auto cfg = rt::load_cluster_config(o.config);
-    return dls::actors::run_head(cfg, {o.ready_fd});
+    return dls::actors::run_head(cfg, {o.ready_fd, security_for(o, &cfg, "head")});
   }
   if (o.address.empty() || o.node.empty())
     throw std::runtime_error("start needs either --head --config FILE, or --address HOST:PORT --node NAME");
@@ -40,7 +60,13 @@ int run_start(const start_options& o) {
   } else {
     throw std::runtime_error("start --address needs --token-file FILE (or --config FILE holding the token)");
   }
-  if (!o.config.empty()) n.caf_args = rt::load_cluster_config(o.config).caf_args;
+  if (!o.config.empty()) {
+    auto cfg = rt::load_cluster_config(o.config);
+    n.caf_args = cfg.caf_args;
+    n.security = security_for(o, &cfg, "node");
+  } else {
+    n.security = security_for(o, nullptr, "node");
+  }
   return dls::actors::run_node(n);
 }
 
@@ -52,6 +78,8 @@ dls::cli::register_command reg{"start", [](CLI::App& app) {
   sub->add_option("--address", o->address, "HOST:PORT of the head to join as a node");
   sub->add_option("--token-file", o->token_file, "File holding the cluster token");
   sub->add_option("--node", o->node, "Name of this node in the cluster file");
+  sub->add_option("--tls-dir", o->tls_dir, "Directory with the cluster's CA and certificates (dilaserve certs)");
+  sub->add_flag("--insecure", o->insecure, "Plain TCP, for a cluster whose file says auth.insecure: true");
   sub->add_option("--ready-fd", o->ready_fd, "File descriptor to report readiness on (used by `up`)")->group("");
   return std::function<int()>([o] { return run_start(*o); });
 }};

@@ -4,17 +4,23 @@
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/validators.hpp"
 #include "dilaserve/progress.hpp"
+#include "actors/request_admission.hpp"
 #include "runtime/client.hpp"
+#include "runtime/state_dir.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
+#include <sstream>
 
 namespace rt = dls::runtime;
 using json = nlohmann::json;
@@ -25,6 +31,7 @@ namespace {
 struct submit_options {
   dls::cli::cluster_flags cluster;
   std::string prompt, file;
+  bool prompt_given = false;  // `--prompt ''` is an empty prompt, not a missing flag
   double threshold = -1;
   int slo_ms = 0;
   int gen_length = 0;
@@ -37,6 +44,7 @@ struct submit_options {
 struct job {
   rt::submit_spec spec;
   std::vector<std::string> valid;  // acceptable answers, when the file gives them
+  int line = 0;                    // in --file, for messages
 };
 
 json answer_json(const rt::answer& a) {
@@ -46,6 +54,29 @@ json answer_json(const rt::answer& a) {
   j["tokens_per_step"] = a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0;
   if (!a.ok) j["error"] = a.error;
   return j;
+}
+
+// JSONL numbers are refused when out of range, never replaced by a default.
+int64_t json_int(const json& line, const char* field, int64_t lo, int64_t hi, const std::string& where) {
+  const auto& x = line[field];
+  bool ok = x.is_number_integer() && !(x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(hi));
+  if (ok) {
+    auto v = x.get<int64_t>();
+    if (v >= lo && v <= hi) return v;
+  }
+  throw std::runtime_error(where + "\"" + field + "\" must be an integer in [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "], got " + x.dump());
+}
+
+double json_real(const json& line, const char* field, double lo, double hi, const std::string& where) {
+  const auto& x = line[field];
+  if (x.is_number()) {
+    auto v = x.get<double>();
+    if (std::isfinite(v) && v >= lo && v <= hi) return v;
+  }
+  std::ostringstream os;
+  os << where << "\"" << field << "\" must be a number in [" << lo << ", " << hi << "], got " << x.dump();
+  throw std::runtime_error(os.str());
 }
 
 std::vector<job> read_jobs(const submit_options& o) {
@@ -77,16 +108,18 @@ std::vector<job> read_jobs(const submit_options& o) {
     if (!v.is_object() || !v.contains("prompt") || !v["prompt"].is_string())
       throw std::runtime_error(where + "expected a JSON object with a string \"prompt\"");
     job j;
+    j.line = lineno;
     j.spec = base();
     j.spec.prompt = v["prompt"];
+    constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();  // the wire fields are 32-bit
+    if (v.contains("threshold")) j.spec.threshold = json_real(v, "threshold", 0.0, 1.0, where);
+    if (v.contains("gen_length")) j.spec.gen_length = static_cast<int32_t>(json_int(v, "gen_length", 1, int32_max, where));
+    if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
     try {
-      if (v.contains("threshold")) j.spec.threshold = v["threshold"].get<double>();
-      if (v.contains("gen_length")) j.spec.gen_length = v["gen_length"].get<int>();
-      if (v.contains("slo_ms")) j.spec.slo_ms = v["slo_ms"].get<int>();
       if (v.contains("answer")) j.valid.push_back(v["answer"].get<std::string>());
       if (v.contains("valid")) for (auto& x : v["valid"]) j.valid.push_back(x.get<std::string>());
     } catch (const std::exception&) {
-      throw std::runtime_error(where + "threshold/gen_length/slo_ms must be numbers, answer/valid strings");
+      throw std::runtime_error(where + "\"answer\" must be a string and \"valid\" a list of strings");
     }
     jobs.push_back(std::move(j));
   }
@@ -101,9 +134,36 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(idx, v.size() - 1)];
 }
 
+// The cluster file `up` recorded gives this client the cluster's limits and model, so a
+// request the head would refuse is refused here before it is sent. Without one (--address),
+// only what needs no configuration is checked here, and the head checks the rest.
+std::shared_ptr<const rt::request_checker> client_checker(const submit_options& o) {
+  if (o.cluster.address.empty()) {
+    try {
+      auto st = rt::load_state(rt::resolve_state_dir(o.cluster.state_dir));
+      return dls::actors::make_request_checker(rt::load_cluster_config(st.config_file));
+    } catch (const std::exception&) {
+      // No usable cluster file here: the connection attempt reports the real problem.
+    }
+  }
+  rt::request_limits unknown;
+  unknown.max_prompt_bytes = std::numeric_limits<int64_t>::max();
+  return std::make_shared<const rt::request_checker>(unknown, 0, rt::model_bounds{});
+}
+
+void check_jobs(const submit_options& o, const std::vector<job>& jobs) {
+  auto checker = client_checker(o);
+  for (const auto& j : jobs) {
+    auto why = checker->check(j.spec.prompt, j.spec.threshold, j.spec.gen_length);
+    if (why.empty()) continue;
+    throw std::runtime_error(o.file.empty() ? why : o.file + ":" + std::to_string(j.line) + ": " + why);
+  }
+}
+
 int run_submit(const submit_options& o) {
-  if (o.prompt.empty() == o.file.empty()) throw std::runtime_error("give exactly one of --prompt TEXT or --file F");
+  if (o.prompt_given == !o.file.empty()) throw std::runtime_error("give exactly one of --prompt TEXT or --file F");
   auto jobs = read_jobs(o);
+  check_jobs(o, jobs);
   rt::cluster_session session(o.cluster.find());
   caf::scoped_actor self{session.system()};
   std::map<uint64_t, rt::answer> answers;
@@ -215,7 +275,7 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   sub->add_option("--prompt", o->prompt, "Prompt text");
   sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
   sub->add_option("--threshold", o->threshold, "Confidence threshold tau (default: the cluster's)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(dls::cli::unit_interval);
   sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(dls::cli::non_negative);
   sub->add_option("--gen-length", o->gen_length, "Answer length in tokens (default: the cluster's)")
       ->check(dls::cli::non_negative);
@@ -225,7 +285,11 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
   o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print JSON");
-  return std::function<int()>([o] { return run_submit(*o); });
+  auto* prompt_flag = sub->get_option("--prompt");
+  return std::function<int()>([o, prompt_flag] {
+    o->prompt_given = prompt_flag->count() > 0;
+    return run_submit(*o);
+  });
 }};
 
 }  // namespace

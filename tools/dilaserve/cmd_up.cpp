@@ -3,6 +3,7 @@
 #include "dilaserve/command_registry.hpp"
 #include "runtime/client.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/pki.hpp"
 #include "runtime/process.hpp"
 #include "runtime/state_dir.hpp"
 
@@ -44,7 +45,7 @@ int run_up(const up_options& o) {
   if (fs::exists(rt::state_file(dir))) {
     auto old = rt::load_state(dir);
     for (const auto& p : old.processes)
-      if (rt::process_alive(p.pid))
+      if (rt::signal_if_same(p.pid, p.identity, 0).result == rt::signal_result::sent)
         throw std::runtime_error("cluster '" + old.cluster + "' is still running from " + dir + " (" + p.role + " " +
                                  p.name + ", pid " + std::to_string(p.pid) + "); run `dilaserve down` first");
   }
@@ -56,11 +57,35 @@ int run_up(const up_options& o) {
   st.head_host = cfg.head_host;
   st.token_file = (fs::path(dir) / "token").string();
   rt::write_token(st.token_file, cfg.token);
+  // Nodes join with the node credential where the file gives one, so a node host never holds
+  // the admin token.
+  auto node_token_file = st.token_file;
+  if (!cfg.node_token.empty()) {
+    node_token_file = (fs::path(dir) / "node.token").string();
+    rt::write_token(node_token_file, cfg.node_token);
+  }
+  std::vector<std::string> transport;
+  if (cfg.insecure) {
+    st.insecure = true;
+    std::cerr << "dilaserve: warning: auth.insecure is true in " << o.config
+              << ": the cluster runs over plain TCP and anyone who reaches " << cfg.head_host
+              << " can message its actors; remove it to get mutual TLS\n";
+    transport = {"--insecure"};
+  } else {
+    st.tls_dir = cfg.tls_dir.empty() ? (fs::path(dir) / "tls").string() : cfg.tls_dir;
+    if (!rt::pki_complete(st.tls_dir)) {
+      rt::make_cluster_pki(st.tls_dir, cfg.name);
+      std::cout << "made the cluster's CA and certificates in " << st.tls_dir << "\n";
+    }
+    transport = {"--tls-dir", st.tls_dir};
+  }
   auto self = rt::self_executable();
   try {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
-    auto head = rt::spawn_background({self, "start", "--head", "--config", config_abs}, head_log);
-    st.processes.push_back({"head", "head", head.pid, head_log});
+    std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
+    head_argv.insert(head_argv.end(), transport.begin(), transport.end());
+    auto head = rt::spawn_background(head_argv, head_log);
+    st.processes.push_back({"head", "head", head.pid, head_log, head.identity});
     rt::save_state(dir, st);
     std::string ready;
     try {
@@ -78,8 +103,9 @@ int run_up(const up_options& o) {
     std::vector<std::pair<rt::spawned_process, std::string>> started;
     for (const auto& n : cfg.nodes) {
       auto log = (fs::path(dir) / "logs" / (n.name + ".log")).string();
-      std::vector<std::string> argv{self, "start", "--address", address, "--token-file", st.token_file,
+      std::vector<std::string> argv{self, "start", "--address", address, "--token-file", node_token_file,
                                     "--node", n.name, "--config", config_abs};
+      argv.insert(argv.end(), transport.begin(), transport.end());
       if (!rt::is_local_host(n.host)) {
         // Another host: hand the command to the launch template (ssh-style); readiness
         // then comes from the head rather than from a pipe.
@@ -91,7 +117,7 @@ int run_up(const up_options& o) {
         argv = {"/bin/sh", "-c", line + " #"};  // '#' swallows the appended --ready-fd
       }
       auto p = rt::spawn_background(argv, log);
-      st.processes.push_back({"node", n.name, p.pid, log});
+      st.processes.push_back({"node", n.name, p.pid, log, p.identity});
       rt::save_state(dir, st);
       if (rt::is_local_host(n.host)) started.emplace_back(p, log);
     }
@@ -103,12 +129,16 @@ int run_up(const up_options& o) {
       }
     }
     // Every node has registered with the head once `await` answers.
-    rt::cluster_session session({cfg.head_host, st.head_port, cfg.token});
+    rt::cluster_session session(rt::address_of(st));
     caf::scoped_actor scoped{session.system()};
     std::string failure;
     scoped->request(session.head(), std::chrono::seconds(o.timeout_s), rt::await_atom::value)
         .receive([](const std::string&) {}, [&](const caf::error& e) { failure = session.system().render(e); });
     if (!failure.empty()) throw std::runtime_error("not every node joined: " + failure);
+    // A launch template's shell may have exec'd its command since: record what now runs.
+    for (auto& p : st.processes)
+      if (auto now = rt::read_identity(p.pid); now && now->start_ticks == p.identity.start_ticks) p.identity = *now;
+    rt::save_state(dir, st);
   } catch (...) {
     stop_all(st);
     fs::remove(rt::state_file(dir));

@@ -28,4 +28,12 @@ inline const CLI::Validator positive{[](std::string& s) { return detail::number_
 /// A finite number >= 0.
 inline const CLI::Validator non_negative{[](std::string& s) { return detail::number_check(s, true); }, ">= 0"};
 
+/// A finite number in [0, 1] (CLI11's Range lets NaN through: every comparison with it is false).
+inline const CLI::Validator unit_interval{[](std::string& s) {
+                                            if (auto why = detail::number_check(s, true); !why.empty()) return why;
+                                            return std::stod(s) <= 1.0 ? std::string{}
+                                                                       : "must be in [0, 1], got " + s;
+                                          },
+                                          "in [0, 1]"};
+
 }  // namespace dls::cli
