@@ -1,9 +1,9 @@
 #pragma once
 // The gateway's recent picture of the cluster (the head's status JSON). It decides 503
 // (no live group) and feeds the node and queue gauges of /metrics. The head's status
-// walks its whole actor directory, which keeps a row for every request ever served, so
-// the view asks for it only when it must: on a scrape, on /v1/cluster, and before a
-// request when neither a fresh status nor a recent answer shows a live group.
+// walks its actor directory (every retained request row), so the view asks for it only
+// when it must: on a scrape, on /v1/cluster, and before a request when neither a fresh
+// status nor a recent answer shows a live group.
 #include "gateway/cluster_bridge.hpp"
 
 #include <nlohmann/json.hpp>

@@ -43,6 +43,17 @@ struct prepared {
 prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool chat) {
   prepared p;
   p.req = parse_completion(http_req.body, chat, ctx.facts);
+  if (chat && ctx.chat) {
+    auto messages = nlohmann::ordered_json::array();
+    for (const auto& [role, text] : p.req.messages) messages.push_back({{"role", role}, {"content", text}});
+    try {
+      p.req.prompt = ctx.chat->render(messages, true);
+    } catch (const std::exception& e) {
+      throw api_error(400, std::string("messages: the model's chat template refused this conversation: ") + e.what(),
+                      "messages");
+    }
+    if (!ctx.end_of_turn.empty()) p.req.stop.push_back(ctx.end_of_turn);  // the answer's turn ends there
+  }
   p.prompt_tokens = ctx.tokenizer->encode(p.req.prompt).size();
   if (p.prompt_tokens + static_cast<std::size_t>(p.req.gen_length) > static_cast<std::size_t>(ctx.facts.max_seq))
     throw api_error(413,

@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -31,6 +32,16 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   return f;
 }
 
+// A checkpoint without tokenizer_config.json's chat_template has none; one the template
+// engine cannot run stops the gateway with the engine's message naming the construct.
+std::optional<gpu::chat_template> chat_template_of(const std::string& model_dir) {
+  auto path = std::filesystem::path(model_dir) / "tokenizer_config.json";
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  auto config = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+  if (!config.is_object() || !config.contains("chat_template")) return std::nullopt;
+  return gpu::chat_template::from_checkpoint(model_dir);
+}
+
 }  // namespace
 
 gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_config& cfg,
@@ -38,6 +49,11 @@ gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_
     : http(cfg.http),
       facts(facts_for(cfg)),
       tokenizer(gpu::load_tokenizer(cfg.model_path)),
+      chat(chat_template_of(cfg.model_path)),
+      end_of_turn(!chat                                        ? ""
+                  : chat->family() == gpu::chat_family::llama3 ? "<|eot_id|>"
+                  : chat->family() == gpu::chat_family::chatml ? "<|im_end|>"
+                                                               : ""),
       keys(cfg.http.api_keys),
       bridge(sys, std::move(endpoint)),
       view(bridge, [this](const nlohmann::json& status) { metrics.update_cluster(status); }) {}
@@ -72,7 +88,8 @@ http_gateway::http_gateway(caf::actor_system& sys, const runtime::cluster_config
   try {
     impl_->ctx = std::make_unique<gateway_context>(sys, cfg, std::move(endpoint));
   } catch (const std::exception& e) {
-    throw std::runtime_error(std::string("the HTTP gateway cannot load the model's limits: ") + e.what());
+    throw std::runtime_error(std::string("the HTTP gateway cannot load the model's tokenizer, limits or chat template: ") +
+                             e.what());
   }
   auto& svr = impl_->svr;
   auto threads = static_cast<std::size_t>(cfg.http.max_concurrent + spare_threads);

@@ -7,11 +7,13 @@
 #include "gateway/metrics.hpp"
 #include "gateway/openai_request.hpp"
 #include "gateway/recent_window.hpp"
+#include "gpu/chat_template.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/cluster_config.hpp"
 
 #include <atomic>
 #include <memory>
+#include <optional>
 
 namespace dls::gateway {
 
@@ -24,6 +26,8 @@ struct gateway_context {
   runtime::http_config http;
   model_facts facts;
   std::unique_ptr<gpu::tokenizer> tokenizer;
+  std::optional<gpu::chat_template> chat;  // the checkpoint's, when it has one
+  std::string end_of_turn;                 // its end-of-turn marker, a stop for chat answers
   api_keys keys;
   cluster_bridge bridge;
   gateway_metrics metrics;

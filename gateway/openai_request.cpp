@@ -49,10 +49,10 @@ std::string text_content(const json& content, const std::string& field) {
   return out;
 }
 
-// The shipped models have no chat template: the prompt is the content of the last
-// message, which must come from the user. Earlier turns are not shown to the model
-// (docs/http.md), and roles other than system, user and assistant are refused.
-std::string chat_prompt(const json& messages) {
+// The last message must come from the user. Without a chat template its content is the
+// prompt and earlier turns are not shown to the model (docs/http.md); with one, the
+// gateway renders all of them. Roles other than these four are refused.
+std::string chat_prompt(const json& messages, std::vector<std::pair<std::string, std::string>>& turns) {
   if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list");
   static const std::set<std::string> roles{"system", "developer", "user", "assistant"};
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -62,7 +62,7 @@ std::string chat_prompt(const json& messages) {
     if (!m.contains("role") || !m["role"].is_string() || !roles.count(m["role"].get<std::string>()))
       bad(at + ".role", "must be one of system, developer, user, assistant");
     if (!m.contains("content")) bad(at + ".content", "is required");
-    text_content(m["content"], at + ".content");
+    turns.emplace_back(m["role"].get<std::string>(), text_content(m["content"], at + ".content"));
   }
   const auto& last = messages.back();
   if (last["role"] != "user")
@@ -148,7 +148,7 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   if (chat) {
     if (j.contains("prompt")) bad("prompt", "is for /v1/completions; chat takes messages");
     if (!j.contains("messages")) bad("messages", "is required");
-    r.prompt = chat_prompt(j["messages"]);
+    r.prompt = chat_prompt(j["messages"], r.messages);
   } else {
     if (j.contains("messages")) bad("messages", "is for /v1/chat/completions; completions take prompt");
     if (!j.contains("prompt")) bad("prompt", "is required");

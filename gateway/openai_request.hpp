@@ -21,8 +21,9 @@ struct model_facts {
 struct completion_request {
   bool chat = false;
   std::string model;
-  std::string prompt;
+  std::string prompt;         // chat: the last message's content (the rule without a template)
   std::string prompt_field;  // "prompt" or "messages", for error messages
+  std::vector<std::pair<std::string, std::string>> messages;  // chat: (role, text) in order
   int max_tokens = 0;        // 0: no limit beyond gen_length
   int gen_length = 0;        // what the cluster decodes (a multiple of block_length)
   double threshold = -1;     // τ; < 0 takes the cluster default
