@@ -54,13 +54,14 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
     }
     if (!ctx.end_of_turn.empty()) p.req.stop.push_back(ctx.end_of_turn);  // the answer's turn ends there
   }
+  // The head endpoint's own bounds (limits:), checked here first so that a refusal is a
+  // 413 naming the field rather than a failed answer.
+  if (auto why = ctx.limits.check(p.req.prompt, p.req.threshold, p.req.gen_length); !why.empty()) {
+    bool about_prompt = why.find("prompt") != std::string::npos;
+    throw api_error(about_prompt || why.find("exceeds") != std::string::npos ? 413 : 400, why,
+                    about_prompt ? p.req.prompt_field : "gen_length", about_prompt ? "context_length_exceeded" : "");
+  }
   p.prompt_tokens = ctx.tokenizer->encode(p.req.prompt).size();
-  if (p.prompt_tokens + static_cast<std::size_t>(p.req.gen_length) > static_cast<std::size_t>(ctx.facts.max_seq))
-    throw api_error(413,
-                    "the prompt (" + std::to_string(p.prompt_tokens) + " tokens) plus gen_length " +
-                        std::to_string(p.req.gen_length) + " exceeds the model's context of " +
-                        std::to_string(ctx.facts.max_seq) + " tokens",
-                    p.req.prompt_field, "context_length_exceeded");
   if (!ctx.view.has_live_group()) throw api_error(503, "the cluster has no live TP group to serve the request");
   p.spec.prompt = p.req.prompt;
   p.spec.threshold = p.req.threshold;

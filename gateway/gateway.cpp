@@ -54,6 +54,9 @@ gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_
                   : chat->family() == gpu::chat_family::llama3 ? "<|eot_id|>"
                   : chat->family() == gpu::chat_family::chatml ? "<|im_end|>"
                                                                : ""),
+      limits(cfg.limits, cfg.engine.gen_length,
+             runtime::model_bounds{facts.max_seq,
+                                   [this](const std::string& s) { return static_cast<int64_t>(tokenizer->encode(s).size()); }}),
       keys(cfg.http.api_keys),
       bridge(sys, std::move(endpoint)),
       view(bridge, [this](const nlohmann::json& status) { metrics.update_cluster(status); }) {}

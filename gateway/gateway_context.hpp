@@ -10,6 +10,7 @@
 #include "gpu/chat_template.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/request_limits.hpp"
 
 #include <atomic>
 #include <memory>
@@ -28,6 +29,7 @@ struct gateway_context {
   std::unique_ptr<gpu::tokenizer> tokenizer;
   std::optional<gpu::chat_template> chat;  // the checkpoint's, when it has one
   std::string end_of_turn;                 // its end-of-turn marker, a stop for chat answers
+  runtime::request_checker limits;  // the same bounds the head endpoint applies (limits:)
   api_keys keys;
   cluster_bridge bridge;
   gateway_metrics metrics;

@@ -90,8 +90,9 @@ std::string http_override(const std::map<std::string, std::string>& changes) {
 
 }  // namespace
 
-http_cluster::http_cluster(const std::map<std::string, std::string>& http, int dead_after_ms)
-    : cluster_("local.yaml", dead_after_ms, http.empty() ? std::string() : http_override(http)) {
+http_cluster::http_cluster(const std::map<std::string, std::string>& http, int dead_after_ms,
+                           const std::string& overrides)
+    : cluster_("local.yaml", dead_after_ms, (http.empty() ? std::string() : http_override(http) + "\n") + overrides) {
   port_ = runtime::load_state(cluster_.state_dir()).http_port;
   if (port_ <= 0) throw std::runtime_error("the state directory records no HTTP port");
 }

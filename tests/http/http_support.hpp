@@ -29,7 +29,9 @@ std::string api_key();
 /// A cluster from configs/local.yaml with its HTTP gateway on a free port.
 class http_cluster {
  public:
-  explicit http_cluster(const std::map<std::string, std::string>& http = {}, int dead_after_ms = 0);
+  /// `http` changes keys of the http section; `overrides` replaces other top-level sections.
+  explicit http_cluster(const std::map<std::string, std::string>& http = {}, int dead_after_ms = 0,
+                        const std::string& overrides = "");
   const cluster& nodes() const { return cluster_; }
   std::string url(const std::string& path) const;  // http://127.0.0.1:PORT + path
   /// curl METHOD path [with the key] [JSON body]; extra curl flags may follow.

@@ -295,3 +295,15 @@ BOOST_AUTO_TEST_CASE(a_request_past_its_timeout_gets_504_and_is_withdrawn) {
   ::kill(node, SIGCONT);
   expect_serving(c);
 }
+
+BOOST_AUTO_TEST_CASE(the_cluster_limits_are_applied_at_the_gateway_with_413) {
+  http_cluster c({}, 0, "limits: {max_prompt_bytes: 8, max_gen_length: 16}");
+  auto prompt = c.call("POST", "/v1/completions", completion("A1+1=...."));
+  BOOST_TEST(prompt.status == 413, prompt.body);
+  BOOST_TEST(error_of(prompt)["param"] == "prompt");
+  BOOST_TEST(error_of(prompt)["message"].get<std::string>().find("limits.max_prompt_bytes") != std::string::npos);
+  auto gen = c.call("POST", "/v1/completions", completion("A1+1=", 24));
+  BOOST_TEST(gen.status == 413, gen.body);
+  BOOST_TEST(error_of(gen)["param"] == "gen_length");
+  BOOST_TEST(c.call("POST", "/v1/completions", completion("A1+1=")).status == 200);
+}
