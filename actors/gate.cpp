@@ -149,6 +149,10 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
         return forward<std::string>(self, core, slow, rt::await_atom::value);
       },
+      [=](rt::policy_atom, std::string& name, const std::string& credential) -> caf::result<std::string> {
+        if (!is_admin(credential)) return refused("permission denied: switching the policy needs the admin token");
+        return forward<std::string>(self, supervisor, quick, rt::policy_atom::value, std::move(name));
+      },
       [=](rt::shutdown_atom, const std::string& credential) -> caf::result<std::string> {
         if (!is_admin(credential)) return refused("permission denied: shutting down needs the admin token");
         auto rp = self->make_response_promise<std::string>();
@@ -172,7 +176,7 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, st
   head_actors h;
   h.peers = std::make_shared<peer_registry>();
   h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown));
-  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers);
+  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers, cfg.scheduler.policy);
   h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor);
   {
     // The core takes these only from actors of its own process.

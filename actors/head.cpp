@@ -40,6 +40,7 @@ struct head_state {
   directory dir;
   std::map<std::string, node_entry> nodes;
   caf::actor supervisor;
+  std::string policy;  // the policy set the groups run (scheduler.policy, then `policy set`)
   std::vector<caf::response_promise> awaiting;  // `await`: all nodes ready
   std::function<void()> on_shutdown;
   peer_registry_ptr peers;
@@ -81,6 +82,7 @@ void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
 std::string status_json(const head_state& st) {
   json j;
   j["cluster"] = st.cfg.name;
+  j["policy"] = st.policy;
   j["nodes"] = json::array();
   auto now = clock_type::now();
   for (const auto& cfg_node : st.cfg.nodes) {
@@ -97,12 +99,22 @@ std::string status_json(const head_state& st) {
     j["nodes"].push_back(node);
   }
   j["groups"] = json::array();
+  auto live = json::array();  // in-flight requests with their policy state
   for (const auto& row : st.dir.list()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
       auto d = json::parse(row.details, nullptr, false);
       json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
       if (d.is_object()) g.update(d);
       j["groups"].push_back(g);
+    } else if (row.kind == "request") {
+      auto d = json::parse(row.details, nullptr, false);
+      auto status = d.is_object() ? d.value("status", "") : "";
+      if (status != "FINISHED" && status != "FAILED" && d.is_object()) {
+        json r{{"id", row.id}, {"name", row.name}, {"status", status}};
+        for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group"})
+          if (d.contains(k)) r[k] = d[k];
+        live.push_back(r);
+      }
     }
   }
   // Counted over the head's life: finished rows leave the directory after the retention.
@@ -110,7 +122,8 @@ std::string status_json(const head_state& st) {
   j["requests"] = {{"in_flight", counts.in_flight},
                    {"finished", counts.finished},
                    {"failed", counts.failed},
-                   {"retained", counts.retained}};
+                   {"retained", counts.retained},
+                   {"live", live}};
   return j.dump();
 }
 
@@ -139,6 +152,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
   st.cfg = std::move(cfg);
   st.dir = directory(st.cfg.retention);
   st.on_shutdown = std::move(on_shutdown);
+  st.policy = st.cfg.scheduler.policy;
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
     e.name = n.name;
@@ -198,6 +212,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         r.head = caf::actor_cast<caf::actor>(self);
         r.supervisor = st.supervisor;
         r.incarnation = n.joins;
+        r.scheduler = st.cfg.scheduler;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at
@@ -289,6 +304,9 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
       },
       [=](rt::register_atom, caf::actor supervisor) {
         if (from_head(self)) self->state.supervisor = std::move(supervisor);
+      },
+      [=](rt::policy_atom, const std::string& name) {
+        if (from_head(self)) self->state.policy = name;
       },
       [=](rt::shutdown_atom) -> caf::result<std::string> {
         if (!from_head(self)) return refused();

@@ -2,6 +2,7 @@
 // Messages between a TP group and its workers. They never leave the node process (the
 // group and its workers always share it, as the shared-memory all-reduce requires),
 // so they carry pointers and engine structs without serialization.
+#include "actors/policy_view.hpp"
 #include "gpu/allreduce.hpp"
 #include "gpu/engine.hpp"
 
@@ -29,7 +30,10 @@ struct shard_setup {
 };
 
 struct step_order {
+  step_order() = default;
+  step_order(std::vector<uint64_t> which, std::vector<double> taus = {}) : ids(std::move(which)), tau(std::move(taus)) {}
   std::vector<uint64_t> ids;
+  std::vector<double> tau;  // per id: the threshold this step decodes it at (empty: keep)
 };
 
 /// What rank 0 reports for one request after a step. Every rank holds identical
@@ -41,6 +45,7 @@ struct step_outcome {
   int32_t block = 0;
   int64_t steps = 0;
   int64_t committed = 0;
+  canvas_progress progress;     // what the policies read of the canvas after this step
   std::string canvas;           // set at a refresh boundary or when finished
   std::vector<int32_t> answer;  // set when a block completed or the request finished
 };

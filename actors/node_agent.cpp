@@ -3,6 +3,8 @@
 // heartbeats, and regroups its workers on the reconfigurer's command.
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
+#include "actors/peer_roles.hpp"
+#include "policies/placement.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -32,6 +34,7 @@ struct agent_state {
   rt::join_reply info;
   std::shared_ptr<const gpu::model> model;
   std::shared_ptr<const gpu::tokenizer> tokenizer;
+  std::shared_ptr<const policy_context> policy;
   std::vector<caf::actor> workers;
   std::vector<live_group> groups;
   int next_group = 0;
@@ -63,6 +66,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     group_setup g;
     // A node that rejoins after a crash gets fresh names: "node1/g0", later "node1/g2.0".
     auto prefix = st.info.incarnation > 1 ? std::to_string(st.info.incarnation) + "." : std::string();
+    g.group_index = st.next_group;
     g.name = st.node + "/g" + prefix + std::to_string(st.next_group++);
     g.node = st.node;
     for (int32_t i = 0; i < size; ++i, ++next) {
@@ -73,6 +77,8 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.tokenizer = st.tokenizer;
     g.defaults = st.info.engine;
     g.supervisor = st.info.supervisor;
+    g.head_node = st.info.head ? st.info.head.node() : caf::node_id{};
+    g.policy = st.policy;
     rt::group_info info;
     info.name = g.name;
     info.node = st.node;
@@ -95,6 +101,12 @@ void start_node(agent_ptr self, rt::join_reply reply) {
     st.tokenizer = gpu::load_tokenizer(st.info.model_path);
   } catch (const std::exception& e) {
     leave(self, 1, std::string("cannot load the model: ") + e.what());
+    return;
+  }
+  try {
+    st.policy = make_policy_context(st.info.scheduler, st.info.engine);
+  } catch (const std::exception& e) {
+    leave(self, 1, std::string("cannot load the scheduler's profile or quality curve: ") + e.what());
     return;
   }
   const auto& devices = st.info.node.devices;
@@ -139,13 +151,17 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
     for (auto& g : old) self->send_exit(g.handle, caf::exit_reason::user_shutdown);
     st.groups.clear();
     auto groups = make_groups(self, spec.groups);
-    // Spread the moved requests over the new groups, most work first to the emptiest.
-    std::vector<double> load(groups.size(), 0.0);
+    // Spread the moved requests over the new groups (policy::spread_requests), in request order.
     std::sort(items->begin(), items->end(),
               [](const auto& a, const auto& b) { return a.request_id < b.request_id; });
-    for (auto& item : *items) {
-      auto best = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-      load[best] += static_cast<double>(item.gen_length) / groups[best].degree;
+    std::vector<double> work;
+    for (auto& item : *items) work.push_back(static_cast<double>(item.gen_length));
+    std::vector<int> degrees;
+    for (auto& g : groups) degrees.push_back(g.degree);
+    const auto where = policy::spread_requests(work, degrees);
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      auto& item = (*items)[i];
+      auto best = static_cast<std::size_t>(where[i]);
       auto name = groups[best].name;
       self->request(groups[best].handle, std::chrono::seconds(30), rt::enqueue_atom::value, item)
           .then([](bool) {},
@@ -177,6 +193,11 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
   }
 }
 
+bool from_head(agent_ptr self) {
+  const auto& head = self->state.info.head;
+  return head ? sender_from(self, head.node(), "node agent") : sender_is_local(self);
+}
+
 caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token, std::string node, node_hooks hooks) {
   auto& st = self->state;
   st.node = node;
@@ -206,13 +227,19 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
         self->send(st.info.head, rt::beat_atom::value, st.node);
         self->delayed_send(self, std::chrono::milliseconds(st.info.heartbeat_interval_ms), rt::beat_atom::value);
       },
-      [=](rt::regroup_atom, rt::regroup_spec& spec) {
+      // Orders come only from the head this node joined (or this process).
+      [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
+        if (!from_head(self)) return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
         auto rp = self->make_response_promise();
         regroup(self, std::move(spec), rp);
         return rp;
       },
-      [=](rt::node_dead_atom) { leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting"); },
-      [=](rt::shutdown_atom) { leave(self, 0, "shutdown requested by the head"); },
+      [=](rt::node_dead_atom) {
+        if (from_head(self)) leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting");
+      },
+      [=](rt::shutdown_atom) {
+        if (from_head(self)) leave(self, 0, "shutdown requested by the head");
+      },
   };
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Factories for the actors of a node process: the agent, its workers and TP groups.
+#include "actors/policy_view.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/messages.hpp"
@@ -26,6 +27,9 @@ struct group_setup {
   std::shared_ptr<const gpu::tokenizer> tokenizer;
   runtime::engine_defaults defaults;
   caf::actor supervisor;
+  std::shared_ptr<const policy_context> policy;
+  int32_t group_index = 0;  // the group's number within its node
+  caf::node_id head_node;   // the only remote node this group takes orders from
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

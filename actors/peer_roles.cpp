@@ -44,16 +44,31 @@ bool sender_is_local(caf::local_actor* self) {
   return s && s->node() == self->system().node();
 }
 
-bool sender_may(caf::local_actor* self, const peer_registry& peers, std::uint8_t needed, const char* who) {
-  const auto& s = self->current_sender();
-  if (s && s->node() == self->system().node()) return true;
-  if (s && (peers.roles_of(s->node()) & needed) != 0) return true;
+namespace {
+
+void log_refusal(const caf::strong_actor_ptr& s, const char* who) {
   // At most one line per 256 refusals, so a flood cannot fill the disk.
   static std::atomic<std::uint64_t> refused{0};
   if (refused.fetch_add(1) % 256 == 0)
     runtime::log_line(who, std::string("refused a message from ") +
                                (s ? "unauthenticated node " + to_string(s->node()) : std::string("an anonymous sender")) +
                                " (" + std::to_string(refused.load()) + " refused so far)");
+}
+
+}  // namespace
+
+bool sender_may(caf::local_actor* self, const peer_registry& peers, std::uint8_t needed, const char* who) {
+  const auto& s = self->current_sender();
+  if (s && s->node() == self->system().node()) return true;
+  if (s && (peers.roles_of(s->node()) & needed) != 0) return true;
+  log_refusal(s, who);
+  return false;
+}
+
+bool sender_from(caf::local_actor* self, const caf::node_id& trusted, const char* who) {
+  const auto& s = self->current_sender();
+  if (s && (s->node() == self->system().node() || s->node() == trusted)) return true;
+  log_refusal(s, who);
   return false;
 }
 

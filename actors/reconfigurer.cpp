@@ -2,6 +2,7 @@
 // the supervisor stops placing there, the node pauses its groups' requests at refresh
 // boundaries, regroups its workers and resumes every request from its canvas.
 // Automatic decisions belong to the policy layer (issue 4).
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 
@@ -41,7 +42,9 @@ caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervis
     self->state.dir_id = id;
   });
   return {
-      [=](rt::regroup_atom, rt::regroup_spec& spec) {
+      [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
+        // Only the head's endpoint (which checked the admin token) asks for a regroup.
+        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto rp = self->make_response_promise();
         if (self->state.busy) {
           rp.deliver(fail("another reconfiguration is running"));

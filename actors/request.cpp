@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace dls::actors {
@@ -23,7 +24,12 @@ struct request_state {
   uint64_t id = 0;
   uint64_t dir_id = 0;
   rt::submit_spec spec;
-  double threshold = 0;
+  double threshold = 0;       // current τ (the group's controller moves it unless pinned)
+  bool pinned = false;        // the client chose τ
+  double min_threshold = 0;   // the client's floor
+  double deadline_ms = 0;     // after arrival: slo_ms, or the profiled default; 0 until known
+  double slack_ms = 0;
+  std::string next_step;      // refresh | reuse, once a group decided
   int32_t gen_length = 0;
   caf::actor core;
   caf::actor supervisor;
@@ -57,6 +63,13 @@ std::string details(const request_state& st) {
          {"group", st.group}, {"moves", st.moves}};
   if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
   j["arrival_unix_ms"] = st.arrival_unix_ms;
+  j["tau_pinned"] = st.pinned;
+  if (st.min_threshold > 0) j["min_tau"] = st.min_threshold;
+  if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
+  if (!st.next_step.empty()) {
+    j["slack_ms"] = st.slack_ms;
+    j["next_step"] = st.next_step;
+  }
   return j.dump();
 }
 
@@ -75,6 +88,10 @@ rt::work_item make_item(req_ptr self) {
   w.request = caf::actor_cast<caf::actor>(self);
   w.prompt = st.spec.prompt;
   w.threshold = st.threshold;
+  w.threshold_pinned = st.pinned;
+  w.min_threshold = st.min_threshold;
+  w.age_ms = elapsed_ms(st);
+  w.deadline_ms = st.deadline_ms;
   w.gen_length = st.gen_length;
   w.canvas = st.canvas;
   return w;
@@ -89,7 +106,7 @@ void finish(req_ptr self, rt::answer a) {
   a.threshold = st.threshold;
   a.moves = st.moves;
   a.tag = st.spec.tag;
-  a.slo_met = st.spec.slo_ms <= 0 || a.latency_ms <= st.spec.slo_ms;
+  a.slo_met = st.deadline_ms <= 0 || a.latency_ms <= st.deadline_ms;
   st.status = a.ok ? "FINISHED" : "FAILED";
   st.result = a;
   for (auto& rp : st.waiting) rp.deliver(a);
@@ -126,7 +143,11 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
   st.arrival = clock_type::now();
   st.arrival_unix_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-  st.threshold = spec.threshold >= 0 ? spec.threshold : defaults.threshold;
+  st.pinned = spec.threshold >= 0;
+  st.threshold = st.pinned ? spec.threshold : defaults.threshold;
+  st.min_threshold = spec.min_threshold > 0 ? spec.min_threshold : 0.0;
+  if (!st.pinned) st.threshold = std::max(st.threshold, st.min_threshold);
+  st.deadline_ms = spec.slo_ms > 0 ? static_cast<double>(spec.slo_ms) : 0.0;
   st.gen_length = spec.gen_length > 0 ? spec.gen_length : defaults.gen_length;
   st.spec = std::move(spec);
   st.core = std::move(core);
@@ -175,6 +196,16 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         st.canvas = std::move(canvas);
         st.steps = steps;
         st.tokens = tokens;
+        publish(self);
+      },
+      // The group's policy state for this request, sent when its tau or next step kind changes.
+      [=](rt::progress_atom, uint32_t epoch, const rt::request_progress& p) {
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        st.threshold = p.tau;
+        st.slack_ms = p.slack_ms;
+        st.deadline_ms = p.deadline_ms;
+        st.next_step = p.next_kind;
         publish(self);
       },
       [=](rt::block_atom, uint32_t epoch, rt::block_chunk& chunk) {

@@ -3,6 +3,7 @@
 #include "gpu/model_config.hpp"
 #include "gpu/tokenizer.hpp"
 
+#include <cmath>
 #include <exception>
 
 namespace dls::actors {
@@ -23,6 +24,9 @@ std::shared_ptr<const runtime::request_checker> make_request_checker(const runti
 
 std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const runtime::submit_spec& spec) {
   auto why = checker.check(spec.prompt, spec.threshold, spec.gen_length);
+  // The floor is a threshold too: the same NaN and range rules apply (negative: none).
+  if (why.empty() && (std::isnan(spec.min_threshold) || spec.min_threshold > 1.0))
+    why = "min_threshold must be a number in [0, 1]";
   if (why.empty()) return std::nullopt;
   runtime::answer a;
   a.error = "refused by the head: " + why;

@@ -33,8 +33,9 @@ head_actors spawn_head(caf::actor_system& sys, const runtime::cluster_config& cf
                        std::function<void()> on_shutdown);
 
 /// `peers` nullptr: a supervisor that takes messages from actors of its own process only.
+/// `policy`: the policy set the groups start with (scheduler.policy); `policy set` changes it.
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults,
-                            peer_registry_ptr peers = nullptr);
+                            peer_registry_ptr peers = nullptr, std::string policy = "static");
 caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor);
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.

@@ -1,8 +1,10 @@
-// The supervisor: admission and placement of requests on the TP group with the least
-// queued work, and re-placement when a node dies. It is never on the per-step path:
-// groups report load only when their queue changes.
+// The supervisor: admission and placement of requests (policy::place_request), the
+// active policy set of every group (`policy set`), and re-placement when a node dies. It
+// is never on the per-step path: groups report load only when their queue changes.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
+#include "policies/placement.hpp"
+#include "policies/presets.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -32,6 +34,8 @@ struct group_slot {
 struct supervisor_state {
   caf::actor core;
   rt::engine_defaults defaults;
+  std::string policy;                                  // the policy set every group runs
+  std::string initial_policy;                          // the cluster file's: new groups start with it
   std::map<std::string, group_slot> groups;            // by group name
   struct placement {
     caf::actor actor;
@@ -54,20 +58,15 @@ void place(sup_ptr self, rt::work_item item);
 
 constexpr auto pending_limit = std::chrono::seconds(120);
 
-// A TP group of degree k drains its queue about k times faster, so queued work is
-// compared per device.
-group_slot* least_loaded(supervisor_state& st) {
-  group_slot* best = nullptr;
-  double best_cost = std::numeric_limits<double>::max();
+group_slot* pick_group(supervisor_state& st) {
+  std::vector<policy::placement_view> views;
+  std::vector<group_slot*> slots;
   for (auto& [name, g] : st.groups) {
-    if (g.draining) continue;
-    double cost = g.work / static_cast<double>(std::max(1, g.info.degree));
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = &g;
-    }
+    views.push_back({g.info.degree, g.work, g.draining});
+    slots.push_back(&g);
   }
-  return best;
+  const int i = policy::place_request(views);
+  return i < 0 ? nullptr : slots[static_cast<std::size_t>(i)];
 }
 
 void flush_pending(sup_ptr self) {
@@ -78,7 +77,7 @@ void flush_pending(sup_ptr self) {
 
 void place(sup_ptr self, rt::work_item item) {
   auto& st = self->state;
-  auto* g = least_loaded(st);
+  auto* g = pick_group(st);
   if (!g) {
     // Accepted work waits for a group (a node may be joining or regrouping), but not
     // forever: after pending_limit it ends with an explicit error.
@@ -120,10 +119,13 @@ bool from_node(sup_ptr self) {
   return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
 }
 
-caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers) {
+caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
+                         std::string policy) {
   self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
+  self->state.policy = policy;
+  self->state.initial_policy = std::move(policy);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -205,9 +207,31 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           group_slot slot;
           slot.info = g;
           st.groups[g.name] = slot;
+          // A group starts with the policy of the cluster file; tell it if `policy set` changed it.
+          if (st.policy != st.initial_policy) self->send(g.handle, rt::policy_atom::value, st.policy);
         }
         rt::log_line("supervisor", "node '" + node + "' now has " + std::to_string(groups.size()) + " groups");
         flush_pending(self);
+      },
+      // `policy set NAME` (through the endpoint, which checked the admin token): every group
+      // decides with NAME from its next step on.
+      [=](rt::policy_atom, const std::string& name) -> caf::result<std::string> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto& st = self->state;
+        try {
+          policy::make_policy_set(name);
+        } catch (const std::invalid_argument&) {
+          std::string list;
+          for (const auto& n : policy::policy_set_names()) list += (list.empty() ? "" : ", ") + n;
+          return json{{"ok", false}, {"error", "unknown policy '" + name + "' (known: " + list + ")"}}.dump();
+        }
+        auto before = st.policy;
+        st.policy = name;
+        for (auto& [gname, g] : st.groups) self->send(g.info.handle, rt::policy_atom::value, name);
+        self->send(st.core, rt::policy_atom::value, name);
+        rt::log_line("supervisor", "policy " + before + " -> " + name + " on " + std::to_string(st.groups.size()) +
+                                       " groups");
+        return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
@@ -262,8 +286,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 }  // namespace
 
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
-                            peer_registry_ptr peers) {
-  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers));
+                            peer_registry_ptr peers, std::string policy) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy));
 }
 
 }  // namespace dls::actors

@@ -1,19 +1,28 @@
-// A TP group runs the step loop over its queue. Each step goes to all k workers at
-// once; they compute their shards in lockstep through the shared-memory all-reduce and
-// end with identical canvases, so rank 0's outcome is the group's. The group then
-// streams finished blocks, snapshots canvases at refresh boundaries, and answers.
+// A TP group runs the step loop over its queue. Before each step it asks the policies
+// (policy::decide_step, through the snapshot adapter of policy_view.hpp) which queued
+// requests to admit, every request's tau and which requests step now; the step goes with
+// those taus to all k workers at once. They compute their shards in lockstep through the
+// shared-memory all-reduce and end with identical canvases, so rank 0's outcome is the
+// group's. The group then streams finished blocks, snapshots canvases at refresh
+// boundaries, and answers.
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
+#include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
+#include "policies/group_step.hpp"
+#include "policies/presets.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 
 namespace dls::actors {
 
@@ -24,6 +33,10 @@ namespace {
 
 struct queued_request {
   rt::work_item meta;  // without its canvas (the workers hold that)
+  live_request live;   // what the policies see of it
+  bool active = false; // admitted: in the step candidates
+  rt::request_progress told;  // the policy state last sent to the request actor
+  bool told_once = false;
   bool boundary = true;
   int64_t committed = 0;
   int64_t steps = 0;
@@ -34,7 +47,21 @@ struct queued_request {
 struct group_state {
   group_setup setup;
   std::map<uint64_t, queued_request> queue;
-  std::deque<uint64_t> order;  // admission order: the batch is the oldest max_batch
+  std::deque<uint64_t> order;  // arrival order at this group
+  // The same requests split into admitted and waiting ones, in arrival order (map nodes are
+  // stable): each decision reads them without a lookup per request.
+  std::vector<queued_request*> running, waiting;
+  live_group view;             // the group as the policies see it
+  policy::group_policy policy;
+  const policy::step_cost_model* profile = nullptr;  // the profile, if it covers this group's degree
+  // The profile plus the measured per-step overhead around the engine (messaging): what a
+  // step of this group really costs, and what the policies decide with.
+  std::optional<policy::step_cost_model> cost;
+  double overhead_s = 0;       // moving average of measured step wall - profile prediction
+  double predicted_s = 0;      // the profile's time for the step in flight
+  bool dirty = true;           // requests came or went since the last tau control
+  double last_control_s = -1e9;
+  clock_type::time_point epoch = clock_type::now();  // the group's clock for the policies
   bool stepping = false;
   bool draining = false;
   bool drained = false;
@@ -43,12 +70,42 @@ struct group_state {
   uint64_t steps = 0;
   double wall_seconds = 0;    // from sending a step to the last worker's reply
   double engine_seconds = 0;  // the slowest rank's time inside engine::step
+  double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
+  double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
+  uint64_t decisions = 0;
   static inline const char* name = "dls.tp_group";
 };
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
 constexpr auto step_timeout = std::chrono::minutes(5);
+
+// Between changes of its requests a group re-runs the tau controller at most this often: the
+// simulator's control interval, a few steps of a large model and many of the shipped one,
+// while slack changes by little more than the steps taken meanwhile.
+constexpr double control_interval_s = 0.02;
+
+// Weight of one step's residual in the overhead average: about the last 20 steps count, so a
+// change of load shows within a second while one slow step moves it little.
+constexpr double overhead_weight = 0.05;
+
+// A request without an SLO and without a profile to derive one has no deadline: this many
+// seconds stands for "never" and keeps the policies' arithmetic finite.
+constexpr double no_deadline_s = 1e9;
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double now_s(const group_state& st) {
+  return std::chrono::duration<double>(clock_type::now() - st.epoch).count();
+}
+
+void set_policy(group_state& st, const std::string& name) {
+  st.policy = policy::make_group_policy(policy::make_policy_set(name), st.setup.policy->knobs);
+}
 
 gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item& item) {
   gpu::decode_params p;
@@ -70,14 +127,23 @@ void report_load(group_ptr self) {
   for (auto& [id, q] : st.queue) work += static_cast<double>(q.meta.gen_length - q.committed);
   // Step totals ride along so the directory (and bench-runtime) can show the share of
   // step time spent in actor messaging rather than in the engine.
-  nlohmann::json stats{{"steps", st.steps}, {"step_wall_s", st.wall_seconds}, {"engine_s", st.engine_seconds}};
+  nlohmann::json stats{{"steps", st.steps},           {"step_wall_s", st.wall_seconds},
+                       {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
+                       {"decisions", st.decisions},     {"policy", st.policy.name},
+                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
 
 void remove(group_ptr self, uint64_t id) {
   auto& st = self->state;
-  st.queue.erase(id);
+  auto it = st.queue.find(id);
+  if (it != st.queue.end()) {
+    for (auto* list : {&st.running, &st.waiting})
+      list->erase(std::remove(list->begin(), list->end(), &it->second), list->end());
+    st.queue.erase(it);
+  }
+  st.dirty = true;
   st.order.erase(std::remove(st.order.begin(), st.order.end(), id), st.order.end());
   step_order o{{id}};
   for (auto& w : st.setup.workers) self->send(w, drop_atom::value, o);
@@ -101,10 +167,17 @@ void finish_drain(group_ptr self) {
       if (it == st.queue.end()) continue;
       auto item = it->second.meta;
       item.canvas.assign(bytes.begin(), bytes.end());
+      // The next group sees the request's age, deadline and tau as they are now.
+      const auto& lr = it->second.live;
+      item.age_ms = 1e3 * (now_s(st) - lr.arrival_s);
+      item.deadline_ms = 1e3 * (lr.deadline_s - lr.arrival_s);
+      item.threshold = lr.tau;
       items.push_back(std::move(item));
     }
     st.queue.clear();
     st.order.clear();
+    st.running.clear();
+    st.waiting.clear();
     st.drain_rp.deliver(caf::make_message(std::move(items)));
   }, [=](caf::error& e) {
     // Without rank 0's canvases these requests cannot move: end them explicitly.
@@ -113,6 +186,8 @@ void finish_drain(group_ptr self) {
       self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, "lost during regroup: " + to_string(e));
     st.queue.clear();
     st.order.clear();
+    st.running.clear();
+    st.waiting.clear();
     st.drain_rp.deliver(caf::make_message(std::vector<rt::work_item>{}));
   });
 }
@@ -130,6 +205,11 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   st.steps += 1;
   st.wall_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
   st.engine_seconds += slowest;
+  if (st.profile) {
+    const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    st.overhead_s += overhead_weight * (std::max(0.0, wall - st.predicted_s) - st.overhead_s);
+    st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
+  }
   if (!error.empty()) {
     rt::log_line(st.setup.name, "step failed: " + error);
     for (auto id : ids) {
@@ -150,6 +230,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     q.boundary = o.boundary;
     q.steps = o.steps;
     q.committed = o.committed;
+    q.live.progress = o.progress;
     const auto& req = q.meta.request;
     if (!o.answer.empty() || o.report.finished) {
       auto text = st.setup.tokenizer->decode(o.answer);
@@ -175,27 +256,95 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   kick(self);
 }
 
+// Tells each request actor its policy state when its tau or next step kind changed (or on
+// the first decision), so `actors` can show them without a message per step; the slack shown
+// is the one at that moment.
+void tell_progress(group_ptr self, double now, double step_s, const std::vector<queued_request*>& which) {
+  auto& st = self->state;
+  const auto& ctx = *st.setup.policy;
+  for (auto* qp : which) {
+    auto& q = *qp;
+    const char* kind = q.live.progress.next_refresh ? "refresh" : "reuse";
+    if (q.told_once && q.live.tau == q.told.tau && q.told.next_kind == kind) continue;
+    rt::request_progress p;
+    p.tau = q.live.tau;
+    p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
+    p.slack_ms = 1e3 * policy::slack_s(view_of(q.live), now, ctx.quality, step_s);
+    p.next_kind = kind;
+    q.told = p;
+    q.told_once = true;
+    self->send(q.meta.request, rt::progress_atom::value, q.meta.epoch, p);
+  }
+}
+
 void run_step(group_ptr self) {
   auto& st = self->state;
   if (st.stepping) return;
-  std::vector<uint64_t> ids;
-  for (auto id : st.order) {
-    if (static_cast<int>(ids.size()) >= st.setup.defaults.max_batch) break;
-    // While draining, requests wait at their refresh boundary: there the canvas alone
-    // describes them, so they move without their KV cache.
-    if (st.draining && st.queue[id].boundary) continue;
-    ids.push_back(id);
+  const auto& ctx = *st.setup.policy;
+  auto t_policy = clock_type::now();
+  const double cpu_policy = thread_cpu_s();
+  const double now = now_s(st);
+  st.view.draining = st.draining;
+  const bool control_due = st.dirty || now - st.last_control_s >= control_interval_s;
+  // The queued requests matter to this decision only if one may be admitted or taus change.
+  const auto& active = st.running;
+  const auto& queued = st.waiting;
+  const bool need_queued =
+      control_due || (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
+  std::vector<const live_request*> active_views, queued_views;
+  for (auto* q : active) active_views.push_back(&q->live);
+  if (need_queued)
+    for (auto* q : queued) queued_views.push_back(&q->live);
+  auto snap = snapshot_of(st.view, now, active_views, queued_views);
+  snap.control_due = control_due;
+  const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
+  for (auto id : d.admitted) {
+    auto& q = st.queue[id];
+    q.active = true;
+    st.waiting.erase(std::find(st.waiting.begin(), st.waiting.end(), &q));
+    st.running.push_back(&q);
   }
+  if (d.controlled) {
+    // snap.active is the active list followed by the admitted ones; snap.queued the rest, in order.
+    // st.running now lists them in that order too.
+    for (std::size_t i = 0; i < snap.active.size(); ++i) st.running[i]->live.tau = snap.active[i].tau;
+    for (std::size_t i = 0; i < snap.queued.size(); ++i) st.waiting[i]->live.tau = snap.queued[i].tau;
+    st.dirty = false;
+    st.last_control_s = now;
+  }
+  st.view.tau_cap = d.tau_cap;
+  if (!d.admitted.empty()) st.dirty = true;
+  // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
+  if (d.controlled) {
+    tell_progress(self, now, d.step_s, st.running);
+    tell_progress(self, now, d.step_s, st.waiting);
+  } else {
+    std::vector<queued_request*> stepped;
+    for (auto id : d.batch) stepped.push_back(&st.queue[id]);
+    tell_progress(self, now, d.step_s, stepped);
+  }
+  st.policy_seconds += std::chrono::duration<double>(clock_type::now() - t_policy).count();
+  st.policy_cpu_seconds += thread_cpu_s() - cpu_policy;
+  st.decisions += 1;
+  const auto& ids = d.batch;
   if (ids.empty()) {
     if (st.draining) finish_drain(self);
     return;
   }
+  step_order order{ids};
+  order.tau.reserve(ids.size());
+  policy::batch_totals totals;
+  for (auto id : ids) {
+    const auto& lr = st.queue[id].live;
+    order.tau.push_back(lr.tau);
+    totals.add(policy::next_step_item(view_of(lr)));
+  }
+  st.predicted_s = st.profile ? st.profile->step_seconds(st.view.tp, totals) : 0.0;
   st.stepping = true;
   auto k = st.setup.workers.size();
   auto results = std::make_shared<std::vector<step_result>>(k);
   auto left = std::make_shared<std::size_t>(k);
   auto t0 = clock_type::now();
-  step_order order{ids};
   for (std::size_t r = 0; r < k; ++r) {
     // Generous: a step of a large model takes seconds. A worker that never answers
     // fails its batch explicitly instead of stalling the group forever.
@@ -230,18 +379,52 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
     }
     return caf::make_error(caf::sec::runtime_error);
   });
+  st.view.id = st.setup.group_index;
+  st.view.tp = static_cast<int>(st.setup.workers.size());
+  st.view.devices.assign(st.setup.devices.begin(), st.setup.devices.end());
+  const auto& ctx = *st.setup.policy;
+  st.view.tau_cap = ctx.knobs.tau_max;
+  if (ctx.cost && ctx.cost->supports(st.view.tp)) {
+    st.profile = &*ctx.cost;
+    st.cost = *ctx.cost;
+    st.view.kv_capacity_tokens = st.profile->kv_capacity_tokens(st.view.tp);
+  } else if (ctx.cost) {
+    rt::log_line(st.setup.name, "the step-cost profile has no TP degree " + std::to_string(st.view.tp) +
+                                    ": this group decides without step costs");
+  }
+  set_policy(st, ctx.initial_policy);
   auto world = static_cast<int>(st.setup.workers.size());
   auto ar = std::make_shared<gpu::shm_allreduce_group>(world);
   for (int r = 0; r < world; ++r)
     self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, ar});
+  if (st.profile) {
+    // An empty step is the messaging round trip to every worker alone: the first estimate of
+    // the per-step overhead, so the deadlines of the first requests already count it; real
+    // steps refine it.
+    auto t0 = clock_type::now();
+    auto left = std::make_shared<int>(world);
+    auto done = [=] {
+      if (--*left > 0) return;
+      auto& st = self->state;
+      if (st.steps > 0) return;
+      st.overhead_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+      st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
+    };
+    for (auto& w : st.setup.workers)
+      self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
+                                                                            [=](caf::error&) { done(); });
+  }
   return {
       [=](rt::enqueue_atom, rt::work_item& item) -> caf::result<bool> {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group"))
+          return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
         auto& st = self->state;
         // A drained group is about to be replaced: the supervisor places the item again.
         if (st.drained) return caf::make_error(caf::sec::request_receiver_down);
         const auto& cfg = st.setup.model->config;
         std::string bytes;
         std::string problem;
+        canvas_progress progress;
         try {
           gpu::canvas c;
           if (item.canvas.empty()) {
@@ -258,6 +441,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
             if (!c.at_refresh_boundary()) throw std::invalid_argument("canvas is not at a refresh boundary");
           }
           bytes = c.to_bytes();
+          progress = progress_of(c);
         } catch (const std::exception& e) {
           problem = e.what();
         }
@@ -270,23 +454,54 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         item.canvas.clear();
         auto id = item.request_id;
         queued_request q;
+        const auto& ctx = *st.setup.policy;
+        auto& lr = q.live;
+        lr.id = id;
+        lr.group = st.view.id;
+        lr.progress = progress;
+        lr.arrival_s = now_s(st) - item.age_ms / 1e3;
+        if (item.deadline_ms > 0)
+          lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
+        else if (ctx.cost && ctx.cost->supports(1))
+          lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
+                                                 policy::with_step_overhead(*ctx.cost, 1, st.overhead_s), ctx.quality,
+                                                 progress.prompt_len, progress.gen_len, progress.block_len,
+                                                 ctx.knobs.tau_max);
+        else
+          lr.deadline_s = lr.arrival_s + no_deadline_s;
+        lr.tau = item.threshold;
+        lr.tau_pinned = item.threshold_pinned;
+        lr.tau_floor = item.min_threshold;
         q.meta = std::move(item);
         st.queue[id] = std::move(q);
         st.order.push_back(id);
+        st.waiting.push_back(&st.queue[id]);
+        st.dirty = true;
         report_load(self);
         kick(self);
         return true;
       },
-      [=](step_atom) { run_step(self); },
+      [=](step_atom) {
+        if (sender_is_local(self)) run_step(self);
+      },
       // A withdrawn request leaves the batch; a step in flight that still holds it is
       // ignored for it when it returns (it is no longer queued).
       [=](rt::cancel_atom, uint64_t id) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
         if (!self->state.queue.count(id)) return;
         remove(self, id);
         report_load(self);
         kick(self);
       },
-      [=](rt::drain_atom) {
+      // The policy set changes between two steps; the next decision uses the new one.
+      [=](rt::policy_atom, const std::string& name) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
+        set_policy(self->state, name);
+        self->state.dirty = true;
+        report_load(self);
+      },
+      [=](rt::drain_atom) -> caf::result<caf::message> {
+        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto& st = self->state;
         st.drain_rp = self->make_response_promise();
         st.draining = true;

@@ -3,6 +3,7 @@
 // workers of the process, so regrouping never moves weights.
 #include "actors/node_parts.hpp"
 #include "actors/local_messages.hpp"
+#include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "runtime/log.hpp"
@@ -47,6 +48,8 @@ step_result run_step(worker_state& st, const step_order& order) {
     out.error = st.who + ": not configured";
     return out;
   }
+  if (order.tau.size() == order.ids.size())
+    for (std::size_t i = 0; i < batch.size(); ++i) batch[i]->c.set_threshold(order.tau[i]);
   auto t0 = std::chrono::steady_clock::now();
   std::vector<gpu::step_report> reports;
   try {
@@ -66,6 +69,7 @@ step_result run_step(worker_state& st, const step_order& order) {
     o.block = c.block;
     o.steps = c.steps;
     o.committed = c.committed;
+    o.progress = progress_of(c);
     if (o.boundary || c.finished) o.canvas = c.to_bytes();
     if (c.finished || (c.step_in_block == 0 && reports[i].committed > 0)) o.answer = c.answer();
     out.outcomes.push_back(std::move(o));
@@ -86,7 +90,9 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
     return caf::make_error(caf::sec::runtime_error);
   });
   return {
+      // A worker serves only its own TP group, which lives in the same process.
       [=](configure_atom, const shard_setup& s) {
+        if (!sender_is_local(self)) return;
         auto& st = self->state;
         st.slots.clear();
         st.engine.reset();
@@ -99,15 +105,21 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
             gpu::make_cpu_backend(st.model, {s.rank, s.world}, s.world > 1 ? st.endpoint.get() : nullptr));
       },
       [=](admit_atom, uint64_t id, const std::string& bytes) {
+        if (!sender_is_local(self)) return;
         auto& st = self->state;
         // The group validated the canvas before admitting it anywhere.
         st.slots.insert_or_assign(id, st.engine->admit(gpu::canvas::from_bytes(bytes)));
       },
-      [=](step_atom, const step_order& order) -> step_result { return run_step(self->state, order); },
+      [=](step_atom, const step_order& order) -> caf::result<step_result> {
+        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        return run_step(self->state, order);
+      },
       [=](drop_atom, const step_order& order) {
+        if (!sender_is_local(self)) return;
         for (auto id : order.ids) self->state.slots.erase(id);
       },
-      [=](evict_atom, const step_order& order) -> canvas_bundle {
+      [=](evict_atom, const step_order& order) -> caf::result<canvas_bundle> {
+        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         canvas_bundle out;
         for (auto id : order.ids) {
           auto it = self->state.slots.find(id);

@@ -65,6 +65,7 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
   if (!ctx.view.has_live_group()) throw api_error(503, "the cluster has no live TP group to serve the request");
   p.spec.prompt = p.req.prompt;
   p.spec.threshold = p.req.threshold;
+  p.spec.min_threshold = p.req.min_threshold;
   p.spec.slo_ms = p.req.slo_ms;
   p.spec.gen_length = p.req.gen_length;
   return p;

@@ -96,7 +96,7 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
       if (r.slo_ms > 0) bad(field, "give slo_ms or deadline_ms, not both");
       r.slo_ms = static_cast<int>(number(v, field, 1, max_slo_ms));
     } else if (k == "min_threshold") {
-      bad(field, "a quality floor is not supported yet: the runtime keeps τ fixed for a request's lifetime");
+      r.min_threshold = number(v, field, 0.0, 1.0);
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
         bad(field, "request priorities are not supported yet (only 0)");

@@ -26,7 +26,8 @@ struct completion_request {
   std::vector<std::pair<std::string, std::string>> messages;  // chat: (role, text) in order
   int max_tokens = 0;        // 0: no limit beyond gen_length
   int gen_length = 0;        // what the cluster decodes (a multiple of block_length)
-  double threshold = -1;     // τ; < 0 takes the cluster default
+  double threshold = -1;     // τ, pinned for the request; < 0: the cluster's scheduler decides
+  double min_threshold = -1;  // the floor the scheduler may not lower τ below; < 0: none
   int slo_ms = 0;
   bool stream = false;
   bool include_usage = false;

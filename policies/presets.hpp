@@ -1,6 +1,6 @@
 #pragma once
 // Named policy sets: the four compared systems and the ablations, each a choice of mechanisms.
-// Every set runs in the same harness (the simulator, later the live supervisor), so a
+// Every set runs in the same harness (the simulator, and live TP groups through group_step.hpp), so a
 // difference in results comes only from the mechanisms switched on.
 #include "policies/migration.hpp"
 #include "policies/scheduler.hpp"

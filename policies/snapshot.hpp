@@ -21,6 +21,10 @@ struct request_view {
   double arrival_s = 0.0;
   double deadline_s = 0.0;         // arrival + S x isolated latency
   double tau = 0.9;                // current confidence threshold
+  /// Client control of tau: a pinned tau is never changed by the controller, and the
+  /// controller never sets tau below tau_floor (0: no floor).
+  bool tau_pinned = false;
+  double tau_floor = 0.0;
   int prompt_len = 0;              // P tokens
   int gen_len = 0;                 // G tokens of canvas, a multiple of block_len
   int block_len = 32;              // B

@@ -110,6 +110,24 @@ step_cost_model step_cost_model::make_linear(std::map<int, linear_coeffs> coeffs
   return m;
 }
 
+step_cost_model with_step_overhead(const step_cost_model& m, int tp, double extra_s) {
+  step_cost_model out;
+  if (m.kind() == step_cost_model::form::linear) {
+    auto coeffs = m.linear();
+    if (auto it = coeffs.find(tp); it != coeffs.end()) it->second.fixed_s += extra_s;
+    out = step_cost_model::make_linear(std::move(coeffs));
+  } else {
+    auto p = m.roofline();
+    p.step_overhead_s += extra_s;
+    out = step_cost_model::make_roofline(p, m.tp_degrees());
+  }
+  out.hardware = m.hardware;
+  out.model = m.model;
+  out.source = m.source;
+  out.memory = m.memory;
+  return out;
+}
+
 bool step_cost_model::supports(int tp) const {
   return std::find(tps_.begin(), tps_.end(), tp) != tps_.end();
 }

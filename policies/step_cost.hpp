@@ -165,6 +165,11 @@ class step_cost_model {
   double fixed_seconds(int tp, double query_rows, double layers) const;
 };
 
+/// The same model with `extra_s` more fixed seconds per step on TP-`tp` groups: a measured
+/// per-step overhead the profile does not hold (the runtime's messaging around each engine
+/// step). Roofline profiles add it to the step overhead of every degree.
+step_cost_model with_step_overhead(const step_cost_model& m, int tp, double extra_s);
+
 /// Loads a profile (YAML or JSON; yaml-cpp reads both). Relative paths are the caller's.
 /// Kinds: "roofline" (analytic), "linear" (coefficients), "measured" (samples, fitted here).
 step_cost_model load_step_cost_profile(const std::string& path);

@@ -57,7 +57,7 @@ void spend_budget(const std::vector<request_view>& reqs, const std::vector<margi
   for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
     const auto ui = static_cast<std::size_t>(i);
     const auto& r = reqs[ui];
-    if (tau_out[ui] >= r.tau - eps)
+    if (r.tau_pinned || tau_out[ui] >= r.tau - eps)
       ledger.reserved += ledger.planned(r, tau_out[ui], q) - ledger.planned(r, r.tau, q);
     else
       lower.push_back({hopeless(r, marg[ui], now, q, step_s, cfg) ? 1 : 0, i});
@@ -160,7 +160,9 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
     int bad = 0;
     for (int i : order) {
       const auto ui = static_cast<std::size_t>(i);
-      w += work_s(reqs[ui], std::min(tau[ui], c), marg[ui], q);
+      const auto& r = reqs[ui];
+      const double t = r.tau_pinned ? tau[ui] : std::max(r.tau_floor, std::min(tau[ui], c));
+      w += work_s(r, t, marg[ui], q);
       if (w > reqs[ui].deadline_s - now) ++bad;
     }
     return bad;
@@ -187,9 +189,11 @@ cap_result control_group(const std::vector<request_view>& reqs,
                          std::vector<double>& tau_out, accuracy_ledger* ledger) {
   tau_out.resize(reqs.size());
   const auto levels = tau_levels(cfg);
-  for (std::size_t i = 0; i < reqs.size(); ++i) tau_out[i] = pick_tau(reqs[i], now, q, step_s, cfg, levels);
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    tau_out[i] = reqs[i].tau_pinned ? reqs[i].tau : std::max(reqs[i].tau_floor, pick_tau(reqs[i], now, q, step_s, cfg, levels));
   auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg);
-  for (auto& t : tau_out) t = std::min(t, cap.cap);
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    if (!reqs[i].tau_pinned) tau_out[i] = std::max(reqs[i].tau_floor, std::min(tau_out[i], cap.cap));
   if (ledger && ledger->enabled())
     spend_budget(reqs, marg, now, q, step_s, cfg, levels, tau_out, *ledger);
   return cap;

@@ -90,7 +90,8 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
                     const std::vector<marginal_cost>& marg, double now, const quality_model& q,
                     double step_s, const threshold_config& cfg);
 
-/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request. With a
+/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request, raised to its
+/// tau_floor; a request with tau_pinned keeps its tau (and is planned at it by the cap). With a
 /// ledger whose budget is enabled, the change from each request's current tau (`reqs[i].tau`)
 /// to that target is then limited by the credit, and the ledger's reservations follow.
 cap_result control_group(const std::vector<request_view>& reqs,

@@ -1,5 +1,9 @@
 #include "runtime/cluster_config.hpp"
 
+#include "policies/presets.hpp"
+#include "policies/quality.hpp"
+#include "policies/step_cost.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <unistd.h>
@@ -247,6 +251,52 @@ directory_retention parse_retention(const checker& c, const YAML::Node& n) {
   return r;
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `scheduler: NAME` or a map {policy: NAME, knobs...}. Names are those of policies/presets.hpp.
+scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const std::string& base_dir,
+                                   double tau_ref) {
+  scheduler_settings s;
+  std::set<std::string> names;
+  for (const auto& name : policy::policy_set_names()) names.insert(name);
+  if (n.IsScalar()) {
+    s.policy = c.one_of(n, "scheduler", names);
+    return s;
+  }
+  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "profile", "quality"},
+               "scheduler");
+  if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
+  if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
+  if (n["token_budget"])
+    s.token_budget = static_cast<int>(c.integer(n["token_budget"], "scheduler.token_budget", 1, 1 << 24));
+  if (n["max_active"]) s.max_active = static_cast<int>(c.integer(n["max_active"], "scheduler.max_active", 1, 1 << 16));
+  if (n["tau_min"]) s.tau_min = c.real(n["tau_min"], "scheduler.tau_min (at most engine.threshold)", 0.0, tau_ref);
+  if (n["tau_step"]) s.tau_step = c.real(n["tau_step"], "scheduler.tau_step", 0.001, 1.0);
+  if (n["profile"]) {
+    try {
+      set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));
+    } catch (const config_error& e) {
+      c.fail(n["profile"], std::string("scheduler.profile: ") + e.what());
+    }
+  }
+  if (n["quality"]) {
+    s.quality_path = resolve(c.str(n["quality"], "scheduler.quality"), base_dir);
+    try {
+      s.quality_text = read_text(s.quality_path);
+      policy::parse_quality_curve(s.quality_text);
+    } catch (const std::exception& e) {
+      c.fail(n["quality"], "scheduler.quality: " + s.quality_path + ": " + e.what());
+    }
+  }
+  return s;
+}
+
 std::string read_token_file(const checker& c, const YAML::Node& at, const std::string& path) {
   std::ifstream in(path);
   if (!in) c.fail(at, "cannot read token file '" + path + "'");
@@ -320,8 +370,8 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
     c.fail(e.mark, e.msg);
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
-  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention", "launch",
-                      "caf", "http"},
+  c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
+                      "scheduler", "launch", "caf", "http"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -397,6 +447,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
     c.fail(root["limits"]["max_gen_length"], "engine.gen_length (" + std::to_string(cfg.engine.gen_length) +
                                                  ") exceeds limits.max_gen_length (" +
                                                  std::to_string(cfg.limits.max_gen_length) + ")");
+  if (auto sch = root["scheduler"]) cfg.scheduler = parse_scheduler(c, sch, base_dir, cfg.engine.threshold);
 
   if (auto launch = root["launch"]) {
     c.check_keys(launch, {"command"}, "launch");
@@ -417,6 +468,17 @@ cluster_config load_cluster_config(const std::string& path) {
   ss << in.rdbuf();
   auto base = fs::absolute(fs::path(path)).parent_path().string();
   return parse_cluster_config(ss.str(), path, base);
+}
+
+void set_profile(scheduler_settings& s, const std::string& path) {
+  try {
+    auto text = read_text(path);
+    policy::parse_step_cost_profile(text);
+    s.profile_path = path;
+    s.profile_text = std::move(text);
+  } catch (const std::exception& e) {
+    throw config_error(path + ": " + e.what());
+  }
 }
 
 bool is_local_host(const std::string& host) {

@@ -72,6 +72,22 @@ struct http_config {
   int request_timeout_s = 300;  // the longest the gateway waits for one answer
 };
 
+/// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
+/// policies/presets.hpp and its knobs. The profile and quality files are read when the file
+/// is parsed, so every node gets their text from the head.
+struct scheduler_settings {
+  std::string policy = "static";
+  double slo_scale = 2.0;      // deadline without slo_ms: arrival + slo_scale x solo latency
+  int token_budget = 8192;     // query rows per group step
+  int max_active = 64;         // requests admitted per group at once
+  double tau_min = 0.7;        // lowest tau the controller may choose
+  double tau_step = 0.05;      // spacing of the controller's tau levels
+  std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
+  std::string profile_text;
+  std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
+  std::string quality_text;
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
@@ -90,6 +106,7 @@ struct cluster_config {
   engine_defaults engine;
   request_limits limits;
   directory_retention retention;
+  scheduler_settings scheduler;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";
@@ -106,6 +123,10 @@ cluster_config load_cluster_config(const std::string& path);
 /// the text resolve against `base_dir`.
 cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
                                     const std::string& base_dir);
+
+/// Reads a step-cost profile for `s` (path and text), checked by the policies' loader; throws
+/// config_error naming the file and the problem.
+void set_profile(scheduler_settings& s, const std::string& path);
 
 /// True when `host` names this machine (only those are launched without the template).
 bool is_local_host(const std::string& host);

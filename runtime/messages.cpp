@@ -15,6 +15,7 @@ void add_message_types(caf::actor_system_config& cfg) {
       .add_message_type<work_item>("dls_work_item")
       .add_message_type<run_result>("dls_run_result")
       .add_message_type<regroup_spec>("dls_regroup_spec")
+      .add_message_type<request_progress>("dls_request_progress")
       .add_message_type<client_reply>("dls_client_reply")
       .add_message_type<head_actor>("dls_head_actor")
       .add_message_type<gate_actor>("dls_gate_actor");

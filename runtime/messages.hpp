@@ -49,6 +49,8 @@ using replace_atom = caf::atom_constant<caf::atom("replace")>;
 using detail_atom = caf::atom_constant<caf::atom("detail")>;
 using check_atom = caf::atom_constant<caf::atom("check")>;
 using bench_atom = caf::atom_constant<caf::atom("bench")>;
+using policy_atom = caf::atom_constant<caf::atom("policy")>;
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
 // -- configuration on the wire ---------------------------------------------------------
@@ -67,6 +69,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
   return f(caf::meta::type_name("dls_engine_defaults"), x.gen_length, x.block_length, x.commit,
            x.threshold, x.cache, x.refresh_interval, x.temperature, x.seed, x.max_batch);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
+  return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
+           x.tau_min, x.tau_step, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -98,12 +106,13 @@ struct join_reply {
   caf::actor head;
   caf::actor supervisor;  // groups report their queued work here
   uint32_t incarnation = 1;  // how many times this node name has joined (names stay unique)
+  scheduler_settings scheduler;  // the policy at join time, with the profile and quality text
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
-           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation);
+           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler);
 }
 
 // -- directory -------------------------------------------------------------------------
@@ -147,7 +156,8 @@ typename Inspector::result_type inspect(Inspector& f, group_info& x) {
 /// What a client submits. Zero or negative fields mean "cluster default".
 struct submit_spec {
   std::string prompt;
-  double threshold = -1;  // τ, fixed for the request's lifetime in this issue
+  double threshold = -1;      // τ >= 0: pinned for the request's lifetime (the controller never changes it)
+  double min_threshold = -1;  // >= 0: the controller never sets τ below it
   int32_t slo_ms = 0;
   int32_t gen_length = 0;
   bool stream = false;
@@ -161,13 +171,16 @@ struct submit_spec {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
   uint64_t threshold_bits = 0;
+  uint64_t min_threshold_bits = 0;
   std::memcpy(&threshold_bits, &x.threshold, sizeof threshold_bits);
+  std::memcpy(&min_threshold_bits, &x.min_threshold, sizeof min_threshold_bits);
   auto load = [&]() -> caf::error {
     std::memcpy(&x.threshold, &threshold_bits, sizeof x.threshold);
+    std::memcpy(&x.min_threshold, &min_threshold_bits, sizeof x.min_threshold);
     return caf::none;
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
-           x.client, x.tag, caf::meta::load_callback(load));
+           x.client, x.tag, min_threshold_bits, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -217,12 +230,16 @@ struct work_item {
   double threshold = 0;
   int32_t gen_length = 0;
   std::vector<char> canvas;
+  bool threshold_pinned = false;  // the client chose τ: no controller changes it
+  double min_threshold = 0;       // the controller's floor for this request's τ
+  double age_ms = 0;              // since arrival, when sent (clocks of two hosts never mix)
+  double deadline_ms = 0;         // after arrival; 0: the group derives it from the profile
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
-           x.threshold, x.gen_length, x.canvas);
+           x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms);
 }
 
 /// Progress a group reports for one request when it finishes.
@@ -237,6 +254,20 @@ struct run_result {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
   return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group);
+}
+
+/// What a group tells a request about its policy state when it changes: its τ, its slack and
+/// deadline (ms after arrival) and the kind of its next step.
+struct request_progress {
+  double tau = 0;
+  double slack_ms = 0;
+  double deadline_ms = 0;
+  std::string next_kind;  // refresh | reuse
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_progress& x) {
+  return f(caf::meta::type_name("dls_request_progress"), x.tau, x.slack_ms, x.deadline_ms, x.next_kind);
 }
 
 /// A manual regrouping of one node's devices, e.g. {2} -> {1, 1}.
@@ -264,7 +295,8 @@ using head_actor = caf::typed_actor<
     caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
     caf::replies_to<regroup_atom, regroup_spec, std::string>::with<std::string>,  // + the admin token
     caf::replies_to<await_atom>::with<std::string>,
-    caf::replies_to<shutdown_atom, std::string>::with<std::string>,                // + the admin token
+    caf::replies_to<shutdown_atom, std::string>::with<std::string>,               // + the admin token
+    caf::replies_to<policy_atom, std::string, std::string>::with<std::string>,    // name + the admin token
     // Withdraws the sender's own request `tag` (a client that went away): it ends with
     // the error "cancelled by the client" and leaves its group's batch.
     caf::reacts_to<cancel_atom, uint64_t>>;

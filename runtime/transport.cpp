@@ -2,9 +2,11 @@
 
 #include "runtime/caf_setup.hpp"
 #include "runtime/pki.hpp"
+#include "runtime/tls_probe.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/all.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <stdexcept>
 
@@ -42,12 +44,45 @@ caf::expected<uint16_t> publish_gate(caf::actor_system& sys, const gate_actor& g
 }
 
 caf::expected<gate_actor> connect_gate(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                       const transport_security& sec) {
+                                       const transport_security& sec, std::chrono::milliseconds timeout) {
+  if (sec.tls && !sys.has_openssl_manager())
+    return caf::make_error(caf::sec::runtime_error, "TLS requested without the openssl module");
+  // remote_actor() waits for the handshake without a limit: a stopped head that the kernel
+  // still accepts connections for would hang every client. The middleman actor's connect
+  // with a request timeout is the same operation, bounded.
   if (sec.tls) {
-    if (!sys.has_openssl_manager()) return caf::make_error(caf::sec::runtime_error, "TLS requested without the openssl module");
-    return caf::openssl::remote_actor<gate_actor>(sys, host, port);
+    auto why = probe_tls_handshake(host, port, tls_files(sec.dir, sec.role), timeout);
+    if (!why.empty()) return caf::make_error(caf::sec::cannot_connect_to_node, why);
   }
-  return sys.middleman().remote_actor<gate_actor>(host, port);
+  const auto& mm = sec.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys};
+  caf::expected<gate_actor> result{caf::sec::request_timeout};
+  self->request(mm, timeout, caf::connect_atom::value, host, port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+            if (!ptr) {
+              result = caf::make_error(caf::sec::no_actor_published_at_port, "no actor published at port " +
+                                                                                std::to_string(port));
+              return;
+            }
+            auto expected_ifs = sys.message_types(caf::detail::type_list<gate_actor>{});
+            if (ifs != expected_ifs) {
+              result = caf::make_error(caf::sec::unexpected_actor_messaging_interface,
+                                       "the peer at " + host + ":" + std::to_string(port) +
+                                           " is not a DiLaServe head of this version");
+              return;
+            }
+            result = caf::actor_cast<gate_actor>(std::move(ptr));
+          },
+          [&](caf::error& e) {
+            if (e == caf::sec::request_timeout)
+              result = caf::make_error(caf::sec::request_timeout,
+                                       "no handshake within " + std::to_string(timeout.count()) +
+                                           " ms (is the head stopped or hung?)");
+            else
+              result = std::move(e);
+          });
+  return result;
 }
 
 }  // namespace dls::runtime

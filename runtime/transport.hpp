@@ -9,6 +9,7 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -30,8 +31,10 @@ void configure_networked_caf(caf::actor_system_config& cfg, const std::vector<st
 caf::expected<uint16_t> publish_gate(caf::actor_system& sys, const gate_actor& gate, uint16_t port,
                                      const std::string& host, const transport_security& sec);
 
-/// Connects to a head's gate, over TLS when `sec.tls`.
+/// Connects to a head's gate, over TLS when `sec.tls`, giving up after `timeout` (connect and
+/// handshake together).
 caf::expected<gate_actor> connect_gate(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                       const transport_security& sec);
+                                       const transport_security& sec,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 }  // namespace dls::runtime

@@ -26,6 +26,7 @@ export OPENBLAS_NUM_THREADS=1 DILASERVE_STATE_DIR="$out/state"
 sed -e 's/devices: {kind: cpu, count: 2}/devices: {kind: cpu, count: 1}/' \
     -e 's/^    groups: \[2\].*/    groups: [1]/' \
     -e "s|path: ../models/tiny-llada|path: $root/models/tiny-llada|" \
+    -e "s|quality: quality/|quality: $root/configs/quality/|" \
     -e 's/^  port: 6390/  port: 0/' configs/local.yaml > "$out/cluster-live.yaml"
 grep -q 'count: 1}' "$out/cluster-live.yaml" && grep -q 'groups: \[1\]' "$out/cluster-live.yaml" &&
   grep -q 'port: 0' "$out/cluster-live.yaml" || { echo "sim_vs_live: configs/local.yaml changed shape" >&2; exit 1; }

@@ -86,11 +86,11 @@ if (mode === 'check') {
   expectEqual('streamed stop finish_reason', streamedFinish, 'stop');
   // Errors come back as the client's typed errors.
   try {
-    await client.completions.create({ model, prompt: p.prompt, min_threshold: 0.5 });
-    failures++; console.error('FAIL min_threshold was accepted');
+    await client.completions.create({ model, prompt: p.prompt, priority: 5 });
+    failures++; console.error('FAIL priority was accepted');
   } catch (e) {
-    expectEqual('min_threshold status', e.status, 400);
-    expectEqual('min_threshold param', e.param, 'min_threshold');
+    expectEqual('priority status', e.status, 400);
+    expectEqual('priority param', e.param, 'priority');
   }
   console.log(`checked ${problems.length} problems three ways`);
 } else if (mode === 'concurrent') {

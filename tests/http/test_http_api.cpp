@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_400_naming_the_field) {
   BOOST_TEST(error_of(malformed)["param"] == "body");
   std::vector<std::pair<json, std::string>> cases{
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"temperature", 0.7}}, "temperature"},
-      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"min_threshold", 0.5}}, "min_threshold"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"min_threshold", "high"}}, "min_threshold"},
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"extra_body", {{"priority", 2}}}}, "extra_body.priority"},
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"n", 3}}, "n"},
       {{{"model", "tiny-llada"}, {"prompt", 5}}, "prompt"},

@@ -87,7 +87,8 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
     b[k] = v;
     return refusal(b);
   };
-  BOOST_TEST(with("min_threshold", 0.5).second == "min_threshold");
+  BOOST_TEST(with("min_threshold", 1.5).second == "min_threshold");
+  BOOST_TEST(with("min_threshold", 0.5).first == 0);  // a quality floor the scheduler keeps
   BOOST_TEST(with("priority", 3).second == "priority");
   BOOST_TEST(with("block_length", 4).second == "block_length");
   BOOST_TEST(with("temperature", 0.8).second == "temperature");

@@ -111,6 +111,8 @@ std::string model_dir() {
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms,
                               const std::string& overrides) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);
+  if (!overrides.empty())
+    for (const auto& kv : YAML::Load(overrides)) root[kv.first.Scalar()] = kv.second;
   root["head"]["port"] = 0;
   for (auto n : root["nodes"]) n["port"] = 0;
   root["model"]["path"] = model_dir();
@@ -120,8 +122,11 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
     if (!keys.empty() && keys[0] != '/') root["http"]["api_keys_file"] = std::string(DLS_SOURCE_DIR) + "/configs/" + keys;
   }
   if (dead_after_ms > 0) root["heartbeat"]["dead_after_ms"] = dead_after_ms;
-  if (!overrides.empty())
-    for (const auto& kv : YAML::Load(overrides)) root[kv.first.Scalar()] = kv.second;
+  // Files the scheduler names are relative to configs/, not to the scratch copy.
+  if (root["scheduler"] && root["scheduler"].IsMap())
+    for (const char* key : {"profile", "quality"})
+      if (root["scheduler"][key] && root["scheduler"][key].Scalar().front() != '/')
+        root["scheduler"][key] = std::string(DLS_SOURCE_DIR) + "/configs/" + root["scheduler"][key].Scalar();
   auto path = dir.file(name);
   std::ofstream out(path);
   out << root << "\n";

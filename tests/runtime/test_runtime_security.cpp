@@ -228,6 +228,9 @@ BOOST_AUTO_TEST_CASE(a_submit_only_credential_cannot_regroup_or_shut_down) {
   r = as(submit_token, {"reconfigure", "--node", "node0", "--groups", "1,1"});
   BOOST_TEST(r.rc != 0);
   BOOST_TEST(r.err.find("permission denied") != std::string::npos, r.err);
+  r = as(submit_token, {"policy", "set", "static"});
+  BOOST_TEST(r.rc != 0);
+  BOOST_TEST(r.err.find("permission denied") != std::string::npos, r.err);
   // The node credential cannot act as a client at all.
   r = as(node_token, {"status"});
   BOOST_TEST(r.rc != 0);

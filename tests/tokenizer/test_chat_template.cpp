@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <unistd.h>
 
 using namespace dls;
@@ -201,4 +202,41 @@ BOOST_AUTO_TEST_CASE(checkpoint_without_a_template_is_a_clear_error) {
   write_file(dir + "/tokenizer_config.json", "{\"chat_template\": \"{% call x %}\"}");
   BOOST_TEST(message_of([&] { gpu::chat_template::from_checkpoint(dir); }).find("statement 'call'") != std::string::npos);
   std::system(("rm -rf " + dir).c_str());
+}
+
+// A corrupt template is refused with a template_error; it never crashes or throws anything else.
+BOOST_AUTO_TEST_CASE(mutated_templates_fail_cleanly) {
+  const std::string dir = test::reference_tokenizer_dir("qwen3");
+  const std::string source = read_json(dir + "/tokenizer_config.json")["chat_template"].get<std::string>();
+  const json cs = cases();
+  const std::string alphabet = "{}%#-+'\"()[]|.,:=~ \nifsetforendnotinis0123";
+  std::mt19937 rng(11);
+  int parsed = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string s = source;
+    for (int m = 1 + static_cast<int>(rng() % 3); m > 0; --m) {
+      const std::size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s.erase(at, 1 + rng() % 8); break;
+        case 1: s.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        default: s.insert(at, s.substr(rng() % s.size(), 1 + rng() % 16)); break;
+      }
+    }
+    try {
+      gpu::chat_template t(s, json{{"eos_token", "<|im_end|>"}});
+      ++parsed;
+      for (std::size_t i = 0; i < 6; ++i) {
+        try {
+          t.render(cs[i]["messages"], cs[i]["add_generation_prompt"].get<bool>());
+        } catch (const gpu::jinja::template_error&) {
+          ++refused;
+        }
+      }
+    } catch (const gpu::jinja::template_error&) {
+      ++refused;
+    }
+  }
+  BOOST_TEST_MESSAGE(parsed << " of 3000 mutated templates parsed; " << refused << " refusals");
+  BOOST_TEST(parsed > 0);
+  BOOST_TEST(refused > 0);
 }

@@ -1,6 +1,7 @@
 // The Hugging Face tokenizer's parts on small inputs: UTF-8 repair and streaming, BPE merges by
-// rank in both merge formats, added tokens, EOS, the whitespace rule of Split regexes, and a clear
-// error naming each tokenizer.json feature that is not supported.
+// rank in both merge formats, added tokens, EOS, the whitespace rule of Split regexes, a clear
+// error naming each tokenizer.json feature that is not supported, and (on the real Qwen3 files)
+// concurrent encoding.
 #define BOOST_TEST_MODULE hf_tokenizer
 #include <boost/test/unit_test.hpp>
 
@@ -10,8 +11,11 @@
 #include "gpu/tokenizer_regex.hpp"
 #include "gpu/tokenizer_utf8.hpp"
 
+#include "reference_files.hpp"
+
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 using namespace dls::gpu;
 using json = nlohmann::json;
@@ -174,4 +178,33 @@ BOOST_AUTO_TEST_CASE(unsupported_features_are_refused_by_name) {
   has(with([](json& j) { j["added_tokens"][0]["id"] = 1 << 30; }), "added token id 1073741824 out of range");
   has(with([](json& j) { j["pre_tokenizer"] = 5; }), "pre-tokenizer '?'");
   BOOST_TEST(with([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }) == "(accepted)");
+}
+
+// Workers share one tokenizer: its merged-word cache and regex state must give every thread the
+// ids one thread alone gets.
+BOOST_AUTO_TEST_CASE(concurrent_encoding_matches_sequential) {
+  auto tok = load_tokenizer(dls::test::reference_tokenizer_dir("qwen3"));
+  const std::string words[] = {"the", " quick", " 狐狸", " naïve", "\n\n", " 12345", " don't", "🙂", " Zürich", "  ", "<|im_end|>"};
+  std::mt19937 rng(3);
+  std::vector<std::string> texts(400);
+  for (auto& t : texts)
+    for (int i = 0, n = 1 + static_cast<int>(rng() % 40); i < n; ++i) t += words[rng() % std::size(words)];
+  std::vector<std::vector<int32_t>> want;
+  {
+    auto fresh = load_tokenizer(dls::test::reference_tokenizer_dir("qwen3"));
+    for (const auto& t : texts) want.push_back(fresh->encode(t));
+  }
+  constexpr int threads = 4;
+  std::vector<int> mismatches(threads, 0);
+  std::vector<std::thread> pool;
+  for (int w = 0; w < threads; ++w)
+    pool.emplace_back([&, w] {
+      for (int rep = 0; rep < 5; ++rep)
+        for (std::size_t i = 0; i < texts.size(); ++i) {
+          const std::size_t k = (i * 7 + static_cast<std::size_t>(w) * 13) % texts.size();
+          if (tok->encode(texts[k]) != want[k]) ++mismatches[w];
+        }
+    });
+  for (auto& t : pool) t.join();
+  for (int w = 0; w < threads; ++w) BOOST_TEST(mismatches[w] == 0);
 }

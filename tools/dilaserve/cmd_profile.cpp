@@ -7,6 +7,7 @@
 #include "dilaserve/median.hpp"
 #include "dilaserve/progress.hpp"
 #include "dilaserve/validators.hpp"
+#include "dilaserve/write_profile.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tp_runner.hpp"
 #include "policies/step_cost.hpp"
@@ -210,6 +211,23 @@ int run_profile(profile_options o) {
   }
   return 0;
 }
+
+}  // namespace
+
+void write_profile(const std::string& model, const std::vector<int>& tp, int block, int reps, const std::string& out) {
+  profile_options o;
+  o.model = model;
+  o.tp = tp;
+  o.block = block;
+  o.reps = reps;
+  o.out = out;
+  o.command_line = "dilaserve up (no scheduler.profile): profile --tp";
+  for (std::size_t i = 0; i < tp.size(); ++i) o.command_line += (i ? "," : " ") + std::to_string(tp[i]);
+  o.command_line += " --block " + std::to_string(block) + " --reps " + std::to_string(reps);
+  run_profile(o);
+}
+
+namespace {
 
 register_command reg{"profile", [](CLI::App& app) {
   auto* sub = app.add_subcommand("profile", "measure step times of the CPU engine into a step-cost profile");

@@ -34,7 +34,7 @@ int run_status(const status_options& o) {
   }
   auto j = json::parse(text);
   std::cout << "cluster " << j["cluster"].get<std::string>() << " (head " << session.address().host << ":"
-            << session.address().port << ")\n\nNODES\n";
+            << session.address().port << "), policy " << j.value("policy", "?") << "\n\nNODES\n";
   std::printf("  %-12s %-8s %-8s %-10s %s\n", "NAME", "STATE", "PID", "DEVICES", "HEARTBEAT");
   for (auto& n : j["nodes"]) {
     auto devices = n["devices"]["kind"].get<std::string>() + " x" + std::to_string(n["devices"]["slots"].get<int>());
@@ -55,6 +55,20 @@ int run_status(const status_options& o) {
   auto& r = j["requests"];
   std::cout << "\nREQUESTS\n  in flight " << r["in_flight"] << ", finished " << r["finished"] << ", failed "
             << r["failed"] << "\n";
+  // Each request in flight with its policy state (all of them in --json).
+  constexpr std::size_t shown = 20;
+  const auto& live = r.contains("live") ? r["live"] : json::array();
+  if (!live.empty()) {
+    std::printf("  %-14s %-10s %-14s %-6s %-12s %-12s %s\n", "NAME", "STATUS", "GROUP", "TAU", "DEADLINE_MS",
+                "SLACK_MS", "NEXT");
+    for (std::size_t i = 0; i < live.size() && i < shown; ++i) {
+      const auto& q = live[i];
+      std::printf("  %-14s %-10s %-14s %-6.2f %-12.1f %-12.1f %s\n", q.value("name", "").c_str(),
+                  q.value("status", "").c_str(), q.value("group", "").c_str(), q.value("tau", 0.0),
+                  q.value("deadline_ms", 0.0), q.value("slack_ms", 0.0), q.value("next_step", "-").c_str());
+    }
+    if (live.size() > shown) std::cout << "  ... and " << live.size() - shown << " more (status --json)\n";
+  }
   return 0;
 }
 

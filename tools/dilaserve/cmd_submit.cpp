@@ -33,6 +33,7 @@ struct submit_options {
   std::string prompt, file;
   bool prompt_given = false;  // `--prompt ''` is an empty prompt, not a missing flag
   double threshold = -1;
+  double min_threshold = -1;
   int slo_ms = 0;
   int gen_length = 0;
   double rate = 0;  // requests per second; 0 = all at once
@@ -84,6 +85,7 @@ std::vector<job> read_jobs(const submit_options& o) {
   auto base = [&] {
     rt::submit_spec s;
     s.threshold = o.threshold;
+    s.min_threshold = o.min_threshold;
     s.slo_ms = o.slo_ms;
     s.gen_length = o.gen_length;
     return s;
@@ -113,6 +115,7 @@ std::vector<job> read_jobs(const submit_options& o) {
     j.spec.prompt = v["prompt"];
     constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();  // the wire fields are 32-bit
     if (v.contains("threshold")) j.spec.threshold = json_real(v, "threshold", 0.0, 1.0, where);
+    if (v.contains("min_threshold")) j.spec.min_threshold = json_real(v, "min_threshold", 0.0, 1.0, where);
     if (v.contains("gen_length")) j.spec.gen_length = static_cast<int32_t>(json_int(v, "gen_length", 1, int32_max, where));
     if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
     try {
@@ -172,6 +175,9 @@ int run_submit(const submit_options& o) {
   auto deadline = start + std::chrono::seconds(o.timeout_s);
   std::size_t sent = 0;
   std::string failure;
+  // A head that dies (or, through BASP's connection timeout, hangs) ends the wait at once
+  // instead of after --timeout.
+  self->monitor(session.head());
   while (answers.size() < jobs.size() && failure.empty()) {
     // Send every job whose time has come (all at once without --rate).
     auto now = clock_type::now();
@@ -199,6 +205,7 @@ int run_submit(const submit_options& o) {
           bar.advance(1, a.ok ? "" : "error");
         },
         [&](caf::error& e) { failure = session.system().render(e); },
+        [&](caf::down_msg& dm) { failure = "lost the head (" + session.system().render(dm.reason) + ")"; },
         caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(wait)) >> [&] {
           if (clock_type::now() >= deadline) failure = "timed out after " + std::to_string(o.timeout_s) + " s";
         });
@@ -274,7 +281,10 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   auto o = std::make_shared<submit_options>();
   sub->add_option("--prompt", o->prompt, "Prompt text");
   sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
-  sub->add_option("--threshold", o->threshold, "Confidence threshold tau (default: the cluster's)")
+  sub->add_option("--threshold", o->threshold,
+                  "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
+      ->check(dls::cli::unit_interval);
+  sub->add_option("--min-threshold", o->min_threshold, "Lowest tau the scheduler may choose for these requests")
       ->check(dls::cli::unit_interval);
   sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(dls::cli::non_negative);
   sub->add_option("--gen-length", o->gen_length, "Answer length in tokens (default: the cluster's)")

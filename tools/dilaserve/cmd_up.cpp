@@ -1,6 +1,7 @@
 // `dilaserve up FILE`: start the head and every node in the background, wait until all
 // have joined, and record what was started in the state directory.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/write_profile.hpp"
 #include "runtime/client.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/pki.hpp"
@@ -11,8 +12,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <memory>
 
 namespace fs = std::filesystem;
@@ -30,6 +36,40 @@ std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+// Timed steps per profile sample when `up` measures the profile: the median of a few is
+// stable to a few per cent on the CPU engine, and the whole grid then takes well under a second
+// for the shipped model.
+constexpr int up_profile_reps = 3;
+
+// The profile the policies decide with: the cluster file's, or one measured here on this
+// machine's engine and cached in the state directory, keyed by model, TP degrees and block.
+// Returns its path, or "" when none can be measured here (device kinds other than cpu).
+std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir) {
+  if (!cfg.scheduler.profile_path.empty()) return cfg.scheduler.profile_path;
+  std::set<int> degrees{1};
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (const auto& n : cfg.nodes) {
+    if (n.devices.kind != "cpu") return "";
+    for (int g : n.groups)
+      if (g <= cores) degrees.insert(g);
+  }
+  std::vector<int> tp(degrees.begin(), degrees.end());
+  std::ostringstream key;
+  key << "model " << cfg.model_path << " block " << cfg.engine.block_length << " tp";
+  for (int t : tp) key << " " << t;
+  const auto path = (fs::path(dir) / "profile.yaml").string();
+  const auto key_path = (fs::path(dir) / "profile.key").string();
+  std::ifstream old_key(key_path);
+  std::string line;
+  if (fs::exists(path) && std::getline(old_key, line) && line == key.str()) return path;
+  std::cout << "measuring the step-cost profile (TP";
+  for (int t : tp) std::cout << " " << t;
+  std::cout << ") into " << path << "\n";
+  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.block_length, up_profile_reps, path);
+  std::ofstream(key_path) << key.str() << "\n";
+  return path;
 }
 
 void stop_all(const rt::cluster_state& st) {
@@ -84,6 +124,10 @@ int run_up(const up_options& o) {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
     std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
     head_argv.insert(head_argv.end(), transport.begin(), transport.end());
+    if (auto profile = ensure_profile(cfg, dir); !profile.empty()) {
+      head_argv.push_back("--profile");
+      head_argv.push_back(profile);
+    }
     auto head = rt::spawn_background(head_argv, head_log);
     st.processes.push_back({"head", "head", head.pid, head_log, head.identity});
     rt::save_state(dir, st);

@@ -1,0 +1,85 @@
+#include "actors/policy_view.hpp"
+
+#include <algorithm>
+
+namespace dls::actors {
+
+canvas_progress progress_of(const gpu::canvas& c) {
+  canvas_progress p;
+  p.prompt_len = c.prompt_len;
+  p.gen_len = c.length() - c.prompt_len;
+  p.block_len = c.params.block_length;
+  p.finished = c.finished;
+  p.block = c.finished ? c.num_blocks() : c.block;
+  p.step_in_block = c.step_in_block;
+  if (!c.finished) {
+    const auto b0 = c.ids.begin() + c.block_begin(), b1 = c.ids.begin() + c.block_end();
+    p.masks_left = static_cast<int32_t>(std::count(b0, b1, c.mask_id));
+    p.next_refresh = c.at_refresh_boundary();
+  }
+  return p;
+}
+
+policy::request_view view_of(const live_request& r) {
+  const auto& p = r.progress;
+  policy::request_view v;
+  v.id = r.id;
+  v.arrival_s = r.arrival_s;
+  v.deadline_s = r.deadline_s;
+  v.tau = r.tau;
+  v.tau_pinned = r.tau_pinned;
+  v.tau_floor = r.tau_floor;
+  v.prompt_len = p.prompt_len;
+  v.gen_len = p.gen_len;
+  v.block_len = p.block_len;
+  v.blocks_done = p.block;
+  v.steps_in_block = p.step_in_block;
+  v.masks_left_in_block = p.step_in_block > 0 ? p.masks_left : 0;
+  v.next_kind = p.next_refresh ? policy::step_kind::refresh : policy::step_kind::reuse;
+  v.group = r.group;
+  return v;
+}
+
+policy::group_snapshot snapshot_of(const live_group& g, double now_s, const std::vector<const live_request*>& active,
+                                   const std::vector<const live_request*>& queued) {
+  policy::group_snapshot s;
+  s.now_s = now_s;
+  s.group.id = g.id;
+  s.group.node = g.node;
+  s.group.tp = g.tp;
+  s.group.devices = g.devices;
+  s.group.draining = g.draining;
+  s.tau_cap = g.tau_cap;
+  double held = 0;
+  s.active.reserve(active.size());
+  for (const auto* r : active) {
+    s.active.push_back(view_of(*r));
+    held += s.active.back().canvas_len();
+  }
+  s.queued.reserve(queued.size());
+  for (const auto* r : queued) {
+    s.queued.push_back(view_of(*r));
+    s.group.queue.push_back(r->id);
+  }
+  s.kv_free_tokens = std::max(0.0, g.kv_capacity_tokens - held);
+  return s;
+}
+
+std::shared_ptr<const policy_context> make_policy_context(const runtime::scheduler_settings& s,
+                                                          const runtime::engine_defaults& e) {
+  auto ctx = std::make_shared<policy_context>();
+  if (!s.profile_text.empty()) ctx->cost = policy::parse_step_cost_profile(s.profile_text);
+  ctx->quality = s.quality_text.empty() ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
+                                        : policy::parse_quality_curve(s.quality_text);
+  ctx->knobs.token_budget = s.token_budget;
+  ctx->knobs.max_batch = e.max_batch;
+  ctx->knobs.max_active = s.max_active;
+  ctx->knobs.tau_max = e.threshold;
+  ctx->knobs.tau_min = s.tau_min;
+  ctx->knobs.tau_step = s.tau_step;
+  ctx->slo_scale = s.slo_scale;
+  ctx->initial_policy = s.policy;
+  return ctx;
+}
+
+}  // namespace dls::actors

@@ -1,0 +1,136 @@
+#include "policies/group_step.hpp"
+
+#include "policies/predict.hpp"
+
+#include <algorithm>
+
+namespace dls::policy {
+
+group_policy make_group_policy(const policy_set& set, const group_knobs& k) {
+  group_policy p;
+  p.name = set.name;
+  p.sched.order = set.order;
+  p.sched.demote_late = set.demote_late;
+  p.sched.token_budget = k.token_budget;
+  p.sched.max_batch = k.max_batch;
+  p.sched.refresh_split = 0;
+  p.thr.tau_max = k.tau_max;
+  p.thr.tau_min = std::min(k.tau_min, k.tau_max);
+  p.thr.tau_step = k.tau_step;
+  p.thr.per_request = set.tau_per_request;
+  p.thr.load_cap = set.tau_load_cap;
+  p.max_active = k.max_active;
+  return p;
+}
+
+namespace {
+
+group_load load_of(const std::vector<request_view>& reqs) {
+  group_load l;
+  for (const auto& r : reqs) l.add(r.canvas_len());
+  return l;
+}
+
+double step_estimate(const group_snapshot& g, const group_policy& p, const step_cost_model* cost,
+                     const quality_model& q, double tau_cap) {
+  if (g.active.empty() || !cost) return 0.0;
+  const int block = g.active.front().block_len;
+  // More active requests than a step takes: each step runs max_batch of them (at the mean
+  // shape), and each request steps once every n / max_batch steps.
+  auto load = load_of(g.active);
+  const double n = load.requests;
+  const double stretch = std::max(1.0, n / std::max(1, p.sched.max_batch));
+  load.requests /= stretch;
+  load.sum_canvas /= stretch;
+  load.sum_canvas_sq /= stretch;
+  return stretch * expected_step_s(*cost, g.group.tp, load, block, q.steps_for(block, tau_cap), p.sched.token_budget);
+}
+
+}  // namespace
+
+step_decision decide_step(group_snapshot& g, const group_policy& p, const step_cost_model* cost,
+                          const quality_model& q) {
+  step_decision d;
+  const int tp = g.group.tp;
+  double step_s = step_estimate(g, p, cost, q, g.tau_cap);
+  if (!g.group.draining && !g.queued.empty()) {
+    admission_room room;
+    room.slots = p.max_active - static_cast<int>(g.active.size());
+    room.kv_tokens = g.kv_free_tokens;
+    auto picked = admit(g.queued, room, g.now_s, p.sched, q, step_s, cost, tp, &g.active);
+    if (picked.empty() && g.active.empty() && room.slots > 0) {
+      // An idle group admits at least one request: deferring work onto an idle device helps nobody.
+      auto open = p.sched;
+      open.admission_control = false;
+      room.kv_tokens = std::max(room.kv_tokens, static_cast<double>(g.queued.front().canvas_len()));
+      picked = admit(g.queued, room, g.now_s, open, q, step_s, cost, tp, &g.active);
+      if (picked.size() > 1) picked.resize(1);
+    }
+    std::vector<bool> taken(g.queued.size(), false);
+    for (int i : picked) {
+      taken[static_cast<std::size_t>(i)] = true;
+      g.active.push_back(g.queued[static_cast<std::size_t>(i)]);
+      g.active.back().group = g.group.id;
+      d.admitted.push_back(g.active.back().id);
+    }
+    std::size_t w = 0;
+    for (std::size_t i = 0; i < g.queued.size(); ++i)
+      if (!taken[i]) g.queued[w++] = g.queued[i];
+    g.queued.resize(w);
+    if (!d.admitted.empty()) step_s = step_estimate(g, p, cost, q, g.tau_cap);
+  }
+  d.tau_cap = g.tau_cap;
+  if (!g.control_due) {
+    // Every request keeps its tau until the next control.
+  } else if (!p.tau_control() || !cost) {
+    d.tau_cap = p.thr.tau_max;
+    d.controlled = true;
+    // Without tau control every request runs at the reference tau, unless the client chose.
+    for (auto* list : {&g.active, &g.queued})
+      for (auto& r : *list)
+        if (!r.tau_pinned) r.tau = std::max(r.tau_floor, p.thr.tau_max);
+  } else if (!(g.active.empty() && g.queued.empty())) {
+    // Active and queued requests both load the group, so the cap sees both.
+    std::vector<request_view> all;
+    all.reserve(g.active.size() + g.queued.size());
+    all.insert(all.end(), g.active.begin(), g.active.end());
+    all.insert(all.end(), g.queued.begin(), g.queued.end());
+    double mean_canvas = 0;
+    for (const auto& r : all) mean_canvas += r.canvas_len();
+    mean_canvas /= static_cast<double>(all.size());
+    const int block = all.front().block_len;
+    const auto ref = saturated_batch(static_cast<int>(mean_canvas), block, p.sched.token_budget,
+                                     q.steps_for(block, p.thr.tau_max));
+    std::vector<marginal_cost> marg;
+    marg.reserve(all.size());
+    for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));
+    std::vector<double> tau;
+    const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau);
+    d.controlled = true;
+    d.tau_cap = cap.cap;
+    d.infeasible = cap.infeasible_prefixes;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      auto& r = i < g.active.size() ? g.active[i] : g.queued[i - g.active.size()];
+      r.tau = tau[i];
+    }
+    step_s = step_estimate(g, p, cost, q, d.tau_cap);
+  }
+  d.step_s = step_s;
+  // Candidates: every active request, or while draining only those inside a block.
+  std::vector<request_view> cand;
+  cand.reserve(g.active.size());
+  for (const auto& r : g.active)
+    if (!g.group.draining || r.next_kind == step_kind::reuse) cand.push_back(r);
+  std::vector<int> batch;
+  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp);
+  d.batch.reserve(batch.size());
+  for (int i : batch) d.batch.push_back(cand[static_cast<std::size_t>(i)].id);
+  return d;
+}
+
+double slo_deadline_s(double arrival_s, double slo_scale, const step_cost_model& cost, const quality_model& q,
+                      int prompt_len, int gen_len, int block_len, double tau_ref) {
+  return arrival_s + slo_scale * isolated_latency_s(cost, q, prompt_len, gen_len, block_len, tau_ref, 1);
+}
+
+}  // namespace dls::policy

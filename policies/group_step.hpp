@@ -1,0 +1,80 @@
+#pragma once
+// One step decision of a TP group, as the live runtime makes it before every step: which
+// queued requests become active (admit), every request's tau (control_group: per-request tau
+// from slack, then the aggregate cap, honouring pinned taus and floors) and which active
+// requests denoise in the step (form_batch: order, token budget, refresh joins). The policy
+// set decides which of these mechanisms run, so `static` is FCFS at the reference tau.
+#include "policies/presets.hpp"
+#include "policies/quality.hpp"
+#include "policies/scheduler.hpp"
+#include "policies/snapshot.hpp"
+#include "policies/step_cost.hpp"
+#include "policies/threshold.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dls::policy {
+
+/// The knobs of a live group's policies that do not come from the policy set.
+struct group_knobs {
+  int token_budget = 8192;   // query rows per step
+  int max_batch = 8;         // requests per step
+  int max_active = 64;       // requests admitted at once (holding KV memory)
+  double tau_max = 0.9;      // the reference tau (the cluster's engine.threshold)
+  double tau_min = 0.7;
+  double tau_step = 0.05;
+};
+
+struct group_policy {
+  std::string name;
+  scheduler_config sched;
+  threshold_config thr;
+  int max_active = 64;
+  bool tau_control() const { return thr.per_request || thr.load_cap; }
+};
+
+/// The mechanisms of `set` with `knobs`. Layer-split refreshes and the accuracy budget are
+/// not part of a live group's step (the simulator alone models them).
+group_policy make_group_policy(const policy_set& set, const group_knobs& knobs);
+
+/// A group's state for one decision: its view, its active requests (admitted, holding KV) and
+/// its queued ones, on the caller's clock.
+struct group_snapshot {
+  double now_s = 0;
+  group_view group;
+  std::vector<request_view> active;
+  std::vector<request_view> queued;
+  double kv_free_tokens = 1e18;  // canvas tokens of KV memory not held by active requests
+  double tau_cap = 0.9;          // the cap of the previous decision (for the step-time estimate)
+  /// Run the tau controller in this decision. The caller runs it when the group's requests
+  /// changed or some time passed (as the simulator's control interval does), not every step:
+  /// otherwise every request keeps its tau.
+  bool control_due = true;
+};
+
+struct step_decision {
+  std::vector<std::uint64_t> admitted;  // ids moved from queued to active, in admission order
+  std::vector<std::uint64_t> batch;     // ids of the active requests that step now
+  double tau_cap = 0.9;
+  double step_s = 0;                    // expected step time of the group after admission
+  int infeasible = 0;                   // prefixes the cap could not rescue (0 without tau control)
+  bool controlled = false;              // the tau controller ran (taus may have changed)
+};
+
+/// Decides the next step and applies it to `g`: admitted requests move from `queued` to the
+/// end of `active`, and every request's tau (active and queued) is set. While the group
+/// drains it admits nothing and steps only requests inside a block (the others wait at their
+/// refresh boundary, where the canvas alone can move).
+/// Without a cost model (`cost` null: no profile) the group decides with order and token
+/// budget alone: no slack budget, no admission control, no tau control.
+step_decision decide_step(group_snapshot& g, const group_policy& p, const step_cost_model* cost,
+                          const quality_model& q);
+
+/// The deadline of a request without an explicit SLO: arrival + slo_scale x its latency alone
+/// on one device at the reference tau (the definition `dilaserve sim` uses).
+double slo_deadline_s(double arrival_s, double slo_scale, const step_cost_model& cost, const quality_model& q,
+                      int prompt_len, int gen_len, int block_len, double tau_ref);
+
+}  // namespace dls::policy

@@ -1,0 +1,290 @@
+// The live side of the one decision path, without a cluster: the snapshot adapter builds from a
+// canvas and a group's live state exactly the views a hand-written snapshot holds; the step
+// decision a group makes honours deadlines, pinned taus and floors; placement balances work per
+// device; the cluster file names a bad policy or knob in one line.
+#define BOOST_TEST_MODULE test_live_policy
+#include <boost/test/unit_test.hpp>
+
+#include "actors/policy_view.hpp"
+#include "gpu/canvas.hpp"
+#include "policies/group_step.hpp"
+#include "policies/placement.hpp"
+#include "policies/presets.hpp"
+#include "runtime/cluster_config.hpp"
+
+#include <string>
+
+namespace act = dls::actors;
+namespace pol = dls::policy;
+namespace rt = dls::runtime;
+
+namespace {
+
+constexpr int32_t mask = 1;
+constexpr int32_t eos = 0;
+
+// A canvas of 4 prompt tokens and 16 answer tokens in blocks of 8, in block 1 after two steps
+// there, with 3 of that block's 8 positions decided.
+dls::gpu::canvas sample_canvas() {
+  dls::gpu::decode_params p;
+  p.gen_length = 16;
+  p.block_length = 8;
+  p.cache = dls::gpu::cache_mode::dual;
+  p.refresh_interval = 0;
+  auto c = dls::gpu::canvas::start({5, 6, 7, 8}, p, mask, eos);
+  for (int i = 4; i < 12; ++i) c.ids[static_cast<std::size_t>(i)] = 9;  // block 0 done
+  for (int i = 12; i < 15; ++i) c.ids[static_cast<std::size_t>(i)] = 10;
+  c.block = 1;
+  c.step_in_block = 2;
+  c.steps = 4;
+  return c;
+}
+
+bool same(const pol::request_view& a, const pol::request_view& b) {
+  return a.id == b.id && a.arrival_s == b.arrival_s && a.deadline_s == b.deadline_s && a.tau == b.tau &&
+         a.tau_pinned == b.tau_pinned && a.tau_floor == b.tau_floor && a.prompt_len == b.prompt_len &&
+         a.gen_len == b.gen_len && a.block_len == b.block_len && a.blocks_done == b.blocks_done &&
+         a.steps_in_block == b.steps_in_block && a.masks_left_in_block == b.masks_left_in_block &&
+         a.next_kind == b.next_kind && a.refresh_done == b.refresh_done && a.group == b.group;
+}
+
+pol::step_cost_model cost() {
+  // 1 ms per step plus 0.1 ms per request: a small linear profile on TP 1.
+  pol::linear_coeffs c;
+  c.fixed_s = 1e-3;
+  c.per_request_s = 1e-4;
+  return pol::step_cost_model::make_linear({{1, c}});
+}
+
+pol::quality_model quality() {
+  // Lower tau commits more tokens per step: 1 at 0.9, 4 at 0.7 (the shape of the measured curves).
+  return pol::quality_model({{0.7, 0.6, 4.0}, {0.8, 0.7, 2.0}, {0.9, 0.75, 1.0}});
+}
+
+pol::request_view fresh(uint64_t id, double arrival, double deadline) {
+  pol::request_view r;
+  r.id = id;
+  r.arrival_s = arrival;
+  r.deadline_s = deadline;
+  r.tau = 0.9;
+  r.prompt_len = 4;
+  r.gen_len = 16;
+  r.block_len = 8;
+  return r;
+}
+
+pol::group_policy policy_named(const std::string& name, int max_batch = 1) {
+  pol::group_knobs k;
+  k.max_batch = max_batch;
+  k.tau_max = 0.9;
+  k.tau_min = 0.7;
+  return pol::make_group_policy(pol::make_policy_set(name), k);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(adapter_builds_what_a_hand_written_snapshot_holds) {
+  const auto c = sample_canvas();
+  const auto prog = act::progress_of(c);
+  act::live_request lr;
+  lr.id = 42;
+  lr.arrival_s = 1.5;
+  lr.deadline_s = 3.25;
+  lr.tau = 0.85;
+  lr.tau_floor = 0.8;
+  lr.group = 3;
+  lr.progress = prog;
+
+  pol::request_view want;
+  want.id = 42;
+  want.arrival_s = 1.5;
+  want.deadline_s = 3.25;
+  want.tau = 0.85;
+  want.tau_floor = 0.8;
+  want.prompt_len = 4;
+  want.gen_len = 16;
+  want.block_len = 8;
+  want.blocks_done = 1;
+  want.steps_in_block = 2;
+  want.masks_left_in_block = 5;
+  want.next_kind = pol::step_kind::reuse;
+  want.group = 3;
+  BOOST_TEST(same(act::view_of(lr), want));
+
+  // A fresh canvas: block 0, no step yet, so its next step is a refresh.
+  auto f = dls::gpu::canvas::start({5, 6}, c.params, mask, eos);
+  act::live_request lf;
+  lf.id = 7;
+  lf.progress = act::progress_of(f);
+  const auto vf = act::view_of(lf);
+  BOOST_TEST(vf.blocks_done == 0);
+  BOOST_TEST(vf.steps_in_block == 0);
+  BOOST_TEST(vf.masks_left_in_block == 0);
+  BOOST_TEST(vf.masks_now() == 8);
+  BOOST_TEST((vf.next_kind == pol::step_kind::refresh));
+  BOOST_TEST(vf.canvas_len() == 18);
+
+  // The group snapshot: views in the group's order, the queue's ids, KV left after the active.
+  act::live_group g;
+  g.id = 3;
+  g.tp = 2;
+  g.devices = {0, 1};
+  g.kv_capacity_tokens = 100;
+  g.tau_cap = 0.8;
+  const auto s = act::snapshot_of(g, 9.0, {&lr}, {&lf});
+  BOOST_TEST(s.now_s == 9.0);
+  BOOST_TEST(s.group.id == 3);
+  BOOST_TEST(s.group.tp == 2);
+  BOOST_TEST((s.group.devices == std::vector<int>{0, 1}));
+  BOOST_TEST((s.group.queue == std::vector<uint64_t>{7}));
+  BOOST_TEST(!s.group.draining);
+  BOOST_REQUIRE_EQUAL(s.active.size(), 1u);
+  BOOST_REQUIRE_EQUAL(s.queued.size(), 1u);
+  BOOST_TEST(same(s.active[0], want));
+  BOOST_TEST(same(s.queued[0], vf));
+  BOOST_TEST(s.kv_free_tokens == 100.0 - 20.0);
+  BOOST_TEST(s.tau_cap == 0.8);
+}
+
+BOOST_AUTO_TEST_CASE(deadline_steps_the_urgent_request_first_static_does_not) {
+  const auto m = cost();
+  const auto q = quality();
+  auto make = [&] {
+    pol::group_snapshot g;
+    g.now_s = 1.0;
+    g.group.tp = 1;
+    for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(fresh(i, 0.1 * i, 1000.0));
+    g.active.push_back(fresh(9, 0.9, 1.5));  // arrived last, due first
+    return g;
+  };
+  auto g = make();
+  auto d = pol::decide_step(g, policy_named("deadline"), &m, q);
+  BOOST_TEST((d.batch == std::vector<uint64_t>{9}));
+  g = make();
+  d = pol::decide_step(g, policy_named("static"), &m, q);
+  BOOST_TEST((d.batch == std::vector<uint64_t>{1}));
+}
+
+BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_below_a_floor) {
+  const auto m = cost();
+  const auto q = quality();
+  pol::group_snapshot g;
+  g.now_s = 0.0;
+  g.group.tp = 1;
+  // Sixteen requests, each 16 steps at tau 0.9 but due in 25 ms: only tau 0.75 makes it.
+  for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(fresh(i, 0.0, 0.025));
+  g.queued[0].tau_pinned = true;
+  g.queued[1].tau_floor = 0.8;
+  auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
+  BOOST_TEST(d.admitted.size() + g.queued.size() == 16u);
+  BOOST_TEST(g.active.size() == d.admitted.size());
+  auto every = g.active;
+  every.insert(every.end(), g.queued.begin(), g.queued.end());
+  for (const auto& r : every) {
+    if (r.id == 1)
+      BOOST_TEST(r.tau == 0.9);
+    else if (r.id == 2)
+      BOOST_TEST(r.tau == 0.8);
+    else
+      BOOST_TEST(r.tau < 0.8);
+  }
+  // Alone with time to spare, tau returns to the reference.
+  pol::group_snapshot lone;
+  lone.group.tp = 1;
+  lone.active.push_back(fresh(20, 0.0, 10.0));
+  lone.active[0].tau = 0.7;
+  pol::decide_step(lone, policy_named("dilaserve", 8), &m, q);
+  BOOST_TEST(lone.active[0].tau == 0.9);
+  // Static never moves tau off the reference, except for a pinned one.
+  pol::group_snapshot st;
+  st.group.tp = 1;
+  st.active.push_back(fresh(21, 0.0, 0.01));
+  st.active.push_back(fresh(22, 0.0, 0.01));
+  st.active[1].tau = 0.5;
+  st.active[1].tau_pinned = true;
+  pol::decide_step(st, policy_named("static", 8), &m, q);
+  BOOST_TEST(st.active[0].tau == 0.9);
+  BOOST_TEST(st.active[1].tau == 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their_boundary) {
+  const auto m = cost();
+  const auto q = quality();
+  pol::group_snapshot g;
+  g.group.tp = 1;
+  g.group.draining = true;
+  g.active.push_back(fresh(1, 0, 10));                 // next step is a refresh: waits
+  g.active.push_back(fresh(2, 0, 10));
+  g.active[1].steps_in_block = 1;
+  g.active[1].masks_left_in_block = 4;
+  g.active[1].next_kind = pol::step_kind::reuse;       // inside a block: steps on
+  g.queued.push_back(fresh(3, 0, 10));
+  const auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
+  BOOST_TEST(d.admitted.empty());
+  BOOST_TEST((d.batch == std::vector<uint64_t>{2}));
+}
+
+BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_definition) {
+  const auto m = cost();
+  const auto q = quality();
+  pol::batch_totals one;
+  one.add(pol::step_item_of(pol::step_kind::reuse, 20, 8));
+  const auto with = pol::with_step_overhead(m, 1, 0.002);
+  BOOST_TEST(with.step_seconds(1, one) == m.step_seconds(1, one) + 0.002, boost::test_tools::tolerance(1e-12));
+  // Solo at tau 0.9 (one token per step): 2 blocks x 8 steps of 1.1 ms; due at arrival + 2 x that.
+  const double solo = 16 * 1.1e-3;
+  BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(placement_balances_queued_work_per_device) {
+  std::vector<pol::placement_view> gs{{2, 100, false}, {1, 60, false}, {1, 0, true}};
+  BOOST_TEST(pol::place_request(gs) == 0);  // 50 per device beats 60; the empty one drains
+  gs[0].queued_tokens = 130;
+  BOOST_TEST(pol::place_request(gs) == 1);
+  gs[0].draining = gs[1].draining = true;
+  BOOST_TEST(pol::place_request(gs) == -1);
+  BOOST_TEST((pol::spread_requests({10, 10, 10}, {2, 1}) == std::vector<int>{0, 1, 0}));
+}
+
+namespace {
+
+std::string config_with(const std::string& scheduler) {
+  return "name: t\nauth: {token: abcdefghij}\nhead: {host: 127.0.0.1, port: 0}\n"
+         "nodes: [{name: n0, devices: {kind: cpu, count: 1}}]\nmodel: {path: m}\n" + scheduler;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    rt::parse_cluster_config(text, "c.yaml", "/tmp");
+  } catch (const rt::config_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_one) {
+  BOOST_TEST(rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.policy == "static");
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: dilaserve\n"), "c.yaml", "/tmp").scheduler.policy ==
+             "dilaserve");
+  const auto full = rt::parse_cluster_config(
+      config_with("scheduler: {policy: deadline, slo_scale: 3, max_active: 16, tau_min: 0.6}\n"), "c.yaml", "/tmp");
+  BOOST_TEST(full.scheduler.policy == "deadline");
+  BOOST_TEST(full.scheduler.slo_scale == 3.0);
+  BOOST_TEST(full.scheduler.max_active == 16);
+  BOOST_TEST(full.scheduler.tau_min == 0.6);
+
+  auto bad_name = error_of(config_with("scheduler: fastest\n"));
+  BOOST_TEST(bad_name.find("'fastest'") != std::string::npos, bad_name);
+  BOOST_TEST(bad_name.find('\n') == std::string::npos);
+  auto bad_knob = error_of(config_with("scheduler: {policy: static, tau_mn: 0.5}\n"));
+  BOOST_TEST(bad_knob.find("unknown key 'tau_mn' in scheduler") != std::string::npos, bad_knob);
+  auto bad_value = error_of(config_with("scheduler: {slo_scale: -1}\n"));
+  BOOST_TEST(bad_value.find("scheduler.slo_scale") != std::string::npos, bad_value);
+  auto bad_tau = error_of(config_with("scheduler: {tau_min: 0.95}\n"));
+  BOOST_TEST(bad_tau.find("scheduler.tau_min") != std::string::npos, bad_tau);
+  auto bad_profile = error_of(config_with("scheduler: {profile: /nonexistent/p.yaml}\n"));
+  BOOST_TEST(bad_profile.find("scheduler.profile") != std::string::npos, bad_profile);
+  BOOST_TEST(bad_profile.find('\n') == std::string::npos);
+}

@@ -1,0 +1,174 @@
+// The running cluster decides with the policies: `policy set` switches the policy set of a
+// running cluster and names a bad one; under `deadline` an urgent request submitted after a
+// batch of lax ones finishes before them (under `static`, FCFS, it finishes after them); under
+// `dilaserve` tau falls in a burst and returns once it is over, a pinned tau never moves, and
+// the pinned requests still give the reference answers at temperature 0.
+#define BOOST_TEST_MODULE test_runtime_policy
+#include <boost/test/unit_test.hpp>
+
+#include "cluster_fixture.hpp"
+
+#include <chrono>
+#include <fstream>
+
+using dls::test::cluster;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// One node, one TP group of one device, one request per step, one token per step (quota):
+// a request is 48 steps, so a batch of hundreds of lax requests keeps the group busy for
+// seconds and the order of service is visible in the finish times.
+const char* one_slot = R"(
+nodes: [{name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 1}, groups: [1]}]
+engine: {gen_length: 48, block_length: 8, commit: quota, threshold: 0.9, cache: dual, refresh_interval: 4, max_batch: 1}
+scheduler: {policy: deadline, quality: quality/tiny-llada.json}
+)";
+
+std::string policy_of(const cluster& c) { return c.json_cli({"status"})["policy"].get<std::string>(); }
+
+double ms_since(clock_type::time_point t) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
+}
+
+// Submits `lax` requests with an hour of SLO, then, while at least half of them still wait, one
+// urgent request with `urgent_slo_ms`. Returns how many lax requests certainly finished after the urgent one: a lax
+// request was sent after `start`, so it finished no earlier than start + its latency; the
+// urgent one finished before its client returned.
+int lax_after_urgent(const cluster& c, int lax, int urgent_slo_ms) {
+  auto problems = dls::test::eval_problems(static_cast<std::size_t>(lax));
+  auto path = c.scratch().file("lax-" + std::to_string(urgent_slo_ms) + ".jsonl");
+  {
+    std::ofstream out(path);
+    for (auto& p : problems) out << json{{"prompt", p.prompt}, {"slo_ms", 3600000}}.dump() << "\n";
+  }
+  auto start = clock_type::now();
+  auto bg = c.cli_background({"submit", "--file", path, "--json", "--timeout", "120"});
+  BOOST_REQUIRE(dls::test::eventually(30, [&] {
+    return c.json_cli({"status"})["requests"]["in_flight"].get<int>() >= lax / 2;
+  }));
+  auto u = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", std::to_string(urgent_slo_ms), "--json"});
+  const double urgent_done_ms = ms_since(start);
+  BOOST_REQUIRE_MESSAGE(u.rc == 0, u.err);
+  BOOST_TEST(json::parse(u.out)["ok"].get<bool>());
+  auto r = bg.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+  int after = 0;
+  double slowest = 0;
+  const auto out = json::parse(r.out);
+  BOOST_REQUIRE_EQUAL(out["results"].size(), static_cast<std::size_t>(lax));
+  for (auto& a : out["results"]) {
+    BOOST_TEST(a["ok"].get<bool>());
+    after += a["latency_ms"].get<double>() > urgent_done_ms;
+    slowest = std::max(slowest, a["latency_ms"].get<double>());
+  }
+  BOOST_TEST_MESSAGE("slowest lax " << slowest << " ms");
+  BOOST_TEST_MESSAGE("lax requests finished after the urgent one: " << after << " of " << lax << " (urgent done "
+                                                                     << urgent_done_ms << " ms after the lax were sent)");
+  return after;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(policy_set_switches_the_running_cluster_and_names_a_bad_policy) {
+  cluster c("local.yaml");
+  BOOST_TEST(policy_of(c) == "static");
+  auto r = c.cli({"policy", "set", "dilaserve"});
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("static -> dilaserve") != std::string::npos, r.out);
+  BOOST_TEST(policy_of(c) == "dilaserve");
+  // Every group reports the policy it decides with.
+  BOOST_TEST(dls::test::eventually(10, [&] {
+    const auto st = c.json_cli({"status"});
+    for (auto& g : st["groups"])
+      if (g.value("policy", "") != "dilaserve") return false;
+    return true;
+  }));
+  auto bad = c.cli({"policy", "set", "fastest"});
+  BOOST_TEST(bad.rc != 0);
+  BOOST_TEST(bad.err.find("unknown policy 'fastest'") != std::string::npos, bad.err);
+  BOOST_TEST(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+  BOOST_TEST(policy_of(c) == "dilaserve");
+  // The cluster still answers under the new policy.
+  auto a = c.cli({"submit", "--prompt", dls::test::eval_problems(1)[0].prompt, "--json"});
+  BOOST_REQUIRE_MESSAGE(a.rc == 0, a.err);
+  BOOST_TEST(json::parse(a.out)["ok"].get<bool>());
+}
+
+BOOST_AUTO_TEST_CASE(an_urgent_request_overtakes_lax_ones_under_deadline_not_under_static) {
+  cluster c("local.yaml", 0, one_slot);
+  BOOST_TEST(policy_of(c) == "deadline");
+  constexpr int lax = 600;
+  // Under deadline the urgent request steps first from its admission on: most lax requests
+  // still waiting then finish after it.
+  BOOST_TEST(lax_after_urgent(c, lax, 20000) >= lax / 4);
+  // Under static (first come, first served) it waits behind every lax request.
+  BOOST_REQUIRE_EQUAL(c.cli({"policy", "set", "static"}).rc, 0);
+  BOOST_TEST(lax_after_urgent(c, lax, 20001) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_never_moves) {
+  cluster c("local.yaml", 0, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
+  auto problems = dls::test::eval_problems(1);
+  // The SLO: five times what one request takes alone here, so a lone request meets it at the
+  // reference tau and a burst of many does not.
+  auto lone = [&](int slo_ms) {
+    auto r = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", std::to_string(slo_ms), "--json"});
+    BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+    return json::parse(r.out);
+  };
+  auto first = lone(60000);
+  BOOST_TEST(first["threshold"].get<double>() == 0.9);
+  const int slo_ms = std::max(20, static_cast<int>(5 * first["latency_ms"].get<double>()));
+
+  constexpr int burst = 160;
+  auto all = dls::test::eval_problems(burst);
+  std::vector<dls::test::problem> pinned;
+  auto path = c.scratch().file("burst.jsonl");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < burst; ++i) {
+      json j{{"prompt", all[static_cast<std::size_t>(i)].prompt}, {"slo_ms", slo_ms}};
+      if (i % 4 == 0) {
+        j["threshold"] = 0.9;  // pinned at the config's tau
+        pinned.push_back(all[static_cast<std::size_t>(i)]);
+      }
+      out << j.dump() << "\n";
+    }
+  }
+  auto r = c.cli({"submit", "--file", path, "--json", "--timeout", "120"});
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+  auto results = json::parse(r.out)["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), static_cast<std::size_t>(burst));
+  auto expected = dls::test::reference_answers("local.yaml", pinned);
+  int lowered = 0, pinned_same = 0;
+  std::size_t k = 0;
+  for (int i = 0; i < burst; ++i) {
+    auto& a = results[static_cast<std::size_t>(i)];
+    BOOST_TEST(a["ok"].get<bool>());
+    if (i % 4 == 0) {
+      BOOST_TEST(a["threshold"].get<double>() == 0.9);
+      pinned_same += a["text"] == expected[k++];
+    } else {
+      lowered += a["threshold"].get<double>() < 0.9;
+    }
+  }
+  BOOST_TEST_MESSAGE("burst of " << burst << " at SLO " << slo_ms << " ms: " << lowered
+                                 << " unpinned requests ended below tau 0.9");
+  BOOST_TEST(lowered > 0);
+  // At temperature 0 a pinned request decodes as the reference does (batching may flip a rare
+  // near-tie, as in test_runtime_cluster).
+  BOOST_TEST(pinned_same >= static_cast<int>(pinned.size()) * 9 / 10);
+  // Once the burst is over a lone request runs at the reference tau again.
+  BOOST_TEST(lone(slo_ms)["threshold"].get<double>() == 0.9);
+  // The requests show their policy state while they run.
+  auto rows = c.json_cli({"actors", "--kind", "request"});
+  BOOST_REQUIRE(!rows.empty());
+  for (auto& row : rows) {
+    BOOST_TEST(row["details"].contains("tau"));
+    BOOST_TEST(row["details"].contains("deadline_ms"));
+    BOOST_TEST(row["details"].contains("slack_ms"));
+    BOOST_TEST(row["details"].contains("next_step"));
+  }
+}

@@ -1,0 +1,11 @@
+#pragma once
+// Measures the CPU engine's step costs (what `dilaserve profile` does) and writes the
+// measured profile to `out`; `up` calls it when the cluster file names no profile.
+#include <string>
+#include <vector>
+
+namespace dls::cli {
+
+void write_profile(const std::string& model, const std::vector<int>& tp, int block, int reps, const std::string& out);
+
+}  // namespace dls::cli
