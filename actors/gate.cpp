@@ -177,7 +177,7 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, st
   h.peers = std::make_shared<peer_registry>();
   h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown));
   h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers, cfg.scheduler.policy);
-  h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor);
+  h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor, cfg);
   {
     // The core takes these only from actors of its own process.
     caf::scoped_actor local{sys};

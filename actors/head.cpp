@@ -117,6 +117,9 @@ std::string status_json(const head_state& st) {
       }
     }
   }
+  for (const auto& row : st.dir.list())
+    if (row.kind == "reconfigurer")
+      if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j["reconfigurer"] = d;
   // Counted over the head's life: finished rows leave the directory after the retention.
   auto counts = st.dir.requests();
   j["requests"] = {{"in_flight", counts.in_flight},

@@ -1,9 +1,17 @@
-// The reconfigurer executes a split or merge of one node's devices on command:
-// the supervisor stops placing there, the node pauses its groups' requests at refresh
-// boundaries, regroups its workers and resumes every request from its canvas.
-// Automatic decisions belong to the policy layer (issue 4).
+// The reconfigurer executes a split or merge of one node's devices: the supervisor stops
+// placing there, the node pauses its groups' requests at refresh boundaries, regroups its
+// workers and resumes every request from its canvas. It regroups on command
+// (`dilaserve reconfigure`) and, with `reconfigure: auto`, when its periodic call to the
+// optimizer (policy::optimize_layout over the forecast of policy::forecast_from_arrivals)
+// says a node's layout should change; the optimizer's hysteresis and a minimum dwell per
+// node keep it from flapping.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
+#include "policies/forecast.hpp"
+#include "policies/quality.hpp"
+#include "policies/reconfig.hpp"
+#include "policies/step_cost.hpp"
+#include "policies/threshold.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -11,18 +19,33 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
 
 namespace dls::actors {
 
 namespace rt = dls::runtime;
 using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
 
 namespace {
+
+// Automatic decisions `status` lists, the newest last.
+constexpr std::size_t decisions_kept = 10;
 
 struct reconfigurer_state {
   bool busy = false;
   uint64_t dir_id = 0;
+  rt::cluster_config cfg;
+  std::map<std::string, std::vector<int>> layout;           // each node's TP degrees now
+  std::map<std::string, clock_type::time_point> changed_at; // its last regroup
+  std::optional<policy::step_cost_model> cost;
+  std::optional<policy::quality_model> quality;
+  json decisions = json::array();
+  json last;  // the last regroup's result
   static inline const char* name = "dls.reconfigurer";
 };
 
@@ -30,86 +53,206 @@ std::string fail(const std::string& why) { return json{{"ok", false}, {"error", 
 
 using reconf_ptr = caf::stateful_actor<reconfigurer_state>*;
 
-// Shows a regroup in progress in the directory (`actors --kind reconfigurer`).
-void publish(reconf_ptr self, const caf::actor& core, json details) {
-  if (self->state.dir_id) self->send(core, rt::detail_atom::value, self->state.dir_id, std::string{}, details.dump());
+// Shows a regroup in progress and the automatic decisions in the directory
+// (`actors --kind reconfigurer`, `status`).
+void publish(reconf_ptr self, const caf::actor& core, bool busy) {
+  auto& st = self->state;
+  json d{{"busy", busy}, {"mode", st.cfg.reconfigure.automatic ? "auto" : "manual"}, {"decisions", st.decisions}};
+  if (!st.last.is_null()) d["last"] = st.last;
+  if (st.dir_id) self->send(core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
 
-caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervisor) {
+// The regroup itself, as `dilaserve reconfigure` asks for it; `done` gets the JSON result.
+void run_regroup(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::regroup_spec spec,
+                 std::function<void(std::string)> done_cb) {
+  if (self->state.busy) {
+    done_cb(fail("another reconfiguration is running"));
+    return;
+  }
+  self->state.busy = true;
+  auto start = clock_type::now();
+  auto done = [=](std::string text) {
+    auto& st = self->state;
+    st.busy = false;
+    st.last = json::parse(text, nullptr, false);
+    if (st.last.is_object() && st.last.value("ok", false)) {
+      st.layout[spec.node].assign(spec.groups.begin(), spec.groups.end());
+      st.changed_at[spec.node] = clock_type::now();
+    }
+    publish(self, core, false);
+    done_cb(std::move(text));
+  };
+  auto on_error = [=](caf::error& e) {
+    // Whatever state the node is in, let the supervisor use its groups again.
+    caf::anon_send(supervisor, rt::drain_atom::value, spec.node, false);
+    done(fail(to_string(e)));
+  };
+  self->request(core, std::chrono::seconds(10), rt::check_atom::value, spec)
+      .then(
+          [=](const std::string& why, caf::actor agent) {
+            if (!why.empty() || !agent) {
+              done(fail(why.empty() ? "node has no agent" : why));
+              return;
+            }
+            self->request(supervisor, std::chrono::seconds(10), rt::drain_atom::value, spec.node)
+                .then(
+                    [=](bool) {
+                      publish(self, core, true);
+                      self->request(agent, std::chrono::minutes(5), rt::regroup_atom::value, spec)
+                          .then(
+                              [=](std::vector<rt::group_info>& groups, const std::string& stats) {
+                                self->request(core, std::chrono::seconds(10), rt::groups_atom::value, spec.node,
+                                              groups, std::vector<rt::actor_info>{})
+                                    .then(
+                                        [=](std::vector<rt::group_info>& registered) {
+                                          auto total = std::chrono::duration<double, std::milli>(
+                                                           clock_type::now() - start)
+                                                           .count();
+                                          json j{{"ok", true}, {"node", spec.node}, {"total_ms", total}};
+                                          j["node_stats"] = json::parse(stats, nullptr, false);
+                                          j["groups"] = json::array();
+                                          for (auto& g : registered)
+                                            j["groups"].push_back({{"id", g.id},
+                                                                   {"name", g.name},
+                                                                   {"degree", g.degree},
+                                                                   {"devices", g.devices}});
+                                          rt::log_line("reconfigurer",
+                                                       "regrouped node '" + spec.node + "': " + j.dump());
+                                          done(j.dump());
+                                        },
+                                        on_error);
+                              },
+                              on_error);
+                    },
+                    on_error);
+          },
+          on_error);
+}
+
+std::string degrees_text(const std::vector<int>& d) {
+  std::string s;
+  for (int x : d) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return "{" + s + "}";
+}
+
+// One automatic look at the load: forecast, optimizer, and at most one node regrouped.
+void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
+  auto& st = self->state;
+  const auto& rc = st.cfg.reconfigure;
+  self->delayed_send(self, std::chrono::milliseconds(rc.interval_ms), rt::beat_atom::value);
+  if (st.busy || !st.cost || !st.quality) return;
+  self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
+      .then(
+          [=](const std::vector<double>& v) {
+            auto& st = self->state;
+            if (st.busy || v.empty()) return;
+            const auto& rc = st.cfg.reconfigure;
+            std::vector<policy::arrival_record> arrivals;
+            for (std::size_t i = 1; i + 2 < v.size(); i += 3)
+              arrivals.push_back({v[i], static_cast<int>(v[i + 1]), static_cast<int>(v[i + 2])});
+            policy::forecast_config fc_cfg;
+            fc_cfg.window_s = rc.window_ms / 1e3;
+            const auto fc = policy::forecast_from_arrivals(arrivals, v[0], fc_cfg);
+            if (fc.mix.empty()) return;  // nothing seen yet: no basis for a plan
+            std::vector<int> devices;
+            std::vector<policy::partition> current;
+            for (const auto& n : st.cfg.nodes) {
+              devices.push_back(n.devices.slots());
+              auto p = st.layout[n.name];
+              std::sort(p.begin(), p.end(), std::greater<int>());
+              current.push_back(p);
+            }
+            policy::reconfig_config rcfg;
+            rcfg.slo_scale = st.cfg.scheduler.slo_scale;
+            rcfg.ref_tau = st.cfg.engine.threshold;
+            policy::threshold_config levels;
+            levels.tau_max = st.cfg.engine.threshold;
+            levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.threshold);
+            levels.tau_step = st.cfg.scheduler.tau_step;
+            rcfg.tau_levels = policy::tau_levels(levels);
+            rcfg.switch_cost_s = rc.switch_cost_ms / 1e3;
+            rcfg.max_batch = st.cfg.engine.max_batch;
+            rcfg.token_budget = st.cfg.scheduler.token_budget;
+            const auto plan = policy::optimize_layout(devices, current, fc, *st.cost, *st.quality, rcfg);
+            if (!plan.switch_layout || plan.nodes.size() != current.size()) return;
+            const auto now = clock_type::now();
+            for (std::size_t i = 0; i < current.size(); ++i) {
+              const auto& node = st.cfg.nodes[i].name;
+              if (plan.nodes[i] == current[i]) continue;
+              auto since = st.changed_at.find(node);
+              if (since != st.changed_at.end() && now - since->second < std::chrono::milliseconds(rc.min_dwell_ms))
+                continue;  // hysteresis in time
+              json reason{{"node", node},
+                          {"from", current[i]},
+                          {"to", plan.nodes[i]},
+                          {"forecast_rps", fc.arrival_rate},
+                          {"mean_rps", fc.mean_rate},
+                          {"capacity_rps", plan.capacity_rps},
+                          {"predicted_latency_s", plan.latency_score},
+                          {"current_latency_s", plan.current_score},
+                          {"feasible", plan.feasible},
+                          {"burst", plan.burst},
+                          {"tau", plan.tau}};
+              rt::log_line("reconfigurer", "auto: node '" + node + "' " + degrees_text(current[i]) + " -> " +
+                                               degrees_text(plan.nodes[i]) + " because " + reason.dump());
+              rt::regroup_spec spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())};
+              run_regroup(self, core, supervisor, spec, [=](std::string text) {
+                auto& st = self->state;
+                auto r = reason;
+                auto result = json::parse(text, nullptr, false);
+                r["ok"] = result.is_object() && result.value("ok", false);
+                if (!r["ok"].get<bool>() && result.is_object()) r["error"] = result.value("error", "");
+                st.decisions.push_back(r);
+                if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
+                publish(self, core, false);
+              });
+              return;  // one node at a time: capacity drops by at most one node while it drains
+            }
+          },
+          [](caf::error& e) { rt::log_line("reconfigurer", "auto: could not read the load: " + to_string(e)); });
+}
+
+caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::cluster_config cfg) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  for (const auto& n : st.cfg.nodes) st.layout[n.name].assign(n.groups.begin(), n.groups.end());
+  if (st.cfg.reconfigure.automatic) {
+    try {
+      if (st.cfg.scheduler.profile_text.empty()) throw std::invalid_argument("no step-cost profile");
+      st.cost = policy::parse_step_cost_profile(st.cfg.scheduler.profile_text);
+      st.quality = st.cfg.scheduler.quality_text.empty()
+                       ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
+                       : policy::parse_quality_curve(st.cfg.scheduler.quality_text);
+      self->send(self, rt::beat_atom::value);
+    } catch (const std::exception& e) {
+      rt::log_line("reconfigurer", std::string("reconfigure: auto is off: ") + e.what());
+    }
+  }
   rt::actor_info row{0, "reconfigurer", "reconfigurer", "head", static_cast<int32_t>(::getpid()), "ALIVE", 0,
                      R"({"busy":false})"};
   self->request(core, std::chrono::seconds(10), rt::register_atom::value, row).then([=](uint64_t id) {
     self->state.dir_id = id;
+    publish(self, core, false);
   });
   return {
       [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
         // Only the head's endpoint (which checked the admin token) asks for a regroup.
         if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto rp = self->make_response_promise();
-        if (self->state.busy) {
-          rp.deliver(fail("another reconfiguration is running"));
-          return rp;
-        }
-        self->state.busy = true;
-        auto start = std::chrono::steady_clock::now();
-        auto done = [=](std::string text) mutable {
-          self->state.busy = false;
-          publish(self, core, {{"busy", false}, {"last", json::parse(text, nullptr, false)}});
-          rp.deliver(std::move(text));
-        };
-        auto on_error = [=](caf::error& e) mutable {
-          // Whatever state the node is in, let the supervisor use its groups again.
-          caf::anon_send(supervisor, rt::drain_atom::value, spec.node, false);
-          done(fail(to_string(e)));
-        };
-        self->request(core, std::chrono::seconds(10), rt::check_atom::value, spec)
-            .then(
-                [=](const std::string& why, caf::actor agent) mutable {
-                  if (!why.empty() || !agent) {
-                    done(fail(why.empty() ? "node has no agent" : why));
-                    return;
-                  }
-                  self->request(supervisor, std::chrono::seconds(10), rt::drain_atom::value, spec.node)
-                      .then(
-                          [=](bool) mutable {
-                            publish(self, core, {{"busy", true}, {"node", spec.node}, {"groups", spec.groups}});
-                            self->request(agent, std::chrono::minutes(5), rt::regroup_atom::value, spec)
-                                .then(
-                                    [=](std::vector<rt::group_info>& groups, const std::string& stats) mutable {
-                                      self->request(core, std::chrono::seconds(10), rt::groups_atom::value, spec.node,
-                                                    groups, std::vector<rt::actor_info>{})
-                                          .then(
-                                              [=](std::vector<rt::group_info>& registered) mutable {
-                                                auto total = std::chrono::duration<double, std::milli>(
-                                                                 std::chrono::steady_clock::now() - start)
-                                                                 .count();
-                                                json j{{"ok", true}, {"node", spec.node}, {"total_ms", total}};
-                                                j["node_stats"] = json::parse(stats, nullptr, false);
-                                                j["groups"] = json::array();
-                                                for (auto& g : registered)
-                                                  j["groups"].push_back(
-                                                      {{"id", g.id}, {"name", g.name}, {"degree", g.degree},
-                                                       {"devices", g.devices}});
-                                                rt::log_line("reconfigurer", "regrouped node '" + spec.node +
-                                                                                 "': " + j.dump());
-                                                done(j.dump());
-                                              },
-                                              on_error);
-                                    },
-                                    on_error);
-                          },
-                          on_error);
-                },
-                on_error);
+        run_regroup(self, core, supervisor, std::move(spec), [rp](std::string text) mutable { rp.deliver(std::move(text)); });
         return rp;
+      },
+      // The automatic interval: a message to itself.
+      [=](rt::beat_atom) {
+        if (sender_is_local(self)) auto_tick(self, core, supervisor);
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor) {
-  return sys.spawn(reconfigurer, std::move(core), std::move(supervisor));
+caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor, rt::cluster_config cfg) {
+  return sys.spawn(reconfigurer, std::move(core), std::move(supervisor), std::move(cfg));
 }
 
 }  // namespace dls::actors

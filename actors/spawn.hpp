@@ -36,7 +36,9 @@ head_actors spawn_head(caf::actor_system& sys, const runtime::cluster_config& cf
 /// `policy`: the policy set the groups start with (scheduler.policy); `policy set` changes it.
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::engine_defaults defaults,
                             peer_registry_ptr peers = nullptr, std::string policy = "static");
-caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor);
+/// `cfg`: the nodes' initial layouts, the `reconfigure` settings and the scheduler's profile.
+caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
+                              runtime::cluster_config cfg = {});
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,

@@ -3,6 +3,7 @@
 // is never on the per-step path: groups report load only when their queue changes.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
+#include "policies/forecast.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
@@ -48,6 +49,9 @@ struct supervisor_state {
   std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> by_client;
   std::map<uint64_t, std::pair<caf::actor_addr, uint64_t>> client_of;
   uint64_t next_id = 1;
+  // Recent arrivals for the reconfigurer's forecast, on this actor's clock.
+  std::deque<policy::arrival_record> arrivals;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   peer_registry_ptr peers;  // nullptr: only actors of this process are served
   static inline const char* name = "dls.supervisor";
 };
@@ -57,6 +61,10 @@ using sup_ptr = caf::stateful_actor<supervisor_state>*;
 void place(sup_ptr self, rt::work_item item);
 
 constexpr auto pending_limit = std::chrono::seconds(120);
+
+// Arrivals kept for the forecast's length mix: enough for a stable mix of 16 classes, small
+// enough to send every reconfiguration interval.
+constexpr std::size_t arrivals_kept = 4096;
 
 group_slot* pick_group(supervisor_state& st) {
   std::vector<policy::placement_view> views;
@@ -143,6 +151,12 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           self->state.by_client[key] = id;
           self->state.client_of[id] = key;
         }
+        // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+        auto& st = self->state;
+        st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
+                               static_cast<int>(spec.prompt.size()),
+                               spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
+        if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
                                  caf::actor_cast<caf::actor>(self));
         self->state.requests[id] = {req, "", 0};
@@ -232,6 +246,18 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         rt::log_line("supervisor", "policy " + before + " -> " + name + " on " + std::to_string(st.groups.size()) +
                                        " groups");
         return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
+      },
+      // The reconfigurer's view of the load: [now, t, prompt, gen, t, prompt, gen, ...].
+      [=](rt::load_atom) -> caf::result<std::vector<double>> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto& st = self->state;
+        std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
+        for (const auto& a : st.arrivals) {
+          out.push_back(a.t_s);
+          out.push_back(a.prompt_len);
+          out.push_back(a.gen_len);
+        }
+        return out;
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));

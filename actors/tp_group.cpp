@@ -37,6 +37,7 @@ struct queued_request {
   bool active = false; // admitted: in the step candidates
   rt::request_progress told;  // the policy state last sent to the request actor
   bool told_once = false;
+  double told_at_s = 0;
   bool boundary = true;
   int64_t committed = 0;
   int64_t steps = 0;
@@ -88,6 +89,10 @@ constexpr double control_interval_s = 0.02;
 // Weight of one step's residual in the overhead average: about the last 20 steps count, so a
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
+
+// A change of only the next step kind is told to the request actor at most this often: the
+// kind flips twice per block, and every message ends as a directory update at the head.
+constexpr double kind_report_interval_s = 0.1;
 
 // A request without an SLO and without a profile to derive one has no deadline: this many
 // seconds stands for "never" and keeps the policies' arithmetic finite.
@@ -265,7 +270,9 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
   for (auto* qp : which) {
     auto& q = *qp;
     const char* kind = q.live.progress.next_refresh ? "refresh" : "reuse";
-    if (q.told_once && q.live.tau == q.told.tau && q.told.next_kind == kind) continue;
+    if (q.told_once && q.live.tau == q.told.tau &&
+        (q.told.next_kind == kind || now - q.told_at_s < kind_report_interval_s))
+      continue;
     rt::request_progress p;
     p.tau = q.live.tau;
     p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
@@ -273,6 +280,7 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
     p.next_kind = kind;
     q.told = p;
     q.told_once = true;
+    q.told_at_s = now;
     self->send(q.meta.request, rt::progress_atom::value, q.meta.epoch, p);
   }
 }

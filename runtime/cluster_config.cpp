@@ -297,6 +297,24 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   return s;
 }
 
+// `reconfigure: manual | auto` or a map {mode, interval_ms, min_dwell_ms, window_ms, switch_cost_ms}.
+reconfigure_settings parse_reconfigure(const checker& c, const YAML::Node& n) {
+  reconfigure_settings r;
+  if (n.IsScalar()) {
+    r.automatic = c.one_of(n, "reconfigure", {"manual", "auto"}) == "auto";
+    return r;
+  }
+  c.check_keys(n, {"mode", "interval_ms", "min_dwell_ms", "window_ms", "switch_cost_ms"}, "reconfigure");
+  if (n["mode"]) r.automatic = c.one_of(n["mode"], "reconfigure.mode", {"manual", "auto"}) == "auto";
+  if (n["interval_ms"])
+    r.interval_ms = static_cast<int>(c.integer(n["interval_ms"], "reconfigure.interval_ms", 10, 3600000));
+  if (n["min_dwell_ms"])
+    r.min_dwell_ms = static_cast<int>(c.integer(n["min_dwell_ms"], "reconfigure.min_dwell_ms", 0, 86400000));
+  if (n["window_ms"]) r.window_ms = static_cast<int>(c.integer(n["window_ms"], "reconfigure.window_ms", 10, 86400000));
+  if (n["switch_cost_ms"]) r.switch_cost_ms = c.real(n["switch_cost_ms"], "reconfigure.switch_cost_ms", 0.0, 1e6);
+  return r;
+}
+
 std::string read_token_file(const checker& c, const YAML::Node& at, const std::string& path) {
   std::ifstream in(path);
   if (!in) c.fail(at, "cannot read token file '" + path + "'");
@@ -371,7 +389,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
   c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
-                      "scheduler", "launch", "caf", "http"},
+                      "scheduler", "reconfigure", "launch", "caf", "http"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -448,6 +466,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
                                                  ") exceeds limits.max_gen_length (" +
                                                  std::to_string(cfg.limits.max_gen_length) + ")");
   if (auto sch = root["scheduler"]) cfg.scheduler = parse_scheduler(c, sch, base_dir, cfg.engine.threshold);
+  if (auto rc = root["reconfigure"]) cfg.reconfigure = parse_reconfigure(c, rc);
 
   if (auto launch = root["launch"]) {
     c.check_keys(launch, {"command"}, "launch");

@@ -88,6 +88,16 @@ struct scheduler_settings {
   std::string quality_text;
 };
 
+/// When TP groups split and merge (docs/config.md, "reconfigure"): on command only
+/// (`manual`), or also when the reconfigurer's periodic call to the optimizer says so.
+struct reconfigure_settings {
+  bool automatic = false;
+  int interval_ms = 1000;     // how often the reconfigurer reads the load
+  int min_dwell_ms = 10000;   // a regrouped node keeps its layout at least this long
+  int window_ms = 5000;       // arrivals the forecast's rate looks at
+  double switch_cost_ms = 20; // hysteresis: predicted mean latency must drop by this x changed / N
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
@@ -107,6 +117,7 @@ struct cluster_config {
   request_limits limits;
   directory_retention retention;
   scheduler_settings scheduler;
+  reconfigure_settings reconfigure;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";

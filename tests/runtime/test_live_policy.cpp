@@ -7,6 +7,7 @@
 
 #include "actors/policy_view.hpp"
 #include "gpu/canvas.hpp"
+#include "policies/forecast.hpp"
 #include "policies/group_step.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
@@ -236,6 +237,25 @@ BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_defini
   BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
 }
 
+BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when_idle) {
+  std::vector<pol::arrival_record> a;
+  for (int i = 0; i < 40; ++i) a.push_back({9.05 + 0.01 * i, 16, 48});  // 40 in the last second
+  a.push_back({9.9, 16, 16});
+  pol::forecast_config cfg;
+  cfg.window_s = 4.0;  // four sub-windows of one second
+  auto f = pol::forecast_from_arrivals(a, 10.0, cfg);
+  BOOST_TEST(f.arrival_rate == 41.0);        // the busiest second, not the mean
+  BOOST_TEST(f.mean_rate == 41.0 / 4.0);
+  BOOST_REQUIRE_EQUAL(f.mix.size(), 2u);
+  BOOST_TEST(f.mix[0].gen_len == 48);
+  BOOST_TEST(f.mix[0].weight == 40.0 / 41.0, boost::test_tools::tolerance(1e-12));
+  // Long after: no rate, the same mix.
+  f = pol::forecast_from_arrivals(a, 100.0, cfg);
+  BOOST_TEST(f.arrival_rate == 0.0);
+  BOOST_TEST(f.mix.size() == 2u);
+  BOOST_TEST(pol::forecast_from_arrivals({}, 1.0, cfg).mix.empty());
+}
+
 BOOST_AUTO_TEST_CASE(placement_balances_queued_work_per_device) {
   std::vector<pol::placement_view> gs{{2, 100, false}, {1, 60, false}, {1, 0, true}};
   BOOST_TEST(pol::place_request(gs) == 0);  // 50 per device beats 60; the empty one drains
@@ -284,6 +304,14 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   BOOST_TEST(bad_value.find("scheduler.slo_scale") != std::string::npos, bad_value);
   auto bad_tau = error_of(config_with("scheduler: {tau_min: 0.95}\n"));
   BOOST_TEST(bad_tau.find("scheduler.tau_min") != std::string::npos, bad_tau);
+  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").reconfigure.automatic);
+  const auto rc = rt::parse_cluster_config(config_with("reconfigure: {mode: auto, interval_ms: 200}\n"), "c.yaml", "/tmp");
+  BOOST_TEST(rc.reconfigure.automatic);
+  BOOST_TEST(rc.reconfigure.interval_ms == 200);
+  auto bad_mode = error_of(config_with("reconfigure: sometimes\n"));
+  BOOST_TEST(bad_mode.find("'sometimes'") != std::string::npos, bad_mode);
+  auto bad_rc_knob = error_of(config_with("reconfigure: {mode: auto, interval: 5}\n"));
+  BOOST_TEST(bad_rc_knob.find("unknown key 'interval' in reconfigure") != std::string::npos, bad_rc_knob);
   auto bad_profile = error_of(config_with("scheduler: {profile: /nonexistent/p.yaml}\n"));
   BOOST_TEST(bad_profile.find("scheduler.profile") != std::string::npos, bad_profile);
   BOOST_TEST(bad_profile.find('\n') == std::string::npos);

@@ -2,7 +2,8 @@
 // running cluster and names a bad one; under `deadline` an urgent request submitted after a
 // batch of lax ones finishes before them (under `static`, FCFS, it finishes after them); under
 // `dilaserve` tau falls in a burst and returns once it is over, a pinned tau never moves, and
-// the pinned requests still give the reference answers at temperature 0.
+// the pinned requests still give the reference answers at temperature 0; with
+// `reconfigure: auto` a node splits under a burst and merges again once it is idle.
 #define BOOST_TEST_MODULE test_runtime_policy
 #include <boost/test/unit_test.hpp>
 
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <set>
 
 using dls::test::cluster;
 using json = nlohmann::json;
@@ -171,4 +173,66 @@ BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_neve
     BOOST_TEST(row["details"].contains("slack_ms"));
     BOOST_TEST(row["details"].contains("next_step"));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
+  // A hand-written profile in which one TP 2 group is the faster for a lone request and two
+  // TP 1 groups serve more requests per second, so the optimizer's layout depends on the load.
+  dls::test::scratch_dir files;
+  const auto profile = files.file("profile.yaml");
+  std::ofstream(profile) << "format: dilaserve-step-profile/1\nkind: linear\nhardware: test\nmodel: test\n"
+                            "source: hand-written for test_runtime_policy\nlinear:\n"
+                            "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
+                            "  2: {fixed_s: 0.0005, per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
+  cluster c("local.yaml", 0,
+            "scheduler: {policy: deadline, quality: quality/tiny-llada.json, profile: " + profile +
+                "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
+                "switch_cost_ms: 1}\n");
+  // The TP degrees of the live groups; empty when the head, busy with the burst, did not
+  // answer in time (the polls below then look again).
+  auto degrees = [&] {
+    std::multiset<int> d;
+    try {
+      const auto st = c.json_cli({"status"});
+      for (auto& g : st["groups"]) d.insert(g["degree"].get<int>());
+    } catch (const std::exception&) {
+      d.clear();
+    }
+    return d;
+  };
+  BOOST_TEST((degrees() == std::multiset<int>{2}));
+  // The burst: every eval problem of 48 answer tokens, three times over, at once.
+  std::vector<dls::test::problem> burst;
+  for (auto& p : dls::test::eval_problems(800))
+    if (p.gen_length == 48) burst.push_back(p);
+  const auto one = burst.size();
+  const auto first = burst;
+  for (int k = 0; k < 2; ++k) burst.insert(burst.end(), first.begin(), first.end());
+  auto prompts = dls::test::write_prompts(c.scratch(), burst);
+  auto bg = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "120"});
+  BOOST_TEST(dls::test::eventually(30, [&] { return degrees() == std::multiset<int>{1, 1}; }));
+  auto r = bg.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  // Moved at refresh boundaries, at the reference tau: the answers are the reference's.
+  const auto out = json::parse(r.out);
+  auto expected = dls::test::reference_answers("local.yaml", first);
+  int same = 0;
+  for (std::size_t i = 0; i < burst.size(); ++i) {
+    BOOST_TEST(out["results"][i]["ok"].get<bool>());
+    same += out["results"][i]["text"] == expected[i % one];
+  }
+  BOOST_TEST(same >= static_cast<int>(burst.size()) * 9 / 10);
+  // Idle again: back to one TP 2 group, and status lists both decisions with their reasons.
+  BOOST_TEST(dls::test::eventually(30, [&] { return degrees() == std::multiset<int>{2}; }));
+  const auto st = c.json_cli({"status"});
+  const auto& decisions = st["reconfigurer"]["decisions"];
+  BOOST_REQUIRE_GE(decisions.size(), 2u);
+  const auto& split = decisions[decisions.size() - 2];
+  const auto& merge = decisions[decisions.size() - 1];
+  BOOST_TEST((split["to"] == json::array({1, 1})));
+  BOOST_TEST(split["ok"].get<bool>());
+  BOOST_TEST(split["forecast_rps"].get<double>() > merge["forecast_rps"].get<double>());
+  BOOST_TEST((merge["to"] == json::array({2})));
+  BOOST_TEST(merge["ok"].get<bool>());
+  BOOST_TEST(merge.contains("predicted_latency_s"));
 }

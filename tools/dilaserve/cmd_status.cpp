@@ -52,6 +52,18 @@ int run_status(const status_options& o) {
                 g["node"].get<std::string>().c_str(), g.value("degree", 0), devs.c_str(), g.value("queue", 0),
                 g.value("steps", 0));
   }
+  if (j.contains("reconfigurer")) {
+    const auto& rc = j["reconfigurer"];
+    std::cout << "\nRECONFIGURATION (" << rc.value("mode", "manual") << ")\n";
+    for (const auto& d : rc.value("decisions", json::array())) {
+      std::string from, to;
+      for (auto& x : d["from"]) from += (from.empty() ? "" : ",") + std::to_string(x.get<int>());
+      for (auto& x : d["to"]) to += (to.empty() ? "" : ",") + std::to_string(x.get<int>());
+      std::printf("  %-10s {%s} -> {%s}  forecast %.1f req/s, capacity %.1f req/s%s\n",
+                  d.value("node", "").c_str(), from.c_str(), to.c_str(), d.value("forecast_rps", 0.0),
+                  d.value("capacity_rps", 0.0), d.value("ok", false) ? "" : " (failed)");
+    }
+  }
   auto& r = j["requests"];
   std::cout << "\nREQUESTS\n  in flight " << r["in_flight"] << ", finished " << r["finished"] << ", failed "
             << r["failed"] << "\n";
