@@ -38,7 +38,7 @@ std::unique_ptr<gateway::http_gateway> start_http_gateway(caf::actor_system& sys
 int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   rt::stop_signal stop;  // before any CAF thread exists, so they inherit the signal mask
   caf::actor_system_config caf_cfg;
-  rt::configure_networked_caf(caf_cfg, cfg.caf_args, opts.security);
+  rt::configure_networked_caf(caf_cfg, cfg.process_caf_args(), opts.security);
   caf::actor_system sys{caf_cfg};
   auto head = spawn_head(sys, cfg, [&stop] { stop.notify(0); });
   auto port = rt::publish_gate(sys, head.gate, cfg.head_port, cfg.head_host, opts.security);

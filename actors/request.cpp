@@ -1,6 +1,7 @@
 // One actor per request, living at the head so it survives any node. It owns the
 // lifecycle, the deadline, the last canvas snapshot (taken at a refresh boundary) and
 // the answer to the client; it streams finished blocks as they arrive.
+#include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
 
@@ -33,6 +34,7 @@ struct request_state {
   int32_t gen_length = 0;
   caf::actor core;
   caf::actor supervisor;
+  peer_registry_ptr peers;  // progress comes from TP groups on authenticated nodes
   clock_type::time_point arrival;
   int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
@@ -136,10 +138,24 @@ void replace(req_ptr self, const std::string& why, bool again = false) {
   self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
 }
 
+// The supervisor (await, replace) is local; placements, snapshots, blocks and answers come from
+// the TP group the request runs on, on a node that joined with a node credential.
+bool from_group(req_ptr self) {
+  return sender_is_local(self) ||
+         (self->state.peers && sender_may(self, *self->state.peers, role_node, "request"));
+}
+
+bool from_head(req_ptr self) {
+  if (sender_is_local(self)) return true;
+  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "request");  // logs it
+  return false;
+}
+
 caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                      caf::actor core, caf::actor supervisor) {
+                      caf::actor core, caf::actor supervisor, peer_registry_ptr peers) {
   auto& st = self->state;
   st.id = id;
+  st.peers = std::move(peers);
   st.arrival = clock_type::now();
   st.arrival_unix_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -169,7 +185,8 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
     replace(self, "group " + st.group + " ended (" + to_string(dm.reason) + ")");
   });
   return {
-      [=](rt::await_atom) {
+      [=](rt::await_atom) -> caf::result<caf::message> {
+        if (!from_head(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto rp = self->make_response_promise();
         if (self->state.done)
           rp.deliver(self->state.result);
@@ -178,6 +195,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         return rp;
       },
       [=](rt::placed_atom, uint32_t epoch, const std::string& node, const std::string& group) {
+        if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         if (!st.group.empty() && st.group != group) ++st.moves;
@@ -191,6 +209,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         publish(self);
       },
       [=](rt::snapshot_atom, uint32_t epoch, std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+        if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         st.canvas = std::move(canvas);
@@ -200,6 +219,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
       },
       // The group's policy state for this request, sent when its tau or next step kind changes.
       [=](rt::progress_atom, uint32_t epoch, const rt::request_progress& p) {
+        if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         st.threshold = p.tau;
@@ -209,6 +229,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         publish(self);
       },
       [=](rt::block_atom, uint32_t epoch, rt::block_chunk& chunk) {
+        if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         // After a re-placement, blocks that were already streamed come again; skip them.
@@ -219,6 +240,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         if (st.spec.stream && st.spec.client) self->send(st.spec.client, chunk);
       },
       [=](rt::finished_atom, uint32_t epoch, rt::run_result& r) {
+        if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch) return;
         st.steps = r.steps;
@@ -245,6 +267,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         finish(self, std::move(a));
       },
       [=](rt::failed_atom, uint32_t epoch, const std::string& error) {
+        if (!from_group(self)) return;
         if (epoch != self->state.epoch) return;
         rt::answer a;
         a.error = error;
@@ -258,6 +281,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
       // supervisor picked a group of a node whose death it had not heard of yet, and it
       // forgets that placement when it tells us: ignoring this would lose the request.
       [=](rt::replace_atom, const std::string& node, uint32_t epoch) {
+        if (!from_head(self)) return;
         const auto& st = self->state;
         if (epoch != st.epoch) return;
         replace(self, "node '" + node + "' died", st.status == "REPLACING");
@@ -268,8 +292,8 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
 }  // namespace
 
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                         caf::actor core, caf::actor supervisor) {
-  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor));
+                         caf::actor core, caf::actor supervisor, peer_registry_ptr peers) {
+  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers));
 }
 
 }  // namespace dls::actors

@@ -41,7 +41,9 @@ caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::acto
                               runtime::cluster_config cfg = {});
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.
+/// `peers` nullptr: it takes progress only from actors of its own process.
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
-                         runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor);
+                         runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor,
+                         peer_registry_ptr peers = nullptr);
 
 }  // namespace dls::actors

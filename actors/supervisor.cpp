@@ -158,7 +158,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                                spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
         if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
-                                 caf::actor_cast<caf::actor>(self));
+                                 caf::actor_cast<caf::actor>(self), self->state.peers);
         self->state.requests[id] = {req, "", 0};
         // The request actor answers the client itself, at the very end.
         return self->delegate(req, rt::await_atom::value);

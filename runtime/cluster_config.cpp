@@ -372,6 +372,17 @@ http_config parse_http(const checker& c, const YAML::Node& n, const std::string&
 
 }  // namespace
 
+std::vector<std::string> cluster_config::process_caf_args() const {
+  // One second past the head's own heartbeat check, so a stopped node is reported by that
+  // check (it names the silence) and BASP only catches what the check cannot see, such as a
+  // stopped head seen from a node.
+  constexpr int after_heartbeat_check_ms = 1000;
+  std::vector<std::string> args{"--middleman.connection-timeout=" +
+                                std::to_string(dead_after_ms + after_heartbeat_check_ms) + "ms"};
+  args.insert(args.end(), caf_args.begin(), caf_args.end());
+  return args;
+}
+
 const node_config* cluster_config::find_node(const std::string& node_name) const {
   for (const auto& n : nodes)
     if (n.name == node_name) return &n;

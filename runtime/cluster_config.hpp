@@ -125,6 +125,10 @@ struct cluster_config {
   http_config http;
 
   const node_config* find_node(const std::string& node_name) const;
+  /// The CAF settings of the head and node processes: BASP drops a silent connection a second
+  /// after heartbeat.dead_after_ms, the cluster's own grace for a stopped peer, then the
+  /// file's `caf:` section, which wins.
+  std::vector<std::string> process_caf_args() const;
 };
 
 /// Loads and validates `path`; throws config_error with a one-line message.

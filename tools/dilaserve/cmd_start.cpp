@@ -64,7 +64,7 @@ int run_start(const start_options& o) {
   }
   if (!o.config.empty()) {
     auto cfg = rt::load_cluster_config(o.config);
-    n.caf_args = cfg.caf_args;
+    n.caf_args = cfg.process_caf_args();
     n.security = security_for(o, &cfg, "node");
   } else {
     n.security = security_for(o, nullptr, "node");
