@@ -257,6 +257,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         finish(self, std::move(a));
       },
       [=](rt::cancel_atom) {
+        if (!from_head(self)) return;  // the supervisor, on behalf of the request's client
         auto& st = self->state;
         if (st.done) return;
         if (st.group_handle) self->send(st.group_handle, rt::cancel_atom::value, st.id);
