@@ -126,6 +126,13 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         // request actor, so no timeout is needed here.
         return forward<rt::answer>(self, supervisor, caf::infinite, rt::submit_atom::value, std::move(spec));
       },
+      [=](rt::cancel_atom, uint64_t tag) {
+        if (!is_client()) return;
+        // The sender's identity scopes the tag: a client can only withdraw its own work.
+        auto client = caf::actor_cast<caf::actor>(self->current_sender());
+        // Sent as the endpoint: the supervisor serves only senders of this process.
+        if (client) caf::send_as(caf::actor_cast<caf::actor>(self), supervisor, rt::cancel_atom::value, client, tag);
+      },
       [=](rt::status_atom) -> caf::result<std::string> {
         if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
         return forward<std::string>(self, core, quick, rt::status_atom::value);

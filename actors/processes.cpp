@@ -2,6 +2,7 @@
 
 #include "actors/node_parts.hpp"
 #include "actors/spawn.hpp"
+#include "gateway/gateway.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/log.hpp"
 #include "runtime/process.hpp"
@@ -18,6 +19,21 @@
 namespace dls::actors {
 
 namespace rt = dls::runtime;
+
+namespace {
+
+// The HTTP gateway, when the cluster file enables one: it serves in this process and
+// reaches the cluster through the head endpoint. Returns null when it is off; throws
+// std::runtime_error (one line) when it cannot start.
+std::unique_ptr<gateway::http_gateway> start_http_gateway(caf::actor_system& sys, const rt::cluster_config& cfg,
+                                                          const head_actors& head) {
+  if (!cfg.http.enabled) return nullptr;
+  auto gw = std::make_unique<gateway::http_gateway>(sys, cfg, head.endpoint);
+  rt::log_line("head", "HTTP API on http://" + cfg.http.host + ":" + std::to_string(gw->port()));
+  return gw;
+}
+
+}  // namespace
 
 int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   rt::stop_signal stop;  // before any CAF thread exists, so they inherit the signal mask
@@ -38,9 +54,21 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
                            (opts.security.tls ? " with mutual TLS (" + opts.security.dir + ")"
                                               : std::string(" over PLAIN TCP (auth.insecure: true)")) +
                            " (config " + cfg.file + ")");
-  rt::signal_ready(opts.ready_fd, "port " + std::to_string(*port));
+  std::unique_ptr<gateway::http_gateway> http;
+  try {
+    http = start_http_gateway(sys, cfg, head);
+  } catch (const std::exception& e) {
+    std::cerr << "dilaserve: error: " << e.what() << "\n";
+    sys.middleman().unpublish(head.gate, *port);
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
+    return 1;
+  }
+  rt::signal_ready(opts.ready_fd, "port " + std::to_string(*port) + (http ? " http " + std::to_string(http->port()) : ""));
   int code = stop.wait();
   rt::log_line("head", "stopping");
+  http.reset();  // before the actors it talks to
   if (opts.security.tls) {
     // caf/openssl/unpublish.hpp does not compile in 0.17.6; its middleman actor takes the
     // same message as the plain one.

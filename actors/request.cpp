@@ -36,6 +36,7 @@ struct request_state {
   caf::actor supervisor;
   peer_registry_ptr peers;  // progress comes from TP groups on authenticated nodes
   clock_type::time_point arrival;
+  int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
   std::vector<char> canvas;  // last snapshot; empty until the first refresh boundary
   int32_t steps = 0;
@@ -63,6 +64,7 @@ std::string details(const request_state& st) {
          {"gen_length", st.gen_length}, {"steps", st.steps}, {"node", st.node},
          {"group", st.group}, {"moves", st.moves}};
   if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
+  j["arrival_unix_ms"] = st.arrival_unix_ms;
   j["tau_pinned"] = st.pinned;
   if (st.min_threshold > 0) j["min_tau"] = st.min_threshold;
   if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
@@ -159,6 +161,8 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
   st.id = id;
   st.peers = std::move(peers);
   st.arrival = clock_type::now();
+  st.arrival_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   st.pinned = spec.threshold >= 0;
   st.threshold = st.pinned ? spec.threshold : defaults.threshold;
   st.min_threshold = spec.min_threshold > 0 ? spec.min_threshold : 0.0;
@@ -254,6 +258,17 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         a.tokens = r.tokens;
         a.node = r.node;
         a.group = r.group;
+        finish(self, std::move(a));
+      },
+      [=](rt::cancel_atom) {
+        if (!from_head(self)) return;  // the supervisor, on behalf of the request's client
+        auto& st = self->state;
+        if (st.done) return;
+        if (st.group_handle) self->send(st.group_handle, rt::cancel_atom::value, st.id);
+        rt::answer a;
+        a.error = "cancelled by the client";
+        a.node = st.node;
+        a.group = st.group;
         finish(self, std::move(a));
       },
       [=](rt::failed_atom, uint32_t epoch, const std::string& error) {

@@ -45,6 +45,9 @@ struct supervisor_state {
   };
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
+  // Streaming clients' requests by (client, tag), so a client can withdraw its own.
+  std::map<std::pair<caf::actor_addr, uint64_t>, uint64_t> by_client;
+  std::map<uint64_t, std::pair<caf::actor_addr, uint64_t>> client_of;
   uint64_t next_id = 1;
   // Recent arrivals for the reconfigurer's forecast, on this actor's clock.
   std::deque<policy::arrival_record> arrivals;
@@ -143,6 +146,11 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto id = self->state.next_id++;
+        if (spec.client) {
+          std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
+          self->state.by_client[key] = id;
+          self->state.client_of[id] = key;
+        }
         // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
         auto& st = self->state;
         st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
@@ -166,7 +174,32 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (it != self->state.requests.end()) it->second.group = group;
       },
       [=](rt::finished_atom, uint64_t id) {
-        if (local(self)) self->state.requests.erase(id);
+        if (!local(self)) return;
+        auto& st = self->state;
+        st.requests.erase(id);
+        if (auto it = st.client_of.find(id); it != st.client_of.end()) {
+          st.by_client.erase(it->second);
+          st.client_of.erase(it);
+        }
+      },
+      // From the endpoint, on behalf of `client` (the endpoint checked who sent it).
+      [=](rt::cancel_atom, const caf::actor& client, uint64_t tag) {
+        if (!local(self)) return;
+        auto& st = self->state;
+        auto it = st.by_client.find({client.address(), tag});
+        if (it == st.by_client.end()) return;  // already finished
+        auto id = it->second;
+        auto& pending = st.pending;
+        pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                     [&](const rt::work_item& w) { return w.request_id == id; }),
+                      pending.end());
+        if (auto r = st.requests.find(id); r != st.requests.end()) {
+          // Its group hears it from here too: an admission still on its way there (the
+          // request actor does not know that group yet) arrives first and is dropped.
+          if (auto g = st.groups.find(r->second.group); g != st.groups.end())
+            self->send(g->second.info.handle, rt::cancel_atom::value, id);
+          if (r->second.actor) self->send(r->second.actor, rt::cancel_atom::value);
+        }
       },
       [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
         if (!from_node(self)) return;

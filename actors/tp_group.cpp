@@ -492,6 +492,15 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
       [=](step_atom) {
         if (sender_is_local(self)) run_step(self);
       },
+      // A withdrawn request leaves the batch; a step in flight that still holds it is
+      // ignored for it when it returns (it is no longer queued).
+      [=](rt::cancel_atom, uint64_t id) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
+        if (!self->state.queue.count(id)) return;
+        remove(self, id);
+        report_load(self);
+        kick(self);
+      },
       // The policy set changes between two steps; the next decision uses the new one.
       [=](rt::policy_atom, const std::string& name) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;

@@ -325,6 +325,51 @@ std::string read_token_file(const checker& c, const YAML::Node& at, const std::s
   return token;
 }
 
+// One key per line; blank lines and lines starting with '#' are skipped.
+std::vector<std::string> read_api_keys(const checker& c, const YAML::Node& at, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) c.fail(at, "cannot read api_keys_file '" + path + "'");
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    auto start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    line = line.substr(start);
+    // Short keys are guessable; 16 characters is the floor of common API key schemes.
+    if (line.size() < 16) c.fail(at, "api_keys_file '" + path + "' has a key shorter than 16 characters");
+    if (line.find_first_of(" \t") != std::string::npos)
+      c.fail(at, "api_keys_file '" + path + "' has a key with whitespace in it");
+    keys.push_back(line);
+  }
+  if (keys.empty()) c.fail(at, "api_keys_file '" + path + "' holds no key");
+  return keys;
+}
+
+http_config parse_http(const checker& c, const YAML::Node& n, const std::string& base_dir) {
+  c.check_keys(n, {"host", "port", "api_keys_file", "max_body_bytes", "max_concurrent", "metrics_public",
+                   "request_timeout_s"},
+               "http");
+  http_config h;
+  h.enabled = true;
+  h.host = c.str(c.require(n, "host", "http"), "http.host");
+  h.port = static_cast<uint16_t>(c.integer(c.require(n, "port", "http"), "http.port", 0, 65535));
+  auto keys = c.require(n, "api_keys_file", "http");
+  h.api_keys_file = resolve(c.str(keys, "http.api_keys_file"), base_dir);
+  h.api_keys = read_api_keys(c, keys, h.api_keys_file);
+  if (n["max_body_bytes"])
+    h.max_body_bytes = static_cast<std::size_t>(c.integer(n["max_body_bytes"], "http.max_body_bytes", 1024, 1 << 30));
+  if (n["max_concurrent"])
+    h.max_concurrent = static_cast<int>(c.integer(n["max_concurrent"], "http.max_concurrent", 1, 4096));
+  if (n["metrics_public"]) {
+    auto v = c.one_of(n["metrics_public"], "http.metrics_public", {"true", "false"});
+    h.metrics_public = v == "true";
+  }
+  if (n["request_timeout_s"])
+    h.request_timeout_s = static_cast<int>(c.integer(n["request_timeout_s"], "http.request_timeout_s", 1, 86400));
+  return h;
+}
+
 }  // namespace
 
 std::vector<std::string> cluster_config::process_caf_args() const {
@@ -355,7 +400,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
   c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
-                     "scheduler", "reconfigure", "launch", "caf"},
+                      "scheduler", "reconfigure", "launch", "caf", "http"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -442,6 +487,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
 
   if (auto caf = root["caf"]) flatten_caf(c, caf, "", cfg.caf_args);
+  if (auto http = root["http"]) cfg.http = parse_http(c, http, base_dir);
   return cfg;
 }
 

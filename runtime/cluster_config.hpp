@@ -4,6 +4,7 @@
 // names the file, line, column and problem, instead of failing later inside a process.
 #include "runtime/request_limits.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -53,6 +54,22 @@ struct directory_retention {
   // keeping far more than a screen of recent requests to inspect.
   int64_t finished_requests = 1000;
   int64_t finished_age_s = 3600;  // 0: no age bound, only the count
+};
+
+/// The OpenAI-compatible HTTP gateway in the head process (docs/http.md). Off unless
+/// the file has an `http` section.
+struct http_config {
+  bool enabled = false;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: a free port, recorded in the state directory
+  std::string api_keys_file;  // absolute
+  std::vector<std::string> api_keys;  // read from api_keys_file at load time
+  // 1 MiB: far above any prompt the shipped models accept, small enough that a
+  // flood of huge bodies cannot exhaust the head's memory.
+  std::size_t max_body_bytes = 1 << 20;
+  int max_concurrent = 256;  // requests in flight through the gateway before 429
+  bool metrics_public = false;  // /metrics without a key (for a scraper on a trusted network)
+  int request_timeout_s = 300;  // the longest the gateway waits for one answer
 };
 
 /// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
@@ -105,6 +122,7 @@ struct cluster_config {
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";
   std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
+  http_config http;
 
   const node_config* find_node(const std::string& node_name) const;
   /// The CAF settings of the head and node processes: BASP drops a silent connection a second

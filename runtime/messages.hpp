@@ -51,6 +51,7 @@ using check_atom = caf::atom_constant<caf::atom("check")>;
 using bench_atom = caf::atom_constant<caf::atom("bench")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -295,7 +296,10 @@ using head_actor = caf::typed_actor<
     caf::replies_to<regroup_atom, regroup_spec, std::string>::with<std::string>,  // + the admin token
     caf::replies_to<await_atom>::with<std::string>,
     caf::replies_to<shutdown_atom, std::string>::with<std::string>,               // + the admin token
-    caf::replies_to<policy_atom, std::string, std::string>::with<std::string>>;   // name + the admin token
+    caf::replies_to<policy_atom, std::string, std::string>::with<std::string>,    // name + the admin token
+    // Withdraws the sender's own request `tag` (a client that went away): it ends with
+    // the error "cancelled by the client" and leaves its group's batch.
+    caf::reacts_to<cancel_atom, uint64_t>>;
 
 struct client_reply {
   bool ok = false;

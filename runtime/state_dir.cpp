@@ -33,6 +33,10 @@ void save_state(const std::string& dir, const cluster_state& st) {
   j["head_host"] = st.head_host;
   j["head_port"] = st.head_port;
   j["token_file"] = st.token_file;
+  if (st.http_port > 0) {
+    j["http_host"] = st.http_host;
+    j["http_port"] = st.http_port;
+  }
   j["tls_dir"] = st.tls_dir;
   j["insecure"] = st.insecure;
   j["processes"] = nlohmann::json::array();
@@ -68,6 +72,8 @@ cluster_state load_state(const std::string& dir) {
     st.head_host = j.at("head_host");
     st.head_port = j.at("head_port");
     st.token_file = j.at("token_file");
+    st.http_host = j.value("http_host", std::string{});
+    st.http_port = j.value("http_port", 0);
     st.tls_dir = j.value("tls_dir", std::string());
     st.insecure = j.value("insecure", false);
     for (const auto& p : j.at("processes")) {

@@ -21,6 +21,8 @@ struct cluster_state {
   std::string config_file;
   std::string head_host;
   int head_port = 0;
+  std::string http_host;  // the head's HTTP gateway, when the config enables one
+  int http_port = 0;      // 0: no gateway
   std::string token_file;  // a copy of the token, mode 0600, inside the state directory
   std::string tls_dir;     // the cluster's CA and certificates; empty with insecure
   bool insecure = false;   // plain TCP (auth.insecure: true)

@@ -12,7 +12,8 @@ work=$(mktemp -d)
 trap 'for s in "$work"/st-*; do [ -d "$s" ] && $bin down --state-dir "$s" >/dev/null 2>&1 || true; done; rm -rf "$work"' EXIT
 model=$(pwd)/models/tiny-llada
 for mode in tls plain; do
-  sed -e "s#../models/tiny-llada#$model#" -e 's/port: 6390/port: 0/' -e "s#: quality/#: $(pwd)/configs/quality/#" \
+  sed -e "s#../models/tiny-llada#$model#" -e 's/port: 6390/port: 0/' -e "s#: quality/#: $(pwd)/configs/quality/#" -e 's/port: 8000/port: 0/' \
+    -e "s#api_keys_file: local-api-keys#api_keys_file: $(pwd)/configs/local-api-keys#" \
     configs/local.yaml > "$work/$mode.yaml"
   [ "$mode" = plain ] && sed -i 's/^  token: \(.*\)$/  token: \1\n  insecure: true/' "$work/$mode.yaml"
 done

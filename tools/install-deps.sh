@@ -17,9 +17,13 @@ done
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
       libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3
-      libpcre2-dev libicu-dev python3-jinja2)
+      libpcre2-dev libicu-dev python3-jinja2
+      libcpp-httplib-dev prometheus-cpp-dev)
 # Node.js may come from another repository that bundles npm; only ask Debian for it when absent.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus),
+# headless chromium (the dashboard) and the openai npm package (installed below).
+pkgs+=(curl prometheus chromium)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
@@ -44,4 +48,13 @@ if [ "$tok_node/node_modules/.package-lock.json" -nt "$tok_node/package-lock.jso
 else
   echo "install-deps: npm ci in tests/tokenizer/node"
   (cd "$tok_node" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# The openai npm client for tests/http, pinned by its committed package-lock.json.
+http_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/http"
+if [ "$http_tests/node_modules/.package-lock.json" -nt "$http_tests/package-lock.json" ]; then
+  echo "install-deps: openai npm package already installed"
+else
+  echo "install-deps: npm ci in tests/http"
+  (cd "$http_tests" && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -29,6 +29,15 @@ sed -n '1~13p' models/tiny-llada/eval.jsonl > "$DILASERVE_STATE_DIR/quickstart-p
 "$bin" submit --file "$DILASERVE_STATE_DIR/quickstart-prompts.jsonl"
 
 echo
+echo "== The same cluster through its OpenAI-compatible HTTP API (docs/http.md) =="
+http_port=$(sed -n 's/.*"http_port": *\([0-9]*\).*/\1/p' "$DILASERVE_STATE_DIR/cluster.json")
+key=$(grep -v '^#' configs/local-api-keys | head -1)
+curl -sS --fail-with-body --max-time 60 "http://127.0.0.1:$http_port/v1/completions" \
+     -H "Authorization: Bearer $key" -H "Content-Type: application/json" \
+     -d '{"model": "tiny-llada", "prompt": "Cdiffusion.....=", "gen_length": 48}'
+echo
+
+echo
 "$bin" actors --kind tp_group
 "$bin" down
 trap - EXIT

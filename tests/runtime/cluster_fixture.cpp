@@ -116,6 +116,11 @@ std::string write_test_config(const scratch_dir& dir, const std::string& name, i
   root["head"]["port"] = 0;
   for (auto n : root["nodes"]) n["port"] = 0;
   root["model"]["path"] = model_dir();
+  if (root["http"]) {
+    root["http"]["port"] = 0;
+    auto keys = root["http"]["api_keys_file"].as<std::string>();
+    if (!keys.empty() && keys[0] != '/') root["http"]["api_keys_file"] = std::string(DLS_SOURCE_DIR) + "/configs/" + keys;
+  }
   if (dead_after_ms > 0) root["heartbeat"]["dead_after_ms"] = dead_after_ms;
   // Files the scheduler names are relative to configs/, not to the scratch copy.
   if (root["scheduler"] && root["scheduler"].IsMap())

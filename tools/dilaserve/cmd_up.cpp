@@ -138,6 +138,10 @@ int run_up(const up_options& o) {
       throw std::runtime_error(std::string("the head ") + e.what() + "; see " + head_log);
     }
     st.head_port = std::stoi(ready.substr(ready.find(' ') + 1));
+    if (auto pos = ready.find(" http "); pos != std::string::npos) {
+      st.http_host = cfg.http.host;
+      st.http_port = std::stoi(ready.substr(pos + 6));
+    }
     rt::save_state(dir, st);
     auto address = cfg.head_host + ":" + std::to_string(st.head_port);
     std::vector<std::pair<rt::spawned_process, std::string>> started;
@@ -186,6 +190,7 @@ int run_up(const up_options& o) {
   }
   std::cout << "cluster '" << cfg.name << "' is up: head at " << cfg.head_host << ":" << st.head_port << ", "
             << cfg.nodes.size() << " node(s)\n";
+  if (st.http_port > 0) std::cout << "  HTTP API at http://" << st.http_host << ":" << st.http_port << "/v1\n";
   for (const auto& p : st.processes) std::cout << "  " << p.role << " " << p.name << " pid " << p.pid << " log " << p.log << "\n";
   std::cout << "state: " << dir << "\n";
   return 0;

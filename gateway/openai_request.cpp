@@ -1,0 +1,239 @@
+#include "gateway/openai_request.hpp"
+
+#include "gateway/api_error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+namespace dls::gateway {
+
+using json = nlohmann::json;
+
+namespace {
+
+// OpenAI allows at most four stop sequences.
+constexpr std::size_t max_stop_sequences = 4;
+// The largest SLO a request may carry: one day, in ms (fits int32).
+constexpr double max_slo_ms = 86'400'000;
+
+[[noreturn]] void bad(const std::string& field, const std::string& why) {
+  throw api_error(400, field + ": " + why, field);
+}
+
+int integer(const json& v, const std::string& field, int lo, int hi) {
+  if (!v.is_number_integer() && !(v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()))
+    bad(field, "must be an integer");
+  double d = v.get<double>();
+  if (d < lo || d > hi) bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return static_cast<int>(d);
+}
+
+double number(const json& v, const std::string& field, double lo, double hi) {
+  if (!v.is_number()) bad(field, "must be a number");
+  double d = v.get<double>();
+  if (!(d >= lo && d <= hi)) bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return d;
+}
+
+std::string text_content(const json& content, const std::string& field) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(field, "must be a string or a list of text parts");
+  std::string out;
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+      bad(field, "only parts of type \"text\" are supported");
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+// The last message must come from the user. Without a chat template its content is the
+// prompt and earlier turns are not shown to the model (docs/http.md); with one, the
+// gateway renders all of them. Roles other than these four are refused.
+std::string chat_prompt(const json& messages, std::vector<std::pair<std::string, std::string>>& turns) {
+  if (!messages.is_array() || messages.empty()) bad("messages", "must be a non-empty list");
+  static const std::set<std::string> roles{"system", "developer", "user", "assistant"};
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const auto& m = messages[i];
+    auto at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(at, "must be an object");
+    if (!m.contains("role") || !m["role"].is_string() || !roles.count(m["role"].get<std::string>()))
+      bad(at + ".role", "must be one of system, developer, user, assistant");
+    if (!m.contains("content")) bad(at + ".content", "is required");
+    turns.emplace_back(m["role"].get<std::string>(), text_content(m["content"], at + ".content"));
+  }
+  const auto& last = messages.back();
+  if (last["role"] != "user")
+    bad("messages", "the last message must have role \"user\" (its content is the prompt)");
+  return text_content(last["content"], "messages[" + std::to_string(messages.size() - 1) + "].content");
+}
+
+// Fields a client may send that are harmless to accept only at their neutral value.
+void neutral(const json& body, const std::string& field, const json& neutral_value) {
+  if (body.contains(field) && !body[field].is_null() && body[field] != neutral_value)
+    bad(field, "is not supported by this server (only " + neutral_value.dump() + ")");
+}
+
+void parse_extras(const json& src, completion_request& r, const model_facts& facts, const std::string& prefix) {
+  for (auto it = src.begin(); it != src.end(); ++it) {
+    const auto& k = it.key();
+    const auto& v = it.value();
+    auto field = prefix + k;
+    if (v.is_null()) continue;
+    if (k == "threshold") {
+      r.threshold = number(v, field, 0.0, 1.0);
+    } else if (k == "gen_length") {
+      r.gen_length = integer(v, field, 1, facts.max_seq);
+      if (r.gen_length % facts.block_length != 0)
+        bad(field, "must be a multiple of the cluster's block_length (" + std::to_string(facts.block_length) + ")");
+    } else if (k == "block_length") {
+      if (integer(v, field, 1, facts.max_seq) != facts.block_length)
+        bad(field, "per-request block_length is not supported yet; the cluster decodes with " +
+                       std::to_string(facts.block_length));
+    } else if (k == "slo_ms" || k == "deadline_ms") {
+      if (r.slo_ms > 0) bad(field, "give slo_ms or deadline_ms, not both");
+      r.slo_ms = static_cast<int>(number(v, field, 1, max_slo_ms));
+    } else if (k == "min_threshold") {
+      r.min_threshold = number(v, field, 0.0, 1.0);
+    } else if (k == "priority") {
+      if (integer(v, field, -1000000, 1000000) != 0)
+        bad(field, "request priorities are not supported yet (only 0)");
+    } else {
+      bad(field, "unknown field");
+    }
+  }
+}
+
+}  // namespace
+
+completion_request parse_completion(const std::string& body, bool chat, const model_facts& facts) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw api_error(400, std::string("the body is not valid JSON: ") + e.what(), "body");
+  }
+  if (!j.is_object()) throw api_error(400, "the body must be a JSON object", "body");
+  completion_request r;
+  r.chat = chat;
+  r.prompt_field = chat ? "messages" : "prompt";
+
+  static const std::set<std::string> openai_fields{
+      "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "seed", "stop",
+      "stream", "stream_options", "n", "top_p", "user", "frequency_penalty", "presence_penalty", "logprobs",
+      "echo", "best_of", "suffix", "extra_body"};
+  static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
+                                                "slo_ms", "deadline_ms", "priority"};
+  json extras = json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (dlm_fields.count(it.key()))
+      extras[it.key()] = it.value();
+    else if (!openai_fields.count(it.key()))
+      bad(it.key(), "unknown field");
+  }
+  if (j.contains("extra_body") && !j["extra_body"].is_null()) {
+    if (!j["extra_body"].is_object()) bad("extra_body", "must be an object");
+    for (auto it = j["extra_body"].begin(); it != j["extra_body"].end(); ++it)
+      if (extras.contains(it.key())) bad("extra_body." + it.key(), "is also given at the top level");
+  }
+
+  if (!j.contains("model") || !j["model"].is_string()) bad("model", "is required and must be a string");
+  r.model = j["model"].get<std::string>();
+  if (r.model != facts.id)
+    throw api_error(404, "The model '" + r.model + "' does not exist; this cluster serves '" + facts.id + "'",
+                    "model", "model_not_found");
+
+  if (chat) {
+    if (j.contains("prompt")) bad("prompt", "is for /v1/completions; chat takes messages");
+    if (!j.contains("messages")) bad("messages", "is required");
+    r.prompt = chat_prompt(j["messages"], r.messages);
+  } else {
+    if (j.contains("messages")) bad("messages", "is for /v1/chat/completions; completions take prompt");
+    if (!j.contains("prompt")) bad("prompt", "is required");
+    const auto& p = j["prompt"];
+    if (p.is_string())
+      r.prompt = p.get<std::string>();
+    else if (p.is_array() && p.size() == 1 && p[0].is_string())
+      r.prompt = p[0].get<std::string>();
+    else
+      bad("prompt", "must be a string (or a list of exactly one string: n and batched prompts are not supported)");
+  }
+  if (r.prompt.empty()) bad(r.prompt_field, "must not be empty");
+
+  for (const char* f : {"max_tokens", "max_completion_tokens"})
+    if (j.contains(f) && !j[f].is_null()) {
+      if (r.max_tokens > 0) bad(f, "give max_tokens or max_completion_tokens, not both");
+      r.max_tokens = integer(j[f], f, 1, facts.max_seq);
+    }
+  if (j.contains("temperature") && !j["temperature"].is_null()) {
+    auto t = number(j["temperature"], "temperature", 0.0, 2.0);
+    if (t != facts.temperature)
+      bad("temperature", "per-request temperature is not supported yet; the cluster decodes at " +
+                             json(facts.temperature).dump());
+  }
+  if (j.contains("seed") && !j["seed"].is_null()) {
+    if (!j["seed"].is_number_integer()) bad("seed", "must be an integer");
+    // At temperature 0 decoding is argmax, the same for every seed, so any seed is honoured.
+    if (facts.temperature != 0 && j["seed"].get<int64_t>() != static_cast<int64_t>(facts.seed))
+      bad("seed", "per-request seeds are not supported yet; the cluster samples with seed " +
+                      std::to_string(facts.seed));
+  }
+  if (j.contains("stop") && !j["stop"].is_null()) {
+    const auto& s = j["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= max_stop_sequences) {
+      for (const auto& e : s) {
+        if (!e.is_string()) bad("stop", "must be a string or a list of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or a list of at most 4 strings");
+    }
+    for (const auto& e : r.stop)
+      if (e.empty()) bad("stop", "stop sequences must not be empty");
+  }
+  if (j.contains("stream") && !j["stream"].is_null()) {
+    if (!j["stream"].is_boolean()) bad("stream", "must be a boolean");
+    r.stream = j["stream"].get<bool>();
+  }
+  if (j.contains("stream_options") && !j["stream_options"].is_null()) {
+    const auto& so = j["stream_options"];
+    if (!r.stream) bad("stream_options", "is only allowed with stream: true");
+    if (!so.is_object()) bad("stream_options", "must be an object");
+    for (auto it = so.begin(); it != so.end(); ++it) {
+      if (it.key() != "include_usage") bad("stream_options." + it.key(), "unknown field");
+      if (!it.value().is_boolean()) bad("stream_options.include_usage", "must be a boolean");
+      r.include_usage = it.value().get<bool>();
+    }
+  }
+  if (j.contains("n") && !j["n"].is_null() && integer(j["n"], "n", 1, 128) != 1)
+    bad("n", "only n = 1 is supported");
+  if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "must be a string");
+  neutral(j, "top_p", 1);
+  neutral(j, "frequency_penalty", 0);
+  neutral(j, "presence_penalty", 0);
+  neutral(j, "logprobs", chat ? json(false) : json(nullptr));
+  neutral(j, "echo", false);
+  neutral(j, "best_of", 1);
+  neutral(j, "suffix", nullptr);
+
+  parse_extras(extras, r, facts, "");
+  if (j.contains("extra_body") && j["extra_body"].is_object()) parse_extras(j["extra_body"], r, facts, "extra_body.");
+
+  if (r.gen_length == 0) {
+    if (r.max_tokens > 0) {
+      // The engine decodes whole blocks: round up, then cut the answer at max_tokens.
+      r.gen_length = (r.max_tokens + facts.block_length - 1) / facts.block_length * facts.block_length;
+    } else {
+      r.gen_length = facts.gen_length;
+    }
+  } else if (r.max_tokens > r.gen_length) {
+    bad("max_tokens", "exceeds gen_length (" + std::to_string(r.gen_length) + ")");
+  }
+  return r;
+}
+
+}  // namespace dls::gateway

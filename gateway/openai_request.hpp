@@ -1,0 +1,40 @@
+#pragma once
+// OpenAI's /v1/completions and /v1/chat/completions request bodies, mapped onto what
+// the cluster can run. Every field is either honoured, or rejected with a 400 that
+// names it: nothing is silently ignored (docs/http.md lists each field).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dls::gateway {
+
+/// What the served model and the cluster's decoding defaults allow.
+struct model_facts {
+  std::string id;        // the model's name in /v1/models and in `model`
+  int max_seq = 0;       // prompt plus answer tokens
+  int block_length = 8;  // the cluster's (not per request yet)
+  int gen_length = 32;   // the default answer length
+  double temperature = 0;
+  uint64_t seed = 0;
+};
+
+struct completion_request {
+  bool chat = false;
+  std::string model;
+  std::string prompt;         // chat: the last message's content (the rule without a template)
+  std::string prompt_field;  // "prompt" or "messages", for error messages
+  std::vector<std::pair<std::string, std::string>> messages;  // chat: (role, text) in order
+  int max_tokens = 0;        // 0: no limit beyond gen_length
+  int gen_length = 0;        // what the cluster decodes (a multiple of block_length)
+  double threshold = -1;     // τ, pinned for the request; < 0: the cluster's scheduler decides
+  double min_threshold = -1;  // the floor the scheduler may not lower τ below; < 0: none
+  int slo_ms = 0;
+  bool stream = false;
+  bool include_usage = false;
+  std::vector<std::string> stop;
+};
+
+/// Parses and checks a body; throws api_error (400 naming the field, 404 unknown model).
+completion_request parse_completion(const std::string& body, bool chat, const model_facts& facts);
+
+}  // namespace dls::gateway

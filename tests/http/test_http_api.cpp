@@ -1,0 +1,309 @@
+// The HTTP API against a live cluster, with curl as the client: keys on every route
+// that needs one, every error code in OpenAI's shape, limits that leave the cluster
+// serving, a client that disconnects mid-stream, and the metrics promtool accepts.
+#define BOOST_TEST_MODULE http_api
+#include "http_support.hpp"
+
+#include "runtime/state_dir.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+using namespace dls::test;
+using json = nlohmann::json;
+
+namespace {
+
+// One cluster for the cases that leave it as they found it.
+const http_cluster& shared() {
+  static auto c = std::make_unique<http_cluster>();
+  return *c;
+}
+
+std::string completion(const std::string& prompt, int gen_length = 16) {
+  return json{{"model", "tiny-llada"}, {"prompt", prompt}, {"gen_length", gen_length}}.dump();
+}
+
+// The error object of a reply, checked for OpenAI's shape.
+json error_of(const http_reply& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  BOOST_TEST_REQUIRE(j.is_object(), "not JSON: " << r.body);
+  BOOST_TEST_REQUIRE(j.contains("error"), r.body);
+  BOOST_TEST(j["error"]["message"].is_string());
+  BOOST_TEST(j["error"]["type"].is_string());
+  return j["error"];
+}
+
+void expect_serving(const http_cluster& c) {
+  auto r = c.call("POST", "/v1/completions", completion(eval_problems(1)[0].prompt));
+  BOOST_TEST(r.status == 200, r.body);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(health_needs_no_key_and_reports_the_port_in_the_state_dir) {
+  auto r = shared().call("GET", "/health", "", false);
+  BOOST_TEST(r.status == 200, r.body);
+  BOOST_TEST(json::parse(r.body)["status"] == "ok");
+}
+
+BOOST_AUTO_TEST_CASE(every_other_route_requires_a_valid_key) {
+  const auto& c = shared();
+  std::vector<std::pair<std::string, std::string>> routes{{"GET", "/v1/models"},   {"GET", "/v1/cluster"},
+                                                          {"GET", "/metrics"},     {"GET", "/v1/models/tiny-llada"},
+                                                          {"GET", "/no/such/path"}, {"POST", "/v1/completions"},
+                                                          {"POST", "/v1/chat/completions"}};
+  for (const auto& [method, path] : routes) {
+    auto body = path == "/v1/chat/completions"
+                    ? json{{"model", "tiny-llada"}, {"messages", {{{"role", "user"}, {"content", "A1+1="}}}}}.dump()
+                : method == "POST" ? completion("A1+1=")
+                                   : "";
+    auto none = c.call(method, path, body, false);
+    BOOST_TEST(none.status == 401, method << " " << path << " without a key: " << none.body);
+    BOOST_TEST(error_of(none)["type"] == "authentication_error");
+    auto wrong = c.call(method, path, body, false, {"-H", "Authorization: Bearer not-the-key-0123456789"});
+    BOOST_TEST(wrong.status == 401, method << " " << path << " with a wrong key: " << wrong.body);
+    BOOST_TEST(wrong.body.find("not-the-key") == std::string::npos);  // a key is never echoed
+    auto ok = c.call(method, path, body);
+    BOOST_TEST(ok.status == (path == "/no/such/path" ? 404 : 200), method << " " << path << ": " << ok.body);
+  }
+  // The key never reaches the head's log.
+  std::ifstream log(c.nodes().state_dir() + "/logs/head.log");
+  std::stringstream ss;
+  ss << log.rdbuf();
+  BOOST_TEST(ss.str().find(api_key()) == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_get_400_naming_the_field) {
+  const auto& c = shared();
+  auto malformed = c.call("POST", "/v1/completions", "{\"model\": \"tiny-llada\", ");
+  BOOST_TEST(malformed.status == 400);
+  BOOST_TEST(error_of(malformed)["param"] == "body");
+  std::vector<std::pair<json, std::string>> cases{
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"temperature", 0.7}}, "temperature"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"min_threshold", "high"}}, "min_threshold"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"extra_body", {{"priority", 2}}}}, "extra_body.priority"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"n", 3}}, "n"},
+      {{{"model", "tiny-llada"}, {"prompt", 5}}, "prompt"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"gen_length", 12}}, "gen_length"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"bogus", true}}, "bogus"}};
+  for (const auto& [body, field] : cases) {
+    auto r = c.call("POST", "/v1/completions", body.dump());
+    BOOST_TEST(r.status == 400, body.dump() << ": " << r.body);
+    BOOST_TEST(error_of(r)["param"] == field, r.body);
+  }
+  auto chat = c.call("POST", "/v1/chat/completions", json{{"model", "tiny-llada"}, {"messages", "hi"}}.dump());
+  BOOST_TEST(chat.status == 400);
+  BOOST_TEST(error_of(chat)["param"] == "messages");
+}
+
+BOOST_AUTO_TEST_CASE(unknown_models_and_routes_get_404) {
+  const auto& c = shared();
+  auto model = c.call("POST", "/v1/completions", json{{"model", "gpt-4"}, {"prompt", "x"}}.dump());
+  BOOST_TEST(model.status == 404);
+  BOOST_TEST(error_of(model)["code"] == "model_not_found");
+  auto route = c.call("GET", "/v2/everything");
+  BOOST_TEST(route.status == 404);
+  error_of(route);
+  BOOST_TEST(c.call("GET", "/v1/models/gpt-4").status == 404);
+}
+
+BOOST_AUTO_TEST_CASE(an_over_long_body_gets_413_and_the_cluster_keeps_serving) {
+  const auto& c = shared();
+  std::string huge(2 << 20, 'a');  // twice configs/local.yaml's max_body_bytes
+  auto r = c.call("POST", "/v1/completions", json{{"model", "tiny-llada"}, {"prompt", huge}}.dump());
+  BOOST_TEST(r.status == 413, r.body.substr(0, 200));
+  BOOST_TEST(error_of(r)["message"].get<std::string>().find("max_body_bytes") != std::string::npos);
+  auto long_prompt = c.call("POST", "/v1/completions", completion(std::string(60, 'A')));
+  BOOST_TEST(long_prompt.status == 413, long_prompt.body);
+  BOOST_TEST(error_of(long_prompt)["code"] == "context_length_exceeded");
+  expect_serving(c);
+}
+
+BOOST_AUTO_TEST_CASE(a_whole_completion_has_the_openai_envelope_and_the_dlm_extras) {
+  auto p = eval_problems(1)[0];
+  auto expected = reference_answers("local.yaml", {p})[0];
+  auto r = shared().call("POST", "/v1/completions",
+                         json{{"model", "tiny-llada"}, {"prompt", p.prompt}, {"gen_length", p.gen_length}, {"slo_ms", 60000}}
+                             .dump());
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  auto j = json::parse(r.body);
+  BOOST_TEST(j["object"] == "text_completion");
+  BOOST_TEST(j["choices"][0]["text"] == expected);
+  BOOST_TEST(j["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(j["usage"]["prompt_tokens"] == p.prompt.size());
+  BOOST_TEST(j["usage"]["completion_tokens"] == expected.size());
+  BOOST_TEST(j["dilaserve"]["steps"].get<int>() > 0);
+  BOOST_TEST(j["dilaserve"]["slo_met"] == true);
+  BOOST_TEST(j["dilaserve"]["threshold"] == 0.9);
+  BOOST_TEST(!j["dilaserve"]["group"].get<std::string>().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_stream_sends_one_event_per_block_then_done) {
+  auto p = eval_problems(1)[0];
+  auto expected = reference_answers("local.yaml", {p})[0];
+  auto r = shared().call("POST", "/v1/chat/completions",
+                         json{{"model", "tiny-llada"},
+                              {"messages", {{{"role", "user"}, {"content", p.prompt}}}},
+                              {"gen_length", p.gen_length},
+                              {"stream", true}}
+                             .dump(),
+                         true, {"-N"});
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  BOOST_TEST(r.headers.find("text/event-stream") != std::string::npos);
+  std::string text;
+  int blocks = 0;
+  bool done = false, finished = false;
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    auto data = line.substr(6);
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    auto j = json::parse(data);
+    BOOST_TEST(j["object"] == "chat.completion.chunk");
+    auto& c = j["choices"][0];
+    if (!c["finish_reason"].is_null()) {
+      finished = true;
+      BOOST_TEST(j["dilaserve"]["steps"].get<int>() > 0);
+      continue;
+    }
+    ++blocks;
+    text += c["delta"].value("content", "");
+  }
+  BOOST_TEST(text == expected);
+  BOOST_TEST(blocks == static_cast<int>((expected.size() + 7) / 8));
+  BOOST_TEST(finished);
+  BOOST_TEST(done);
+}
+
+BOOST_AUTO_TEST_CASE(metrics_pass_promtool_and_count_what_happened) {
+  const auto& c = shared();
+  expect_serving(c);
+  auto r = c.call("GET", "/metrics");
+  BOOST_TEST_REQUIRE(r.status == 200);
+  auto file = c.nodes().scratch().file("metrics.txt");
+  std::ofstream(file) << r.body;
+  std::string out;
+  int rc = run_program({"sh", "-c", "promtool check metrics < " + file}, out);
+  BOOST_TEST(rc == 0, out);
+  for (const char* name :
+       {"dilaserve_http_responses_total{code=\"200\",route=\"/v1/completions\"}", "dilaserve_request_duration_seconds_bucket",
+        "dilaserve_time_to_first_block_seconds_bucket", "dilaserve_tokens_per_step_bucket", "dilaserve_threshold_bucket",
+        "dilaserve_group_queue_depth{group=", "dilaserve_node_up{node=\"node0\"} 1", "dilaserve_requests_total{outcome=\"ok\"}"})
+    BOOST_TEST(r.body.find(name) != std::string::npos, name);
+}
+
+BOOST_AUTO_TEST_CASE(models_and_cluster_routes) {
+  auto models = json::parse(shared().call("GET", "/v1/models").body);
+  BOOST_TEST(models["data"][0]["id"] == "tiny-llada");
+  auto st = shared().status();
+  BOOST_TEST(st["cluster"] == "local");
+  BOOST_TEST(st["nodes"][0]["state"] == "ALIVE");
+}
+
+// A cluster whose node is paused holds requests in flight, which makes the limits and
+// a mid-stream disconnect deterministic.
+BOOST_AUTO_TEST_CASE(over_max_concurrent_gets_429_and_a_disconnect_withdraws_its_request) {
+  http_cluster c({{"max_concurrent", "2"}}, 60000);
+  // Denoising steps the cluster's groups ran, as they last reported.
+  auto steps = [&] {
+    int n = 0;
+    auto st = c.status();  // kept alive: the loop walks into it
+    for (const auto& g : st["groups"]) n += g.value("steps", 0);
+    return n;
+  };
+  const std::string prompt = "A1+1=..........=";
+  auto serve = [&] {
+    auto r = c.call("POST", "/v1/completions", completion(prompt), true, {"--max-time", "30"});
+    BOOST_TEST(r.status == 200, r.body);
+  };
+  int before = steps();
+  serve();
+  BOOST_TEST_REQUIRE(eventually(10, [&] { return steps() > before; }));
+  int run = steps() - before;  // the steps of one run of `prompt`, alone
+  BOOST_TEST_REQUIRE(run >= 2, "the check below needs a prompt that takes several steps");
+  int served = steps();
+  int node = c.nodes().pid_of("node0");
+  ::kill(node, SIGSTOP);
+  // Two streams that cannot finish while the node is paused, held open until killed.
+  auto stream_body = json{{"model", "tiny-llada"}, {"prompt", prompt}, {"stream", true}}.dump();
+  std::ofstream(c.nodes().scratch().file("stream.json")) << stream_body;
+  std::vector<int> streams;
+  for (int i = 0; i < 2; ++i)
+    streams.push_back(start_program({"curl", "-sS", "-N", "--max-time", "60", "-H", "Authorization: Bearer " + api_key(),
+                                     "-H", "Content-Type: application/json", "--data-binary",
+                                     "@" + c.nodes().scratch().file("stream.json"), c.url("/v1/completions")},
+                                    c.nodes().scratch().file("stream-" + std::to_string(i) + ".log")));
+  BOOST_TEST_REQUIRE(eventually(20, [&] {
+    auto m = c.call("GET", "/metrics").body;
+    return m.find("dilaserve_http_requests_in_flight 2") != std::string::npos;
+  }));
+  auto over = c.call("POST", "/v1/completions", completion("A1+1="), true, {"--max-time", "5"});
+  BOOST_TEST(over.status == 429, over.body);
+  if (over.status == 429) BOOST_TEST(error_of(over)["type"] == "rate_limit_error");
+  for (int pid : streams) kill_program(pid);  // the clients hang up mid-stream
+  // Both requests end at the head as withdrawn, though their node is still paused.
+  BOOST_TEST(eventually(10, [&] {
+    auto st = c.status();
+    return st["requests"]["in_flight"] == 0 && st["requests"]["failed"] == 2;
+  }));
+  ::kill(node, SIGCONT);
+  BOOST_TEST(eventually(10, [&] {
+    auto m = c.call("GET", "/metrics").body;
+    return m.find("dilaserve_http_requests_in_flight 0") != std::string::npos;
+  }));
+  // The group dropped the withdrawn requests on waking (their admissions were still on
+  // the way): run to their end, the two (batched) would have cost `run` steps more. A
+  // step may start before the withdrawal is read off the wire, so fewer may show.
+  serve();
+  int after = served;
+  BOOST_TEST_REQUIRE(eventually(10, [&] { return (after = steps()) >= served + run; }));
+  BOOST_TEST(after - served - run < run, "steps " << after << " after " << served << ", one run " << run);
+}
+
+BOOST_AUTO_TEST_CASE(no_live_group_gets_503) {
+  http_cluster c;
+  expect_serving(c);
+  ::kill(c.nodes().pid_of("node0"), SIGKILL);
+  BOOST_TEST(eventually(15, [&] { return c.status()["groups"].empty(); }));
+  auto r = c.call("POST", "/v1/completions", completion("A1+1="));
+  BOOST_TEST(r.status == 503, r.body);
+  BOOST_TEST(error_of(r)["type"] == "service_unavailable");
+  BOOST_TEST(c.call("GET", "/health", "", false).status == 503);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_past_its_timeout_gets_504_and_is_withdrawn) {
+  http_cluster c({{"request_timeout_s", "2"}}, 60000);
+  expect_serving(c);
+  int node = c.nodes().pid_of("node0");
+  ::kill(node, SIGSTOP);
+  auto r = c.call("POST", "/v1/completions", completion("A1+1="), true, {"--max-time", "30"});
+  BOOST_TEST(r.status == 504, r.body);
+  BOOST_TEST(error_of(r)["type"] == "timeout_error");
+  BOOST_TEST(eventually(10, [&] {
+    auto st = c.status();
+    return st["requests"]["in_flight"] == 0 && st["requests"]["failed"] == 1;
+  }));
+  ::kill(node, SIGCONT);
+  expect_serving(c);
+}
+
+BOOST_AUTO_TEST_CASE(the_cluster_limits_are_applied_at_the_gateway_with_413) {
+  http_cluster c({}, 0, "limits: {max_prompt_bytes: 8, max_gen_length: 16}");
+  auto prompt = c.call("POST", "/v1/completions", completion("A1+1=...."));
+  BOOST_TEST(prompt.status == 413, prompt.body);
+  BOOST_TEST(error_of(prompt)["param"] == "prompt");
+  BOOST_TEST(error_of(prompt)["message"].get<std::string>().find("limits.max_prompt_bytes") != std::string::npos);
+  auto gen = c.call("POST", "/v1/completions", completion("A1+1=", 24));
+  BOOST_TEST(gen.status == 413, gen.body);
+  BOOST_TEST(error_of(gen)["param"] == "gen_length");
+  BOOST_TEST(c.call("POST", "/v1/completions", completion("A1+1=")).status == 200);
+}

@@ -1,0 +1,186 @@
+// The gateway's pure parts: request mapping (every field honoured or refused by name),
+// stop sequences and max_tokens over block-by-block text, keys, the error shape.
+#define BOOST_TEST_MODULE http_units
+#include "gateway/api_error.hpp"
+#include "gateway/api_keys.hpp"
+#include "gateway/openai_request.hpp"
+#include "gateway/output_filter.hpp"
+#include "gateway/recent_window.hpp"
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+using namespace dls::gateway;
+using json = nlohmann::json;
+
+namespace {
+
+model_facts facts() {
+  model_facts f;
+  f.id = "tiny-llada";
+  f.max_seq = 64;
+  f.block_length = 8;
+  f.gen_length = 16;
+  return f;
+}
+
+// The status and the field a refused body names.
+std::pair<int, std::string> refusal(const json& body, bool chat = false) {
+  try {
+    parse_completion(body.dump(), chat, facts());
+  } catch (const api_error& e) {
+    return {e.status(), e.param()};
+  }
+  return {0, ""};
+}
+
+output_filter chars(std::vector<std::string> stop, int max_tokens) {
+  return output_filter(
+      std::move(stop), max_tokens, [](const std::string& s) { return s.size(); },
+      [](const std::string& s, std::size_t n) { return s.substr(0, n); });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(completion_fields_map_onto_the_runtime) {
+  auto r = parse_completion(R"({"model":"tiny-llada","prompt":"A1+2=","max_tokens":5,"threshold":0.7,
+                               "slo_ms":250,"stream":true,"stop":["x"],"temperature":0,"seed":7,"n":1})",
+                            false, facts());
+  BOOST_TEST(r.prompt == "A1+2=");
+  BOOST_TEST(r.max_tokens == 5);
+  BOOST_TEST(r.gen_length == 8);  // rounded up to whole blocks
+  BOOST_TEST(r.threshold == 0.7);
+  BOOST_TEST(r.slo_ms == 250);
+  BOOST_TEST(r.stream);
+  BOOST_TEST(r.stop == std::vector<std::string>{"x"});
+  auto d = parse_completion(R"({"model":"tiny-llada","prompt":"p"})", false, facts());
+  BOOST_TEST(d.gen_length == 16);
+  BOOST_TEST(d.threshold < 0);
+}
+
+BOOST_AUTO_TEST_CASE(dlm_extras_are_read_at_the_top_level_and_under_extra_body) {
+  auto r = parse_completion(R"({"model":"tiny-llada","prompt":"p","extra_body":{"gen_length":48,"deadline_ms":90}})",
+                            false, facts());
+  BOOST_TEST(r.gen_length == 48);
+  BOOST_TEST(r.slo_ms == 90);
+  auto both = refusal({{"model", "tiny-llada"}, {"prompt", "p"}, {"gen_length", 8}, {"extra_body", {{"gen_length", 8}}}});
+  BOOST_TEST(both.first == 400);
+  BOOST_TEST(both.second == "extra_body.gen_length");
+}
+
+BOOST_AUTO_TEST_CASE(chat_takes_the_last_user_message_as_the_prompt) {
+  auto r = parse_completion(
+      R"({"model":"tiny-llada","messages":[{"role":"system","content":"be brief"},
+          {"role":"user","content":[{"type":"text","text":"A1"},{"type":"text","text":"+2="}]}]})",
+      true, facts());
+  BOOST_TEST(r.prompt == "A1+2=");
+  BOOST_TEST(refusal({{"model", "tiny-llada"}, {"messages", {{{"role", "assistant"}, {"content", "x"}}}}}, true).second ==
+             "messages");
+  BOOST_TEST(refusal({{"model", "tiny-llada"}, {"messages", {{{"role", "tool"}, {"content", "x"}}}}}, true).second ==
+             "messages[0].role");
+}
+
+BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
+  json base{{"model", "tiny-llada"}, {"prompt", "p"}};
+  auto with = [&](const std::string& k, json v) {
+    auto b = base;
+    b[k] = v;
+    return refusal(b);
+  };
+  BOOST_TEST(with("min_threshold", 1.5).second == "min_threshold");
+  BOOST_TEST(with("min_threshold", 0.5).first == 0);  // a quality floor the scheduler keeps
+  BOOST_TEST(with("priority", 3).second == "priority");
+  BOOST_TEST(with("block_length", 4).second == "block_length");
+  BOOST_TEST(with("temperature", 0.8).second == "temperature");
+  BOOST_TEST(with("n", 2).second == "n");
+  BOOST_TEST(with("top_p", 0.5).second == "top_p");
+  BOOST_TEST(with("logprobs", 3).second == "logprobs");
+  BOOST_TEST(with("frobnicate", 1).second == "frobnicate");
+  BOOST_TEST(with("gen_length", 12).second == "gen_length");  // not whole blocks
+  BOOST_TEST(with("threshold", 1.5).second == "threshold");
+  BOOST_TEST(with("max_tokens", "ten").second == "max_tokens");
+  BOOST_TEST(with("stop", json::array({"a", "b", "c", "d", "e"})).second == "stop");
+  BOOST_TEST(with("priority", 0).first == 0);  // the neutral value is honoured
+  BOOST_TEST(with("block_length", 8).first == 0);
+  BOOST_TEST(refusal({{"model", "gpt-4"}, {"prompt", "p"}}).first == 404);
+  BOOST_TEST(refusal({{"prompt", "p"}}).second == "model");
+  BOOST_TEST(refusal({{"model", "tiny-llada"}}).second == "prompt");
+  try {
+    parse_completion("{\"model\": ", false, facts());
+    BOOST_FAIL("malformed JSON was accepted");
+  } catch (const api_error& e) {
+    BOOST_TEST(e.status() == 400);
+    BOOST_TEST(e.param() == "body");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stop_sequences_straddling_blocks_end_the_answer_identically) {
+  auto f = chars({"END"}, 0);
+  std::string out = f.push("abcdE");
+  BOOST_TEST(out == "abcd");  // "E" might begin "END": held back
+  out += f.push("NDxyz");
+  BOOST_TEST(out == "abcd");
+  BOOST_TEST(f.done());
+  BOOST_TEST(f.hit_stop());
+  BOOST_TEST(f.finish_reason() == "stop");
+  auto whole = chars({"END"}, 0);
+  BOOST_TEST(whole.push("abcdENDxyz") == "abcd");
+  auto false_alarm = chars({"END"}, 0);
+  auto a = false_alarm.push("abE");
+  a += false_alarm.push("x");
+  a += false_alarm.finish();
+  BOOST_TEST(a == "abEx");
+  BOOST_TEST(!false_alarm.hit_stop());
+}
+
+BOOST_AUTO_TEST_CASE(max_tokens_cuts_across_blocks) {
+  auto f = chars({}, 5);
+  auto out = f.push("abc");
+  out += f.push("defgh");
+  out += f.finish();
+  BOOST_TEST(out == "abcde");
+  BOOST_TEST(f.finish_reason() == "length");
+}
+
+BOOST_AUTO_TEST_CASE(keys_are_bearer_tokens_compared_whole) {
+  api_keys k({"first-key-0123456789", "second-key-0123456789"});
+  BOOST_TEST(k.allows("Bearer first-key-0123456789"));
+  BOOST_TEST(k.allows("Bearer second-key-0123456789"));
+  BOOST_TEST(!k.allows("Bearer first-key-012345678"));
+  BOOST_TEST(!k.allows("Bearer first-key-01234567890"));
+  BOOST_TEST(!k.allows("first-key-0123456789"));
+  BOOST_TEST(!k.allows("Basic first-key-0123456789"));
+  BOOST_TEST(!k.allows("Bearer "));
+  BOOST_TEST(!k.allows(""));
+  BOOST_TEST(constant_time_equal("abc", "abc"));
+  BOOST_TEST(!constant_time_equal("abc", "abd"));
+  BOOST_TEST(!constant_time_equal("abc", "ab"));
+}
+
+BOOST_AUTO_TEST_CASE(errors_have_openai_shape) {
+  auto j = json::parse(api_error(400, "temperature: nope", "temperature").body());
+  BOOST_TEST(j["error"]["message"] == "temperature: nope");
+  BOOST_TEST(j["error"]["type"] == "invalid_request_error");
+  BOOST_TEST(j["error"]["param"] == "temperature");
+  BOOST_TEST(j["error"]["code"].is_null());
+  BOOST_TEST(json::parse(error_body(401, "x"))["error"]["type"] == "authentication_error");
+}
+
+BOOST_AUTO_TEST_CASE(the_dashboard_history_keeps_per_second_buckets_for_its_window) {
+  recent_window w(3);
+  w.add(100, true, 10, true, true);
+  w.add(100, true, 30, true, false);
+  w.add(101, false, 0, false, false);
+  auto s = w.series();
+  BOOST_TEST(s.size() == 2u);
+  BOOST_TEST(s[0]["requests"] == 2);
+  BOOST_TEST(s[0]["latency_ms_mean"] == 20.0);
+  BOOST_TEST(s[0]["latency_ms_max"] == 30.0);
+  BOOST_TEST(s[0]["slo_requests"] == 2);
+  BOOST_TEST(s[0]["slo_met"] == 1);
+  BOOST_TEST(s[1]["errors"] == 1);
+  w.add(103, true, 5, false, false);  // 100 is now outside the 3-second window
+  s = w.series();
+  BOOST_TEST(s.size() == 2u);
+  BOOST_TEST(s[0]["t"] == 101);
+}
