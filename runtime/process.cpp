@@ -39,6 +39,10 @@ spawned_process spawn_background(std::vector<std::string> argv, const std::strin
     ::dup2(log, 2);
     int flags = ::fcntl(fds[1], F_GETFD);
     ::fcntl(fds[1], F_SETFD, flags & ~FD_CLOEXEC);
+    // Nothing else of the caller's travels into a daemon: an inherited descriptor (a flock
+    // on a build lock, a test's pipe) would otherwise stay held for the cluster's lifetime.
+    if (fds[1] > 3) ::close_range(3, static_cast<unsigned>(fds[1] - 1), 0);
+    ::close_range(static_cast<unsigned>(fds[1] + 1), ~0U, 0);
     ::execv(cargv[0], cargv.data());
     ::dprintf(2, "exec %s failed: %s\n", cargv[0], std::strerror(errno));
     ::_exit(127);
