@@ -3,6 +3,7 @@
 #include "gpu/safetensors.hpp"
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace dls::gpu {
@@ -33,9 +34,15 @@ T field(const nlohmann::json& j, const std::string& path, const char* key, bool 
 model_config load_model_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw load_error(path + ": cannot open config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+model_config parse_model_config(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw load_error(path + ": not valid JSON (" + e.what() + ")");
   }

@@ -17,7 +17,8 @@ done
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
       libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3
-      libpcre2-dev libicu-dev python3-jinja2)
+      libpcre2-dev libicu-dev python3-jinja2
+      clang libfuzzer-14-dev)  # tools/fuzz.sh: libFuzzer needs clang; Debian 12's is clang 14
 # Node.js may come from another repository that bundles npm; only ask Debian for it when absent.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 [ "$with_training" = 1 ] && pkgs+=(python3-torch python3-numpy)
