@@ -3,7 +3,8 @@
 # SECONDS (default 15), one after another on one core, starting from the committed seeds in fuzz/corpus/NAME.
 # Fails on the first crash, sanitizer report, leak, timeout or out-of-memory; the input that
 # caused it is left as build-fuzz/findings/NAME/crash-* (or leak-*, timeout-*, oom-*).
-# usage: tools/fuzz.sh [SECONDS] [NAME...]     e.g. tools/fuzz.sh 600 fuzz_canvas
+# DLS_FUZZ_RUNS=N also stops each harness after N executions (for long campaigns).
+# usage: tools/fuzz.sh [SECONDS] [NAME...]     e.g. DLS_FUZZ_RUNS=10000000 tools/fuzz.sh 600 fuzz_canvas
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -36,7 +37,7 @@ for name in "${names[@]}"; do
   # One plain libFuzzer process is one core; -jobs=1 would only add a supervisor process that
   # writes fuzz-0.log into the current directory.
   if ! "$build/fuzz/$name" -max_total_time="$seconds" -timeout="$per_input_timeout_s" \
-       -rss_limit_mb="$rss_limit_mb" -print_final_stats=1 -artifact_prefix="$findings/" \
+       -rss_limit_mb="$rss_limit_mb" -runs="${DLS_FUZZ_RUNS:--1}" -print_final_stats=1 -artifact_prefix="$findings/" \
        "$work" "$seeds" >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     echo "fuzz.sh: $name FAILED; the input is in $findings/" >&2
