@@ -194,9 +194,9 @@ canvas canvas::from_bytes(const std::string& bytes) {
     throw std::invalid_argument("canvas bytes: " + std::to_string(n) + " ids do not fit the " +
                                 std::to_string(bytes.size()) + "-byte buffer");
   c.ids.resize(n);
-  std::memcpy(c.ids.data(), bytes.data() + r.pos, std::size_t{n} * 4);
+  if (n > 0) std::memcpy(c.ids.data(), bytes.data() + r.pos, std::size_t{n} * 4);  // data() may be null when empty
   if (auto why = c.params.validate(); !why.empty()) throw std::invalid_argument("canvas bytes: " + why);
-  if (c.prompt_len <= 0 || c.prompt_len + c.params.gen_length != static_cast<int32_t>(n) || c.block < 0 ||
+  if (c.prompt_len <= 0 || int64_t{c.prompt_len} + c.params.gen_length != int64_t{n} || c.block < 0 ||
       c.block >= c.num_blocks() || c.step_in_block < 0)
     throw std::invalid_argument("canvas bytes: inconsistent lengths or block index");
   return c;

@@ -1,6 +1,7 @@
 #include "gpu/chat_template_syntax.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <set>
 
@@ -184,7 +185,14 @@ std::vector<token> tokenize(const std::string& s) {
         const char e = s[j];
         auto hex = [&](int n) {
           if (j + static_cast<std::size_t>(n) >= s.size()) fail("truncated escape in a string literal");
-          const uint32_t cp = static_cast<uint32_t>(std::stoul(s.substr(j + 1, static_cast<std::size_t>(n)), nullptr, 16));
+          uint32_t cp = 0;
+          for (int d = 1; d <= n; ++d) {
+            const char h = s[j + static_cast<std::size_t>(d)];
+            if (!std::isxdigit(static_cast<unsigned char>(h)))
+              fail(std::string("escape '\\") + e + "' in a string literal needs " + std::to_string(n) + " hex digits");
+            cp = cp * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
+          }
+          if (cp > 0x10FFFF) fail("escape in a string literal is beyond the last Unicode code point U+10FFFF");
           j += static_cast<std::size_t>(n);
           append_utf8(v, cp);
         };

@@ -49,6 +49,7 @@ class cpu_kv_cache final : public kv_cache {
     const kv_dims d = parse_kv_wire(bytes);
     ensure(d.layers, d.rows, d.width);
     const std::size_t n = d.count();
+    if (n == 0) return;  // an empty vector's data() may be null, which memcpy must not get
     std::memcpy(k.data(), bytes.data() + kv_header_bytes, n * sizeof(float));
     std::memcpy(v.data(), bytes.data() + kv_header_bytes + n * sizeof(float), n * sizeof(float));
   }

@@ -35,8 +35,21 @@ inline kv_dims parse_kv_wire(const std::string& bytes) {
   std::memcpy(dims, bytes.data(), kv_header_bytes);
   if (dims[0] < 0 || dims[1] < 0 || dims[2] < 0) throw std::invalid_argument("kv cache bytes: negative dimension");
   kv_dims d{dims[0], dims[1], dims[2]};
-  if (bytes.size() != kv_header_bytes + 2 * d.count() * sizeof(float))
-    throw std::invalid_argument("kv cache bytes: size does not match its dimensions");
+  const std::size_t payload = bytes.size() - kv_header_bytes;
+  const auto mismatch = [] { return std::invalid_argument("kv cache bytes: size does not match its dimensions"); };
+  if (d.layers == 0 || d.rows == 0 || d.width == 0) {
+    if (payload != 0) throw mismatch();
+    return d;
+  }
+  // Bounded by what the buffer holds before multiplying: the product of three int32 dimensions
+  // can wrap around size_t and match a small buffer, which the importer would then overread.
+  const std::size_t most = payload / (2 * sizeof(float));
+  std::size_t count = 1;
+  for (int32_t x : dims) {
+    if (static_cast<std::size_t>(x) > most / count) throw mismatch();
+    count *= static_cast<std::size_t>(x);
+  }
+  if (payload != 2 * count * sizeof(float)) throw mismatch();
   return d;
 }
 

@@ -2,7 +2,11 @@
 
 #include "gpu/safetensors.hpp"
 
+#include <cmath>
 #include <fstream>
+#include <limits>
+#include <sstream>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 namespace dls::gpu {
@@ -15,16 +19,41 @@ int64_t model_config::parameter_count() const {
 
 namespace {
 
+// 10^15 weights: a thousand times the largest published models, far below int64's 9.2 x 10^18.
+constexpr double max_parameter_count = 1e15;
+
 template <class T>
 T field(const nlohmann::json& j, const std::string& path, const char* key, bool required, T fallback) {
   if (!j.contains(key) || j[key].is_null()) {
     if (required) throw load_error(path + ": missing field '" + key + "'");
     return fallback;
   }
-  try {
-    return j[key].get<T>();
-  } catch (const std::exception&) {
-    throw load_error(path + ": field '" + key + "' has the wrong type (" + j[key].type_name() + ")");
+  const auto& v = j[key];
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw load_error(path + ": field '" + key + "' has the wrong type (" + v.type_name() + ")");
+    return v.get<bool>();
+  } else {
+    if (!v.is_number()) throw load_error(path + ": field '" + key + "' has the wrong type (" + v.type_name() + ")");
+    // Checked before converting: a value outside T's range (1e100 for an int) has no conversion.
+    const double x = v.get<double>();
+    const bool in_range = std::isfinite(x) && x >= static_cast<double>(std::numeric_limits<T>::lowest()) &&
+                          x <= static_cast<double>(std::numeric_limits<T>::max());
+    if constexpr (std::is_integral_v<T>) {
+      if (v.is_number_integer()) {
+        const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                                 : v.get<int64_t>() >= std::numeric_limits<T>::min() &&
+                                                       v.get<int64_t>() <= std::numeric_limits<T>::max();
+        if (fits) return static_cast<T>(v.get<int64_t>());
+      } else if (in_range && x == std::trunc(x)) {
+        return static_cast<T>(x);
+      }
+      throw load_error(path + ": field '" + key + "' must be an integer in [" +
+                       std::to_string(std::numeric_limits<T>::min()) + ", " +
+                       std::to_string(std::numeric_limits<T>::max()) + "], got " + v.dump());
+    } else {
+      if (!in_range) throw load_error(path + ": field '" + key + "' is out of range, got " + v.dump());
+      return static_cast<T>(x);
+    }
   }
 }
 
@@ -33,9 +62,15 @@ T field(const nlohmann::json& j, const std::string& path, const char* key, bool 
 model_config load_model_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw load_error(path + ": cannot open config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_config(text.str(), path);
+}
+
+model_config parse_model_config(const std::string& text, const std::string& path) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw load_error(path + ": not valid JSON (" + e.what() + ")");
   }
@@ -45,8 +80,13 @@ model_config load_model_config(const std::string& path) {
   c.n_layers = field<int>(j, path, "n_layers", true, 0);
   c.n_heads = field<int>(j, path, "n_heads", true, 0);
   c.n_kv_heads = field<int>(j, path, "n_kv_heads", false, c.n_heads);
-  int ratio = field<int>(j, path, "mlp_ratio", false, 4);
-  c.mlp_hidden = field<int>(j, path, "mlp_hidden_size", false, ratio * c.d_model);
+  // LLaDA's own fallback: int(mlp_ratio * d_model), computed in double so that it cannot overflow.
+  const double ratio = field<double>(j, path, "mlp_ratio", false, 4.0);
+  const double hidden = ratio * c.d_model;
+  const bool has_hidden = j.contains("mlp_hidden_size") && !j["mlp_hidden_size"].is_null();
+  if (!has_hidden && !(hidden >= 0 && hidden <= static_cast<double>(std::numeric_limits<int>::max())))
+    throw load_error(path + ": mlp_ratio x d_model is outside the range of a layer width");
+  c.mlp_hidden = field<int>(j, path, "mlp_hidden_size", false, has_hidden ? 0 : static_cast<int>(hidden));
   c.vocab_size = field<int>(j, path, "embedding_size", false, 0);
   if (c.vocab_size == 0) c.vocab_size = field<int>(j, path, "vocab_size", true, 0);
   c.max_seq = field<int>(j, path, "max_sequence_length", false, 4096);
@@ -69,6 +109,12 @@ model_config load_model_config(const std::string& path) {
   positive(c.vocab_size, "vocab_size");
   if (c.d_model % c.n_heads != 0) throw load_error(path + ": d_model is not a multiple of n_heads");
   if (c.n_heads % c.n_kv_heads != 0) throw load_error(path + ": n_heads is not a multiple of n_kv_heads");
+  // parameter_count() is 64-bit; checked in double first so that an absurd shape is refused by name.
+  const double d = c.d_model, layers = c.n_layers, kv = static_cast<double>(c.n_kv_heads) * (d / c.n_heads);
+  const double weights = (d * d * 2 + d * kv * 2 + 3 * d * c.mlp_hidden + 2 * d) * layers + 2.0 * c.vocab_size * d + d;
+  if (weights > max_parameter_count)
+    throw load_error(path + ": the shape implies " + std::to_string(weights) + " weights, over the limit of " +
+                     std::to_string(max_parameter_count));
   if (c.head_dim() % 2 != 0) throw load_error(path + ": head dimension must be even for RoPE");
   if (c.mask_id < 0 || c.mask_id >= c.vocab_size) throw load_error(path + ": mask_token_id is outside the vocabulary");
   if (c.eos_id < 0 || c.eos_id >= c.vocab_size) throw load_error(path + ": eos_token_id is outside the vocabulary");

@@ -26,6 +26,8 @@ struct model_config {
 
 /// Parses `path` (config.json); throws load_error naming the file and field on a problem.
 model_config load_model_config(const std::string& path);
+/// The same from config.json's text; `path` names it in errors.
+model_config parse_model_config(const std::string& text, const std::string& path);
 
 /// LLaDA-8B's shape (d 4096, 32 layers, 32 heads, MLP 12288, vocab 126464) for benchmarks.
 model_config llada_8b_config();

@@ -54,6 +54,9 @@ void tensor_view::to_f32(float* out) const {
 
 namespace {
 
+// A header is JSON metadata; the largest real checkpoints' headers are a few MB.
+constexpr uint64_t max_header_bytes = 100u << 20;
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw load_error(path + ": " + what);
 }
@@ -67,48 +70,27 @@ dtype parse_dtype(const std::string& path, const std::string& name, const std::s
 
 }  // namespace
 
-safetensors_file::safetensors_file(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    fail(path, "cannot stat");
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    fail(path, "truncated: " + std::to_string(size_) + " bytes, the 8-byte header length is missing");
-  }
-  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map_ == MAP_FAILED) {
-    map_ = nullptr;
-    fail(path, "mmap failed");
-  }
-  const auto* base = static_cast<const unsigned char*>(map_);
+std::map<std::string, tensor_view> parse_safetensors(const unsigned char* base, std::size_t size,
+                                                     const std::string& path) {
+  if (size < 8)
+    fail(path, "truncated: " + std::to_string(size) + " bytes, the 8-byte header length is missing");
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | base[i];
-  if (hlen > size_ - 8 || hlen > (100u << 20)) {
-    std::string msg = "bad header: header length " + std::to_string(hlen) + " at byte 0 exceeds the file size " +
-                      std::to_string(size_);
-    ::munmap(map_, size_);
-    map_ = nullptr;
-    fail(path, msg);
-  }
+  if (hlen > size - 8 || hlen > max_header_bytes)
+    fail(path, "bad header: header length " + std::to_string(hlen) + " at byte 0 exceeds the file size " +
+                   std::to_string(size));
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(base + 8, base + 8 + hlen);
   } catch (const std::exception& e) {
-    ::munmap(map_, size_);
-    map_ = nullptr;
     fail(path, std::string("bad header: JSON between bytes 8 and ") + std::to_string(8 + hlen) + " does not parse (" +
                    e.what() + ")");
   }
+  std::map<std::string, tensor_view> tensors;
   try {
     if (!header.is_object()) fail(path, "bad header: the JSON header is not an object");
     const std::size_t data_base = 8 + hlen;
-    const std::size_t data_size = size_ - data_base;
+    const std::size_t data_size = size - data_base;
     std::vector<std::pair<std::size_t, std::size_t>> ranges;
     for (auto it = header.begin(); it != header.end(); ++it) {
       if (it.key() == "__metadata__") continue;
@@ -132,7 +114,7 @@ safetensors_file::safetensors_file(const std::string& path) : path_(path) {
       if (b < a) fail(path, "tensor '" + name + "': data_offsets end before they begin");
       if (b > data_size)
         fail(path, "truncated: tensor '" + name + "' ends at byte " + std::to_string(data_base + b) +
-                       " but the file has " + std::to_string(size_) + " bytes");
+                       " but the file has " + std::to_string(size) + " bytes");
       auto expect = static_cast<std::size_t>(v.numel()) * dtype_size(v.type);
       if (b - a != expect)
         fail(path, "tensor '" + name + "': " + std::to_string(b - a) + " data bytes at byte " +
@@ -142,20 +124,45 @@ safetensors_file::safetensors_file(const std::string& path) : path_(path) {
       v.bytes = b - a;
       v.file_offset = data_base + a;
       ranges.emplace_back(a, b);
-      tensors_.emplace(name, std::move(v));
+      tensors.emplace(name, std::move(v));
     }
     std::sort(ranges.begin(), ranges.end());
     for (std::size_t i = 1; i < ranges.size(); ++i)
       if (ranges[i].first < ranges[i - 1].second)
         fail(path, "bad header: tensor data overlap at byte " + std::to_string(data_base + ranges[i].first));
   } catch (const load_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(path, std::string("bad header: ") + e.what());
+  }
+  return tensors;
+}
+
+safetensors_file::safetensors_file(const std::string& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(path, "cannot stat");
+  }
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ < 8) {
+    ::close(fd);
+    parse_safetensors(nullptr, size_, path);  // throws the truncation error; an empty file cannot be mapped
+  }
+  map_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map_ == MAP_FAILED) {
+    map_ = nullptr;
+    fail(path, "mmap failed");
+  }
+  try {
+    tensors_ = parse_safetensors(static_cast<const unsigned char*>(map_), size_, path);
+  } catch (...) {
     ::munmap(map_, size_);
     map_ = nullptr;
     throw;
-  } catch (const std::exception& e) {
-    ::munmap(map_, size_);
-    map_ = nullptr;
-    fail(path, std::string("bad header: ") + e.what());
   }
 }
 

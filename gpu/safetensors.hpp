@@ -37,6 +37,11 @@ struct tensor_view {
   void to_f32(float* out) const;
 };
 
+/// Validates a whole safetensors image of `size` bytes at `base` and returns its tensors, which
+/// point into `base`; `path` names it in errors. Throws load_error on any inconsistency.
+std::map<std::string, tensor_view> parse_safetensors(const unsigned char* base, std::size_t size,
+                                                     const std::string& path);
+
 /// A read-only memory mapping of one .safetensors file.
 class safetensors_file {
  public:

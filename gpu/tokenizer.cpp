@@ -4,6 +4,7 @@
 #include "gpu/safetensors.hpp"
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace dls::gpu {
@@ -61,11 +62,17 @@ std::string incremental_decoder::finish() {
 
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
+std::string read_text(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw load_error(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& path) {
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw load_error(path + ": not valid JSON (" + e.what() + ")");
   }
@@ -83,8 +90,17 @@ std::string config_token(const nlohmann::json& cfg, const char* key) {
 }  // namespace
 
 std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir) {
+  const std::string text = read_text(dir + "/tokenizer.json");
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  if (!std::ifstream(cfg_path)) return parse_tokenizer(text, nullptr, dir);
+  const std::string cfg = read_text(cfg_path);
+  return parse_tokenizer(text, &cfg, dir);
+}
+
+std::unique_ptr<tokenizer> parse_tokenizer(const std::string& tokenizer_json, const std::string* tokenizer_config_json,
+                                           const std::string& dir) {
   const std::string path = dir + "/tokenizer.json";
-  const nlohmann::json j = read_json(path);
+  const nlohmann::json j = parse_json(tokenizer_json, path);
   if (j.contains("type") && j["type"] == "char") {
     if (!j.contains("vocab") || !j["vocab"].is_array()) throw load_error(path + ": char tokenizer lacks a vocab array");
     std::vector<std::string> vocab;
@@ -101,9 +117,9 @@ std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir) {
     return std::make_unique<char_tokenizer>(std::move(vocab), id("eos_id"), id("mask_id"), id("unk_id"));
   }
   if (j.contains("model") && j["model"].is_object()) {
-    const std::string cfg_path = dir + "/tokenizer_config.json";
     std::string eos;
-    if (std::ifstream(cfg_path)) eos = config_token(read_json(cfg_path), "eos_token");
+    if (tokenizer_config_json)
+      eos = config_token(parse_json(*tokenizer_config_json, dir + "/tokenizer_config.json"), "eos_token");
     try {
       return std::make_unique<hf_tokenizer>(j, eos, path);
     } catch (const nlohmann::json::exception& e) {

@@ -58,5 +58,9 @@ class char_tokenizer final : public tokenizer {
 /// Loads `dir`/tokenizer.json (and, for a Hugging Face one, the eos_token of
 /// `dir`/tokenizer_config.json when that file exists); throws load_error naming the problem.
 std::unique_ptr<tokenizer> load_tokenizer(const std::string& dir);
+/// The same from the files' text: `tokenizer_config_json` is null when that file does not exist;
+/// errors name the files as if they were in `dir`.
+std::unique_ptr<tokenizer> parse_tokenizer(const std::string& tokenizer_json, const std::string* tokenizer_config_json,
+                                           const std::string& dir);
 
 }  // namespace dls::gpu

@@ -1,9 +1,11 @@
 #define BOOST_TEST_MODULE gpu_canvas
 #include "gpu/canvas.hpp"
 #include "gpu/commit.hpp"
+#include "gpu/kv_wire.hpp"
 
 #include <boost/test/unit_test.hpp>
-
+#include <cstring>
+#include <limits>
 #include <stdexcept>
 
 using namespace dls::gpu;
@@ -104,6 +106,33 @@ BOOST_AUTO_TEST_CASE(canvas_round_trips_and_corruption_is_named) {
   } catch (const std::invalid_argument& e) {
     BOOST_TEST(std::string(e.what()).find("truncated at byte") != std::string::npos);
   }
+}
+
+// Found by fuzz_canvas: a canvas with no ids copied from a null pointer, and lengths near
+// INT32_MAX overflowed the length check; both are now refused as inconsistent.
+BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_lengths_are_refused) {
+  auto c = canvas::start({3, 4, 5}, decode_params{}, 1, 0);
+  auto empty = c;
+  empty.ids.clear();
+  BOOST_CHECK_THROW(canvas::from_bytes(empty.to_bytes()), std::invalid_argument);
+  auto huge = c;
+  huge.prompt_len = std::numeric_limits<int32_t>::max();
+  BOOST_CHECK_THROW(canvas::from_bytes(huge.to_bytes()), std::invalid_argument);
+}
+
+// Found by fuzz_kv_wire's review: dimensions whose product wraps around size_t matched a
+// 12-byte buffer, so the importer was asked for 2^61 floats.
+BOOST_AUTO_TEST_CASE(kv_wire_dimensions_must_match_the_buffer) {
+  const kv_dims small{2, 3, 4};
+  std::string ok = kv_wire_buffer(small);
+  BOOST_TEST(parse_kv_wire(ok).count() == small.count());
+  BOOST_CHECK_THROW(parse_kv_wire(ok.substr(0, ok.size() - 4)), std::invalid_argument);
+  BOOST_TEST(parse_kv_wire(kv_wire_buffer({0, 5, 7})).count() == 0u);
+  std::string wrapped = kv_wire_buffer({0, 0, 0});
+  const int32_t dims[3] = {1 << 20, 1 << 20, 1 << 21};  // 2 * 2^61 floats * 4 bytes = 2^64
+  std::memcpy(&wrapped[0], dims, sizeof dims);
+  BOOST_CHECK_THROW(parse_kv_wire(wrapped), std::invalid_argument);
+  BOOST_CHECK_THROW(parse_kv_wire(std::string(11, '\0')), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(bad_params_are_refused) {

@@ -142,6 +142,28 @@ BOOST_AUTO_TEST_CASE(config_problems_are_one_line_errors) {
   BOOST_TEST(contains(message_of(d.path), "no *.safetensors"));
 }
 
+// Found by fuzz_model_config: a number too large for an int field was converted anyway (undefined
+// behaviour); out-of-range values and absurd shapes are now refused by name.
+BOOST_AUTO_TEST_CASE(config_numbers_out_of_range_are_refused) {
+  const std::string base = R"({"d_model": 128, "n_layers": 4, "n_heads": 4, "vocab_size": 47, "mask_token_id": 1,
+                               "eos_token_id": 0)";
+  auto msg = [&](const std::string& extra) {
+    try {
+      parse_model_config(base + extra + "}", "c.json");
+    } catch (const load_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  BOOST_TEST(contains(msg(R"(, "n_kv_heads": 8e100)"), "field 'n_kv_heads' must be an integer in"));
+  BOOST_TEST(contains(msg(R"(, "n_kv_heads": 4294967297)"), "field 'n_kv_heads' must be an integer in"));
+  BOOST_TEST(contains(msg(R"(, "rope_theta": 1e300)"), "field 'rope_theta' is out of range"));
+  BOOST_TEST(contains(msg(R"(, "mlp_ratio": 1e300)"), "mlp_ratio x d_model"));
+  BOOST_TEST(contains(msg(R"(, "n_layers": 2000000000, "mlp_hidden_size": 2000000000)"), "weights, over the limit"));
+  BOOST_TEST(msg(R"(, "n_kv_heads": 2.0, "mlp_ratio": 2.75)").empty());
+  BOOST_TEST(parse_model_config(base + R"(, "mlp_ratio": 2.75})", "c.json").mlp_hidden == 352);
+}
+
 BOOST_AUTO_TEST_CASE(char_tokenizer_round_trips_and_unsupported_hf_models_are_refused_clearly) {
   temp_dir d;
   {

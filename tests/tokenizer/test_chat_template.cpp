@@ -170,6 +170,11 @@ BOOST_AUTO_TEST_CASE(unsupported_templates_are_refused_naming_the_construct) {
   BOOST_TEST(refused("{{ 1.5 }}").find("floating-point") != std::string::npos);
   BOOST_TEST(refused("{% if x %}no end").find("missing 'endif'") != std::string::npos);
   BOOST_TEST(refused("{{ x ").find("unterminated") != std::string::npos);
+  // Found by fuzz_chat_template: a \x escape without hex digits threw std::invalid_argument.
+  BOOST_TEST(refused("{{ '\\xZZ' }}").find("needs 2 hex digits") != std::string::npos);
+  BOOST_TEST(refused("{{ '\\u12g4' }}").find("needs 4 hex digits") != std::string::npos);
+  BOOST_TEST(refused("{{ '\\UFFFFFFFF' }}").find("beyond the last Unicode code point") != std::string::npos);
+  BOOST_TEST(gpu::chat_template("{{ '\\x41\\u00e9' }}", json::object()).render(json::array(), false) == "A\xc3\xa9");
   BOOST_TEST(refused("{% raw %}{% endraw %}").find("statement 'raw'") != std::string::npos);
   BOOST_TEST(refused("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nesting deeper") !=
              std::string::npos);

@@ -7,6 +7,7 @@
 #include "actors/request_admission.hpp"
 #include "runtime/client.hpp"
 #include "runtime/state_dir.hpp"
+#include "runtime/submit_line.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
@@ -57,29 +58,6 @@ json answer_json(const rt::answer& a) {
   return j;
 }
 
-// JSONL numbers are refused when out of range, never replaced by a default.
-int64_t json_int(const json& line, const char* field, int64_t lo, int64_t hi, const std::string& where) {
-  const auto& x = line[field];
-  bool ok = x.is_number_integer() && !(x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(hi));
-  if (ok) {
-    auto v = x.get<int64_t>();
-    if (v >= lo && v <= hi) return v;
-  }
-  throw std::runtime_error(where + "\"" + field + "\" must be an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got " + x.dump());
-}
-
-double json_real(const json& line, const char* field, double lo, double hi, const std::string& where) {
-  const auto& x = line[field];
-  if (x.is_number()) {
-    auto v = x.get<double>();
-    if (std::isfinite(v) && v >= lo && v <= hi) return v;
-  }
-  std::ostringstream os;
-  os << where << "\"" << field << "\" must be a number in [" << lo << ", " << hi << "], got " << x.dump();
-  throw std::runtime_error(os.str());
-}
-
 std::vector<job> read_jobs(const submit_options& o) {
   std::vector<job> jobs;
   auto base = [&] {
@@ -104,26 +82,13 @@ std::vector<job> read_jobs(const submit_options& o) {
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto where = o.file + ":" + std::to_string(lineno) + ": ";
-    auto v = json::parse(line, nullptr, false);
-    if (!v.is_object() || !v.contains("prompt") || !v["prompt"].is_string())
-      throw std::runtime_error(where + "expected a JSON object with a string \"prompt\"");
+    auto parsed = rt::parse_submit_line(line, base(), where);
+    if (!parsed) continue;
     job j;
     j.line = lineno;
-    j.spec = base();
-    j.spec.prompt = v["prompt"];
-    constexpr int64_t int32_max = std::numeric_limits<int32_t>::max();  // the wire fields are 32-bit
-    if (v.contains("threshold")) j.spec.threshold = json_real(v, "threshold", 0.0, 1.0, where);
-    if (v.contains("min_threshold")) j.spec.min_threshold = json_real(v, "min_threshold", 0.0, 1.0, where);
-    if (v.contains("gen_length")) j.spec.gen_length = static_cast<int32_t>(json_int(v, "gen_length", 1, int32_max, where));
-    if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
-    try {
-      if (v.contains("answer")) j.valid.push_back(v["answer"].get<std::string>());
-      if (v.contains("valid")) for (auto& x : v["valid"]) j.valid.push_back(x.get<std::string>());
-    } catch (const std::exception&) {
-      throw std::runtime_error(where + "\"answer\" must be a string and \"valid\" a list of strings");
-    }
+    j.spec = std::move(parsed->spec);
+    j.valid = std::move(parsed->valid);
     jobs.push_back(std::move(j));
   }
   if (jobs.empty()) throw std::runtime_error(o.file + ": no prompts");

@@ -1,0 +1,22 @@
+// One line of a `dilaserve submit --file` JSONL file: a bad line must end in std::runtime_error
+// naming the line; an accepted one must carry only in-range values.
+#include "runtime/submit_line.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
+  const std::string line(reinterpret_cast<const char*>(data), size);
+  dls::runtime::submit_spec defaults;
+  try {
+    const auto parsed = dls::runtime::parse_submit_line(line, defaults, "fuzz.jsonl:1: ");
+    if (!parsed) return 0;
+    const auto& s = parsed->spec;
+    if (s.threshold > 1.0 || s.min_threshold > 1.0 || s.gen_length < 0 || s.slo_ms < 0) std::abort();
+  } catch (const std::runtime_error&) {
+  }
+  return 0;
+}

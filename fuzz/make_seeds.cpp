@@ -1,0 +1,75 @@
+// Writes the seed inputs that only the engine can make: canvas bytes and KV cache wire bytes of
+// the shipped tiny model at several points of a real decode, and small valid safetensors files
+// in each stored dtype with the checkpoint's own tensor names. Used by fuzz/make_corpus.sh.
+#include "gpu/canvas.hpp"
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/model.hpp"
+#include "gpu/safetensors.hpp"
+#include "gpu/tokenizer.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace g = dls::gpu;
+
+namespace {
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "usage: fuzz_make_seeds MODEL_DIR CORPUS_DIR\n";
+    return 2;
+  }
+  const std::string model_dir = argv[1], corpus = argv[2];
+  try {
+    auto m = g::load_model(model_dir);
+    auto tok = g::load_tokenizer(model_dir);
+    g::engine e(g::make_cpu_backend(m));
+    // Short prompts and answers keep the KV seeds small (libFuzzer mutates every byte).
+    const std::vector<std::pair<std::string, g::cache_mode>> runs = {
+        {"12+7=", g::cache_mode::dual}, {"abc", g::cache_mode::prefix}, {"9*9=", g::cache_mode::none}};
+    int n = 0;
+    for (const auto& [prompt, cache] : runs) {
+      g::decode_params p;
+      p.gen_length = 8;
+      p.block_length = 4;
+      p.cache = cache;
+      p.refresh_interval = 2;
+      auto slot = e.admit(g::canvas::start(tok->encode(prompt), p, m->config.mask_id, m->config.eos_id));
+      for (int step = 0; !slot.c.finished && step < 16; ++step) {
+        write(corpus + "/canvas/engine-" + std::to_string(n) + "-" + std::to_string(step), slot.c.to_bytes());
+        if (step == 1) write(corpus + "/kv_wire/engine-" + std::to_string(n) + "-" + std::to_string(step),
+                            slot.cache->export_bytes());
+        e.step({&slot});
+      }
+      write(corpus + "/canvas/engine-" + std::to_string(n) + "-done", slot.c.to_bytes());
+      ++n;
+    }
+    // Valid small checkpoints, one per dtype, named like the real one's first tensors.
+    g::safetensors_file real(model_dir + "/model.safetensors");
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+    for (const auto& [name, t] : real.tensors()) {
+      shapes.push_back({name, t.shape.size() == 1 ? std::vector<int64_t>{4} : std::vector<int64_t>{2, 3}});
+      if (shapes.size() == 3) break;
+    }
+    const std::vector<float> values = {0.5f, -1.25f, 3.0f, 0.0f, 1e-3f, -7.5f};
+    const std::vector<const float*> data(shapes.size(), values.data());
+    write_safetensors_f32(corpus + "/safetensors/small-f32", shapes, data, g::dtype::f32);
+    write_safetensors_f32(corpus + "/safetensors/small-bf16", shapes, data, g::dtype::bf16);
+    write_safetensors_f32(corpus + "/safetensors/small-f16", shapes, data, g::dtype::f16);
+  } catch (const std::exception& ex) {
+    std::cerr << "fuzz_make_seeds: " << ex.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
