@@ -134,11 +134,7 @@ caf::error refused() { return caf::make_error(caf::sec::runtime_error, std::stri
 
 // The core is internal: its clients are the head's own actors, plus each node's agent for
 // heartbeats and group registration (checked against the agent that joined under that name).
-bool from_head(head_ptr self) {
-  if (sender_is_local(self)) return true;
-  sender_may(self, *self->state.peers, role_none, "head");  // logs the refusal
-  return false;
-}
+bool from_head(head_ptr self) { return sender_is_local(self, "head"); }
 
 bool from_agent_of(head_ptr self, const node_entry& n) {
   if (sender_is_local(self)) return true;

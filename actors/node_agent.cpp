@@ -195,7 +195,7 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
 
 bool from_head(agent_ptr self) {
   const auto& head = self->state.info.head;
-  return head ? sender_from(self, head.node(), "node agent") : sender_is_local(self);
+  return head ? sender_from(self, head.node(), "node agent") : sender_is_local(self, "node agent");
 }
 
 caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token, std::string node, node_hooks hooks) {

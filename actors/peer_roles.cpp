@@ -65,6 +65,12 @@ bool sender_may(caf::local_actor* self, const peer_registry& peers, std::uint8_t
   return false;
 }
 
+bool sender_is_local(caf::local_actor* self, const char* who) {
+  if (sender_is_local(self)) return true;
+  log_refusal(self->current_sender(), who);
+  return false;
+}
+
 bool sender_from(caf::local_actor* self, const caf::node_id& trusted, const char* who) {
   const auto& s = self->current_sender();
   if (s && (s->node() == self->system().node() || s->node() == trusted)) return true;

@@ -59,6 +59,10 @@ bool sender_may(caf::local_actor* self, const peer_registry& peers, std::uint8_t
 /// True when the sender is an actor of this process (the head's own actors, the gateway).
 bool sender_is_local(caf::local_actor* self);
 
+/// The same, for actors whose every message comes from their own process: a refusal is logged
+/// (rate-limited) under `who`.
+bool sender_is_local(caf::local_actor* self, const char* who);
+
 /// True when the sender is local or lives on `trusted` (a node's actors take orders only from
 /// the head they joined). Refusals are logged (rate-limited) under `who`.
 bool sender_from(caf::local_actor* self, const caf::node_id& trusted, const char* who);

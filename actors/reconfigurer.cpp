@@ -237,14 +237,14 @@ caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervis
   return {
       [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
         // Only the head's endpoint (which checked the admin token) asks for a regroup.
-        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        if (!sender_is_local(self, "reconfigurer")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto rp = self->make_response_promise();
         run_regroup(self, core, supervisor, std::move(spec), [rp](std::string text) mutable { rp.deliver(std::move(text)); });
         return rp;
       },
       // The automatic interval: a message to itself.
       [=](rt::beat_atom) {
-        if (sender_is_local(self)) auto_tick(self, core, supervisor);
+        if (sender_is_local(self, "reconfigurer")) auto_tick(self, core, supervisor);
       },
   };
 }

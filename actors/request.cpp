@@ -149,11 +149,7 @@ bool from_group(req_ptr self) {
          (self->state.peers && sender_may(self, *self->state.peers, role_node, "request"));
 }
 
-bool from_head(req_ptr self) {
-  if (sender_is_local(self)) return true;
-  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "request");  // logs it
-  return false;
-}
+bool from_head(req_ptr self) { return sender_is_local(self, "request"); }
 
 caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
                       caf::actor core, caf::actor supervisor, peer_registry_ptr peers) {

@@ -117,11 +117,7 @@ void place(sup_ptr self, rt::work_item item) {
 
 // Everything but load reports comes from the head's own actors (endpoint, request actors,
 // core, reconfigurer); load reports come from TP groups on authenticated nodes.
-bool local(sup_ptr self) {
-  if (sender_is_local(self)) return true;
-  if (self->state.peers) sender_may(self, *self->state.peers, role_none, "supervisor");  // logs it
-  return false;
-}
+bool local(sup_ptr self) { return sender_is_local(self, "supervisor"); }
 
 bool from_node(sup_ptr self) {
   return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));

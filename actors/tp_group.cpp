@@ -490,7 +490,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         return true;
       },
       [=](step_atom) {
-        if (sender_is_local(self)) run_step(self);
+        if (sender_is_local(self, "tp_group")) run_step(self);
       },
       // A withdrawn request leaves the batch; a step in flight that still holds it is
       // ignored for it when it returns (it is no longer queued).
@@ -509,7 +509,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         report_load(self);
       },
       [=](rt::drain_atom) -> caf::result<caf::message> {
-        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        if (!sender_is_local(self, "tp_group")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto& st = self->state;
         st.drain_rp = self->make_response_promise();
         st.draining = true;

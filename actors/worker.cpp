@@ -92,7 +92,7 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
   return {
       // A worker serves only its own TP group, which lives in the same process.
       [=](configure_atom, const shard_setup& s) {
-        if (!sender_is_local(self)) return;
+        if (!sender_is_local(self, "worker")) return;
         auto& st = self->state;
         st.slots.clear();
         st.engine.reset();
@@ -105,21 +105,21 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
             gpu::make_cpu_backend(st.model, {s.rank, s.world}, s.world > 1 ? st.endpoint.get() : nullptr));
       },
       [=](admit_atom, uint64_t id, const std::string& bytes) {
-        if (!sender_is_local(self)) return;
+        if (!sender_is_local(self, "worker")) return;
         auto& st = self->state;
         // The group validated the canvas before admitting it anywhere.
         st.slots.insert_or_assign(id, st.engine->admit(gpu::canvas::from_bytes(bytes)));
       },
       [=](step_atom, const step_order& order) -> caf::result<step_result> {
-        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         return run_step(self->state, order);
       },
       [=](drop_atom, const step_order& order) {
-        if (!sender_is_local(self)) return;
+        if (!sender_is_local(self, "worker")) return;
         for (auto id : order.ids) self->state.slots.erase(id);
       },
       [=](evict_atom, const step_order& order) -> caf::result<canvas_bundle> {
-        if (!sender_is_local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         canvas_bundle out;
         for (auto id : order.ids) {
           auto it = self->state.slots.find(id);

