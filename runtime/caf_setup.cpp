@@ -17,7 +17,7 @@ void configure_caf(caf::actor_system_config& cfg, const std::vector<std::string>
   add_message_types(cfg);
   std::vector<std::string> all{"--scheduler.policy=sharing", "--scheduler.max-threads=2",
                                "--middleman.heartbeat-interval=200ms",
-                               "--middleman.connection-timeout=3s"};
+                               "--middleman.connection-timeout=15s"};
   all.insert(all.end(), args.begin(), args.end());
   std::istringstream no_ini;  // never read caf-application.ini from the working directory
   if (auto err = cfg.parse(all, no_ini))

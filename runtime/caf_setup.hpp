@@ -15,7 +15,7 @@ namespace dls::runtime {
 ///
 /// Defaults: the `sharing` scheduler with 2 threads (spinning `stealing` workers made
 /// loopback round trips 3-5x slower on 2 cores), and BASP heartbeats every 200 ms with a
-/// 3 s connection timeout, so a hung peer's connection is dropped instead of waited on
+/// 15 s connection timeout, so a hung peer's connection is dropped instead of waited on
 /// forever (cluster processes use heartbeat.dead_after_ms instead, see process_caf_args).
 /// A system that only talks to actors in its own process may use this alone; every process
 /// that publishes or connects goes through configure_networked_caf (runtime/transport.hpp),
