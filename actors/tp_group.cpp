@@ -61,6 +61,9 @@ struct group_state {
   double overhead_s = 0;       // moving average of measured step wall - profile prediction
   double predicted_s = 0;      // the profile's time for the step in flight
   bool dirty = true;           // requests came or went since the last tau control
+  // The accuracy budget tau control spends (policies/threshold.hpp): a running account of
+  // the group's requests, kept here because the policies own no state.
+  policy::accuracy_ledger ledger;
   double last_control_s = -1e9;
   clock_type::time_point epoch = clock_type::now();  // the group's clock for the policies
   bool stepping = false;
@@ -144,6 +147,9 @@ void remove(group_ptr self, uint64_t id) {
   auto& st = self->state;
   auto it = st.queue.find(id);
   if (it != st.queue.end()) {
+    // A finished request has nothing uncommitted left, so this releases only what one that
+    // leaves early had reserved.
+    st.ledger.leave(view_of(it->second.live), st.setup.policy->quality);
     for (auto* list : {&st.running, &st.waiting})
       list->erase(std::remove(list->begin(), list->end(), &it->second), list->end());
     st.queue.erase(it);
@@ -167,6 +173,7 @@ void finish_drain(group_ptr self) {
   self->request(st.setup.workers[0], step_timeout, evict_atom::value, o).then([=](canvas_bundle& b) {
     auto& st = self->state;
     std::vector<rt::work_item> items;
+    for (auto& [id, q] : st.queue) st.ledger.leave(view_of(q.live), st.setup.policy->quality);
     for (auto& [id, bytes] : b.canvases) {
       auto it = st.queue.find(id);
       if (it == st.queue.end()) continue;
@@ -187,6 +194,7 @@ void finish_drain(group_ptr self) {
   }, [=](caf::error& e) {
     // Without rank 0's canvases these requests cannot move: end them explicitly.
     auto& st = self->state;
+    for (auto& [id, q] : st.queue) st.ledger.leave(view_of(q.live), st.setup.policy->quality);
     for (auto& [id, q] : st.queue)
       self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, "lost during regroup: " + to_string(e));
     st.queue.clear();
@@ -232,6 +240,9 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     auto it = st.queue.find(o.id);
     if (it == st.queue.end()) continue;
     auto& q = it->second;
+    if (o.committed > q.committed)
+      st.ledger.commit(view_of(q.live), static_cast<int>(o.committed - q.committed), q.live.tau,
+                       st.setup.policy->quality);
     q.boundary = o.boundary;
     q.steps = o.steps;
     q.committed = o.committed;
@@ -245,6 +256,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
         self->send(req, rt::block_atom::value, q.meta.epoch, chunk);
       }
       if (o.report.finished) {
+        st.ledger.finish();
         rt::run_result r{text, static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed), st.setup.node,
                          st.setup.name};
         self->send(req, rt::finished_atom::value, q.meta.epoch, r);
@@ -305,6 +317,7 @@ void run_step(group_ptr self) {
     for (auto* q : queued) queued_views.push_back(&q->live);
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
+  snap.ledger = &st.ledger;
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
   for (auto id : d.admitted) {
     auto& q = st.queue[id];
@@ -392,6 +405,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   st.view.devices.assign(st.setup.devices.begin(), st.setup.devices.end());
   const auto& ctx = *st.setup.policy;
   st.view.tau_cap = ctx.knobs.tau_max;
+  st.ledger.budget = ctx.knobs.accuracy_budget;
+  st.ledger.tau_ref = ctx.knobs.tau_max;
   if (ctx.cost && ctx.cost->supports(st.view.tp)) {
     st.profile = &*ctx.cost;
     st.cost = *ctx.cost;
@@ -484,6 +499,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         st.queue[id] = std::move(q);
         st.order.push_back(id);
         st.waiting.push_back(&st.queue[id]);
+        st.ledger.enter(view_of(st.queue[id].live), ctx.quality);
         st.dirty = true;
         report_load(self);
         kick(self);

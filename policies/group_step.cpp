@@ -19,6 +19,7 @@ group_policy make_group_policy(const policy_set& set, const group_knobs& k) {
   p.thr.tau_step = k.tau_step;
   p.thr.per_request = set.tau_per_request;
   p.thr.load_cap = set.tau_load_cap;
+  p.thr.accuracy_budget = k.accuracy_budget;
   p.max_active = k.max_active;
   return p;
 }
@@ -105,7 +106,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     marg.reserve(all.size());
     for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));
     std::vector<double> tau;
-    const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau);
+    const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau, g.ledger);
     d.controlled = true;
     d.tau_cap = cap.cap;
     d.infeasible = cap.infeasible_prefixes;
@@ -122,7 +123,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   for (const auto& r : g.active)
     if (!g.group.draining || r.next_kind == step_kind::reuse) cand.push_back(r);
   std::vector<int> batch;
-  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp);
+  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size());
   d.batch.reserve(batch.size());
   for (int i : batch) d.batch.push_back(cand[static_cast<std::size_t>(i)].id);
   return d;

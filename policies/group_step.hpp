@@ -25,6 +25,7 @@ struct group_knobs {
   double tau_max = 0.9;      // the reference tau (the cluster's engine.threshold)
   double tau_min = 0.7;
   double tau_step = 0.05;
+  double accuracy_budget = -1;  // threshold_config::accuracy_budget; < 0: none
 };
 
 struct group_policy {
@@ -52,6 +53,9 @@ struct group_snapshot {
   /// changed or some time passed (as the simulator's control interval does), not every step:
   /// otherwise every request keeps its tau.
   bool control_due = true;
+  /// The group's accuracy budget (caller-owned running state, see threshold.hpp): the tau
+  /// controller spends it; null or disabled: tau_min alone bounds the loss.
+  accuracy_ledger* ledger = nullptr;
 };
 
 struct step_decision {

@@ -121,11 +121,19 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
   }
 }
 
+// Under saturation (form_batch): deferring a request that adds `delta_s` to the step is worth
+// it only where that exceeds what batching saves it, its step alone minus `delta_s`.
+bool worth_deferring(const step_cost_model& cost, int tp, const step_item& item, double delta_s) {
+  batch_totals alone;
+  alone.add(item);
+  return delta_s > cost.step_seconds(tp, alone) - delta_s;
+}
+
 }  // namespace
 
 void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
                 const quality_model& q, double step_s, std::vector<int>& out,
-                const step_cost_model* cost, int tp, std::vector<double>* shares) {
+                const step_cost_model* cost, int tp, std::vector<double>* shares, std::size_t waiting) {
   out.clear();
   if (shares) shares->clear();
   if (active.empty()) return;
@@ -147,6 +155,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       for (const auto& r : active) shares->push_back(share_of(r));
     return;
   }
+  const bool saturated = waiting > 0 || rows > cfg.token_budget || static_cast<int>(active.size()) > cfg.max_batch;
   static thread_local std::vector<keyed> keys;
   order_indices(active, now, cfg, q, step_s, keys, budgeted ? cost : nullptr, tp);
   long used = 0;
@@ -167,7 +176,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       double next = cost->step_seconds(tp, totals);
       // A second refresh gets a tighter budget: what it adds to the step, all of the batch waits.
       const double limit = refresh && refreshes > 0 ? std::min(budget, cfg.refresh_join_growth * step) : budget;
-      if (!out.empty() && next - step > limit) {
+      if (!out.empty() && next - step > limit && (!saturated || worth_deferring(*cost, tp, item, next - step))) {
         totals.remove(item);
         if (cfg.refresh_split <= 0 || !refresh) continue;
         // The longest whole number of layer ranges that fits, found by bisection (the step time

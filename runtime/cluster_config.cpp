@@ -168,8 +168,12 @@ device_spec parse_devices(const checker& c, const YAML::Node& n, const std::stri
   if (d.kind == "cpu") {
     if (n["ids"]) c.fail(n["ids"], ctx + ": 'ids' is only for kind cuda; use 'count'");
     d.count = static_cast<int>(c.integer(c.require(n, "count", ctx), ctx + ".count", 1, 1024));
+  } else if (n["count"]) {
+    // `count: N` is devices 0..N-1; `ids` picks them.
+    if (n["ids"]) c.fail(n["ids"], ctx + ": give either 'count' or 'ids', not both");
+    const auto count = static_cast<int>(c.integer(n["count"], ctx + ".count", 1, 1024));
+    for (int i = 0; i < count; ++i) d.ids.push_back(i);
   } else {
-    if (n["count"]) c.fail(n["count"], ctx + ": 'count' is only for kind cpu; use 'ids'");
     d.ids = c.int_list(c.require(n, "ids", ctx), ctx + ".ids", 0, 1023);
     if (d.ids.empty()) c.fail(n["ids"], ctx + ".ids must not be empty");
     std::set<int> uniq(d.ids.begin(), d.ids.end());
@@ -269,7 +273,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
     s.policy = c.one_of(n, "scheduler", names);
     return s;
   }
-  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "profile", "quality"},
+  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "profile", "quality"},
                "scheduler");
   if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
   if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
@@ -278,6 +282,8 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   if (n["max_active"]) s.max_active = static_cast<int>(c.integer(n["max_active"], "scheduler.max_active", 1, 1 << 16));
   if (n["tau_min"]) s.tau_min = c.real(n["tau_min"], "scheduler.tau_min (at most engine.threshold)", 0.0, tau_ref);
   if (n["tau_step"]) s.tau_step = c.real(n["tau_step"], "scheduler.tau_step", 0.001, 1.0);
+  if (n["accuracy_budget"])
+    s.accuracy_budget = c.real(n["accuracy_budget"], "scheduler.accuracy_budget (a fraction: 0.01 = one point)", 0.0, 1.0);
   if (n["profile"]) {
     try {
       set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));

@@ -119,6 +119,36 @@ BOOST_AUTO_TEST_CASE(a_second_refresh_waits_for_the_next_step_unless_it_is_nearl
   BOOST_TEST(out.size() == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(a_saturated_group_defers_only_what_batching_does_not_pay_for) {
+  auto q = test::two_step_quality();
+  // Overhead-bound steps (a small model on a CPU): 5 ms fixed + 10 us per query row. Request 1
+  // is urgent: a 32-row reuse step (5.32 ms alone) and 0.18 ms of slack after it; every other
+  // one is a 48-row refresh that adds 0.48 ms, more than that slack.
+  auto cost = test::flat_cost(0.005, 1e-5);
+  policy::scheduler_config cfg;
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.0055, 16, 32))};
+  for (uint64_t id = 2; id <= 4; ++id) a.push_back(test::request(id, 0, 10.0, 16, 32));
+  std::vector<int> out;
+  // Nothing waits: the deferred requests fit a later step at no cost, so the budget binds.
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // Requests wait for admission: a slot left empty is capacity lost, and batching saves each
+  // of them 5 ms against the 0.48 ms it adds, so the step fills.
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 3);
+  BOOST_TEST(out.size() == 4u);
+  // More candidates than a step takes is saturation too.
+  cfg.max_batch = 3;
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
+  BOOST_TEST(out.size() == 3u);
+  // A compute-bound refresh (4,096 rows: 41 ms added, 46 ms alone) still waits when it would
+  // make the urgent request miss, saturated or not: a later step runs it for about the same.
+  // The small refreshes behind it still fill the step.
+  cfg.max_batch = 256;
+  a[1] = test::request(2, 0, 10.0, 4064, 32);
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 3);
+  BOOST_TEST(out == std::vector<int>({0, 2, 3}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
   auto q = test::two_step_quality();
   auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row

@@ -208,6 +208,40 @@ BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_bel
   BOOST_TEST(st.active[1].tau == 0.5);
 }
 
+BOOST_AUTO_TEST_CASE(the_groups_accuracy_budget_limits_how_far_tau_falls) {
+  const auto m = cost();
+  const auto q = quality();
+  auto overloaded = [] {
+    pol::group_snapshot g;
+    g.group.tp = 1;
+    for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(fresh(i, 0.0, 0.025));
+    return g;
+  };
+  auto p = policy_named("dilaserve", 8);
+  p.thr.accuracy_budget = 0.01;
+  // No request has finished yet, so the budget has earned nothing: tau stays at the reference.
+  pol::accuracy_ledger ledger;
+  ledger.budget = 0.01;
+  ledger.tau_ref = 0.9;
+  auto g = overloaded();
+  for (const auto& r : g.queued) ledger.enter(r, q);
+  g.ledger = &ledger;
+  pol::decide_step(g, p, &m, q);
+  for (const auto& list : {g.active, g.queued})
+    for (const auto& r : list) BOOST_TEST(r.tau == 0.9);
+  // After 20 finished requests the credit is 20 x 0.01 = 0.2 of summed loss, less than the
+  // 16 x 0.15 that tau 0.7 for all would cost: tau falls for some, within the credit.
+  for (int i = 0; i < 20; ++i) ledger.finish();
+  g = overloaded();
+  g.ledger = &ledger;
+  pol::decide_step(g, p, &m, q);
+  int lowered = 0;
+  for (const auto& list : {g.active, g.queued})
+    for (const auto& r : list) lowered += r.tau < 0.9 ? 1 : 0;
+  BOOST_TEST(lowered > 0);
+  BOOST_TEST(ledger.credit() >= -1e-12);
+}
+
 BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their_boundary) {
   const auto m = cost();
   const auto q = quality();
@@ -294,6 +328,11 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   BOOST_TEST(full.scheduler.slo_scale == 3.0);
   BOOST_TEST(full.scheduler.max_active == 16);
   BOOST_TEST(full.scheduler.tau_min == 0.6);
+  BOOST_TEST(full.scheduler.accuracy_budget == 0.01);
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {accuracy_budget: 0.005}\n"), "c.yaml", "/tmp")
+                 .scheduler.accuracy_budget == 0.005);
+  auto bad_budget = error_of(config_with("scheduler: {accuracy_budget: 2}\n"));
+  BOOST_TEST(bad_budget.find("scheduler.accuracy_budget") != std::string::npos, bad_budget);
 
   auto bad_name = error_of(config_with("scheduler: fastest\n"));
   BOOST_TEST(bad_name.find("'fastest'") != std::string::npos, bad_name);

@@ -216,7 +216,8 @@ void engine::start_step(int gi) {
     return;
   }
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares);
+    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares,
+                       g.queue.size());
   });
   ++stats_.batch_decisions;
   policy::batch_totals t;
@@ -357,7 +358,7 @@ bool engine::start_stream_step(int gi, policy::step_kind kind, std::vector<std::
   }
   if (cand.empty()) return false;
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares);
+    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares, g.queue.size());
   });
   ++stats_.batch_decisions;
   ids.clear();
