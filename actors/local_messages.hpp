@@ -2,6 +2,7 @@
 // Messages between a TP group and its workers. They never leave the node process (the
 // group and its workers always share it, as the shared-memory all-reduce requires),
 // so they carry pointers and engine structs without serialization.
+#include "actors/device_pool.hpp"
 #include "actors/policy_view.hpp"
 #include "gpu/allreduce.hpp"
 #include "gpu/engine.hpp"
@@ -22,11 +23,11 @@ using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using evict_atom = caf::atom_constant<caf::atom("evict")>;
 using drop_atom = caf::atom_constant<caf::atom("drop")>;
 
-/// Which shard a worker computes from now on. A new all-reduce group per TP group.
+/// Which shard a worker computes from now on. A new collective per TP group.
 struct shard_setup {
   int rank = 0;
   int world = 1;
-  std::shared_ptr<gpu::shm_allreduce_group> group;
+  std::shared_ptr<group_link> link;
 };
 
 struct step_order {

@@ -35,6 +35,7 @@ struct agent_state {
   std::shared_ptr<const gpu::model> model;
   std::shared_ptr<const gpu::tokenizer> tokenizer;
   std::shared_ptr<const policy_context> policy;
+  std::shared_ptr<const device_pool> devices;
   std::vector<caf::actor> workers;
   std::vector<live_group> groups;
   int next_group = 0;
@@ -74,6 +75,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
       g.devices.push_back(static_cast<int32_t>(next));
     }
     g.model = st.model;
+    g.device_set = st.devices;
     g.tokenizer = st.tokenizer;
     g.defaults = st.info.engine;
     g.supervisor = st.info.supervisor;
@@ -110,17 +112,18 @@ void start_node(agent_ptr self, rt::join_reply reply) {
     return;
   }
   const auto& devices = st.info.node.devices;
-  if (devices.kind != "cpu") {
-    leave(self, 1, "device kind '" + devices.kind + "' needs the CUDA backend, which this runtime does not drive yet");
+  try {
+    st.devices = device_pool::open(devices, st.model);
+  } catch (const std::exception& e) {
+    leave(self, 1, std::string("cannot open the node's devices: ") + e.what());
     return;
   }
   std::vector<rt::actor_info> rows;
   auto pid = static_cast<int32_t>(::getpid());
   for (int i = 0; i < devices.slots(); ++i) {
     auto who = st.node + "/w" + std::to_string(i);
-    st.workers.push_back(spawn_worker(self->system(), st.model, who));
-    rows.push_back({0, "worker", who, st.node, pid, "ALIVE", 0,
-                    json{{"device", devices.kind + ":" + std::to_string(i)}}.dump()});
+    st.workers.push_back(spawn_worker(self->system(), st.devices, i, who));
+    rows.push_back({0, "worker", who, st.node, pid, "ALIVE", 0, json{{"device", st.devices->describe(i)}}.dump()});
   }
   std::vector<int32_t> sizes(st.info.node.groups.begin(), st.info.node.groups.end());
   auto groups = make_groups(self, sizes);

@@ -1,5 +1,6 @@
 #pragma once
 // Factories for the actors of a node process: the agent, its workers and TP groups.
+#include "actors/device_pool.hpp"
 #include "actors/policy_view.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
@@ -15,8 +16,8 @@
 
 namespace dls::actors {
 
-/// One device slot: a detached actor (its own thread) holding an engine shard.
-caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const gpu::model> model, std::string who);
+/// One device slot of `devices`: a detached actor (its own thread) holding an engine shard.
+caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const device_pool> devices, int slot, std::string who);
 
 struct group_setup {
   std::string name;  // unique within the cluster: "<node>/g<n>"
@@ -24,6 +25,7 @@ struct group_setup {
   std::vector<caf::actor> workers;  // rank order
   std::vector<int32_t> devices;
   std::shared_ptr<const gpu::model> model;
+  std::shared_ptr<const device_pool> device_set;  // makes the group's collective
   std::shared_ptr<const gpu::tokenizer> tokenizer;
   runtime::engine_defaults defaults;
   caf::actor supervisor;

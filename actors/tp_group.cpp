@@ -417,9 +417,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   }
   set_policy(st, ctx.initial_policy);
   auto world = static_cast<int>(st.setup.workers.size());
-  auto ar = std::make_shared<gpu::shm_allreduce_group>(world);
+  auto link = st.setup.device_set->link_for(std::vector<int>(st.setup.devices.begin(), st.setup.devices.end()));
   for (int r = 0; r < world; ++r)
-    self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, ar});
+    self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, link});
   if (st.profile) {
     // An empty step is the messaging round trip to every worker alone: the first estimate of
     // the per-step overhead, so the deadlines of the first requests already count it; real

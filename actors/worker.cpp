@@ -5,7 +5,6 @@
 #include "actors/local_messages.hpp"
 #include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
-#include "gpu/cpu_backend.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -20,11 +19,12 @@ namespace rt = dls::runtime;
 namespace {
 
 struct worker_state {
-  std::shared_ptr<const gpu::model> model;
+  std::shared_ptr<const device_pool> devices;
+  int slot = 0;
   std::string who;
   int rank = 0;
   int world = 1;
-  std::shared_ptr<gpu::shm_allreduce_group> group;
+  std::shared_ptr<group_link> link;
   std::unique_ptr<gpu::allreduce> endpoint;
   std::unique_ptr<gpu::engine> engine;
   std::map<uint64_t, gpu::request_slot> slots;
@@ -77,8 +77,9 @@ step_result run_step(worker_state& st, const step_order& order) {
   return out;
 }
 
-caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, std::string who) {
-  self->state.model = std::move(model);
+caf::behavior worker(worker_ptr self, std::shared_ptr<const device_pool> devices, int slot, std::string who) {
+  self->state.devices = std::move(devices);
+  self->state.slot = slot;
   self->state.who = std::move(who);
   // A throwing handler would otherwise end the worker silently; say why in the log.
   self->set_exception_handler([=](std::exception_ptr& eptr) -> caf::error {
@@ -99,10 +100,8 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
         st.endpoint.reset();
         st.rank = s.rank;
         st.world = s.world;
-        st.group = s.group;
-        st.endpoint = s.group->endpoint(s.rank);
-        st.engine = std::make_unique<gpu::engine>(
-            gpu::make_cpu_backend(st.model, {s.rank, s.world}, s.world > 1 ? st.endpoint.get() : nullptr));
+        st.link = s.link;
+        st.engine = std::make_unique<gpu::engine>(st.devices->make_backend(st.slot, s.rank, *s.link, st.endpoint));
       },
       [=](admit_atom, uint64_t id, const std::string& bytes) {
         if (!sender_is_local(self, "worker")) return;
@@ -134,8 +133,8 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const gpu::model> model, s
 
 }  // namespace
 
-caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const gpu::model> model, std::string who) {
-  return sys.spawn<caf::detached>(worker, std::move(model), std::move(who));
+caf::actor spawn_worker(caf::actor_system& sys, std::shared_ptr<const device_pool> devices, int slot, std::string who) {
+  return sys.spawn<caf::detached>(worker, std::move(devices), slot, std::move(who));
 }
 
 }  // namespace dls::actors

@@ -29,6 +29,7 @@
 #include <iostream>
 #include <memory>
 #include <functional>
+#include <numeric>
 #include <random>
 
 namespace fs = std::filesystem;
@@ -60,11 +61,17 @@ struct tp_timing {
 
 tp_timing time_refresh(caf::actor_system& sys, std::shared_ptr<const dls::gpu::model> m, int world, int length,
                        int reps) {
+  dls::runtime::device_spec cpus;
+  cpus.count = world;
+  const auto devices = act::device_pool::open(cpus, m);
   std::vector<caf::actor> workers;
-  for (int r = 0; r < world; ++r) workers.push_back(act::spawn_worker(sys, m, "bench/w" + std::to_string(r)));
-  auto ar = std::make_shared<dls::gpu::shm_allreduce_group>(world);
+  for (int r = 0; r < world; ++r) workers.push_back(act::spawn_worker(sys, devices, r, "bench/w" + std::to_string(r)));
+  std::vector<int> slots(static_cast<std::size_t>(world));
+  std::iota(slots.begin(), slots.end(), 0);
+  auto link = devices->link_for(slots);
   caf::scoped_actor self{sys};
-  for (int r = 0; r < world; ++r) self->send(workers[static_cast<std::size_t>(r)], act::configure_atom::value, act::shard_setup{r, world, ar});
+  for (int r = 0; r < world; ++r)
+    self->send(workers[static_cast<std::size_t>(r)], act::configure_atom::value, act::shard_setup{r, world, link});
   // cache none: every step is a refresh over the whole canvas.
   dls::gpu::decode_params p;
   p.gen_length = 32;

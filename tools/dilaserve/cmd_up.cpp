@@ -51,7 +51,13 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   std::set<int> degrees{1};
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const auto& n : cfg.nodes) {
-    if (n.devices.kind != "cpu") return "";
+    if (n.devices.kind != "cpu") {
+      // The measurement runs the CPU engine here; GPU step costs must come from the GPU.
+      std::cout << "no step-cost profile: node " << n.name << " runs on " << n.devices.kind
+                << " devices and `up` measures only CPU engines; the groups decide without step costs "
+                   "until scheduler.profile names one measured on the GPU (docs/cuda.md)\n";
+      return "";
+    }
     for (int g : n.groups)
       if (g <= cores) degrees.insert(g);
   }
@@ -169,7 +175,12 @@ int run_up(const up_options& o) {
       try {
         rt::wait_ready(p, o.timeout_s * 1000);
       } catch (const std::exception& e) {
-        throw std::runtime_error(std::string("a node ") + e.what() + "; see " + log);
+        // The node's own last word names the problem (bad device, model, profile...).
+        std::ifstream in(log);
+        std::string last, l;
+        while (std::getline(in, l))
+          if (!l.empty()) last = l;
+        throw std::runtime_error(std::string("a node ") + e.what() + (last.empty() ? "" : ": " + last) + "; see " + log);
       }
     }
     // Every node has registered with the head once `await` answers.
