@@ -55,6 +55,14 @@ std::vector<std::string> bench_args(const std::string& config, const std::string
   return a;
 }
 
+// Should a check fail with the cluster still up, it is stopped anyway at the end of the case.
+struct down_at_exit {
+  std::string state;
+  ~down_at_exit() {
+    if (fs::exists(dls::runtime::state_file(state))) dls::test::run_cli({"down", "--state-dir", state});
+  }
+};
+
 std::size_t requests_in_window() {
   std::size_t n = 0;
   for (const auto& r : dls::sim::load_azure_csv(trace)) n += r.t < duration_s;
@@ -67,6 +75,7 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
   dls::test::scratch_dir dir;
   const auto config = dls::test::write_test_config(dir, "local.yaml");
   const auto state = dir.file("state");
+  down_at_exit guard{state};
   const auto out = dir.file("out");
   auto r = dls::test::run_cli(bench_args(config, state, {"--load", "0.5", "--policies", "static,deadline", "--json",
                                                          "--out", out}));
@@ -114,6 +123,7 @@ BOOST_AUTO_TEST_CASE(through_the_http_api_the_schema_is_the_same) {
   dls::test::scratch_dir dir;
   const auto config = dls::test::write_test_config(dir, "local.yaml");  // has an http: section
   const auto state = dir.file("state");
+  down_at_exit guard{state};
   auto r = dls::test::run_cli(bench_args(config, state, {"--http", "--load", "0.5", "--policies", "dilaserve", "--json"}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const auto results = json::parse(r.out).at("results");
@@ -132,6 +142,7 @@ BOOST_AUTO_TEST_CASE(an_interrupted_bench_stops_its_cluster) {
   dls::test::scratch_dir dir;
   const auto config = dls::test::write_test_config(dir, "local.yaml");
   const auto state = dir.file("state");
+  down_at_exit guard{state};
   // Enough work that the interrupt lands while the bench runs.
   dls::test::background_cli bench(bench_args(config, state, {"--load", "0.2,0.3", "--policies", "static,deadline"}));
   const bool up = dls::test::eventually(120, [&] {
@@ -151,6 +162,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_before_a_cluster_starts) {
   dls::test::scratch_dir dir;
   const auto config = dls::test::write_test_config(dir, "local.yaml");
   const auto state = dir.file("state");
+  down_at_exit guard{state};
   auto r = dls::test::run_cli(bench_args(config, state, {"--policies", "static,bogus"}));
   BOOST_TEST(r.rc == 1);
   BOOST_TEST(r.err.find("unknown policy 'bogus'") != std::string::npos, r.err);

@@ -106,7 +106,10 @@ owned_cluster::owned_cluster(const std::string& config, const std::string& state
     }
     throw std::runtime_error("starting the cluster failed: " + why + " (see " + log + ")");
   }
-  throw_if_interrupted();
+  if (interrupted()) {  // no destructor runs for a constructor that throws
+    stop();
+    throw std::runtime_error("interrupted");
+  }
 }
 
 owned_cluster::~owned_cluster() {

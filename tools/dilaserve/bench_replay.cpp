@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <mutex>
 #include <regex>
@@ -170,7 +171,20 @@ void stream_one(httplib::Client& c, const http_endpoint& ep, const gpu::eval_pro
     }
     return true;
   };
+  bool any_byte = false;
+  auto receiver = req.content_receiver;
+  req.content_receiver = [&](const char* data, std::size_t len, uint64_t off, uint64_t total) {
+    any_byte = true;
+    return receiver(data, len, off, total);
+  };
   auto r = c.send(req);
+  if (!r && !any_byte &&
+      (r.error() == httplib::Error::Read || r.error() == httplib::Error::Write ||
+       r.error() == httplib::Error::Connection)) {
+    // Nothing came back, so the gateway never started this request: send it once more.
+    o.retried = true;
+    r = c.send(req);
+  }
   o.client_latency_s = seconds_between(scheduled, clock_type::now());
   if (!r) {
     o.error = "HTTP: " + httplib::to_string(r.error());
@@ -191,7 +205,7 @@ std::vector<replay_outcome> replay_http(const http_endpoint& ep, const replay_pl
                                         const std::vector<gpu::eval_problem>& problems, int connections) {
   const auto& reqs = plan.requests;
   std::vector<replay_outcome> out(reqs.size());
-  const auto start = clock_type::now();
+  clock_type::time_point start;  // set once the connections are open
   const double t0 = reqs.empty() ? 0.0 : reqs.front().t;
   auto due = [&](std::size_t i) { return at(start, (reqs[i].t - t0) * plan.time_scale); };
   std::atomic<std::size_t> next{0};
@@ -200,13 +214,25 @@ std::vector<replay_outcome> replay_http(const http_endpoint& ep, const replay_pl
       plan.timeout_s + (reqs.empty() ? 0.0 : (reqs.back().t - t0) * plan.time_scale));
   std::vector<std::thread> pool;
   const auto n_threads = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, connections)), reqs.size());
+  // Connections opened one at a time before the replay, so that its first burst does not
+  // overrun the server's listen queue.
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (std::size_t k = 0; k < n_threads; ++k) {
+    auto c = std::make_unique<httplib::Client>(ep.host, ep.port);
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
+    c->set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(read_timeout) + std::chrono::seconds(1));
+    c->set_default_headers({{"Authorization", "Bearer " + ep.key}});
+    auto r = c->Get(ep.base_path + "/models");
+    if (!r) throw std::runtime_error("--http: cannot connect to " + ep.host + ":" + std::to_string(ep.port) + " (" +
+                                     httplib::to_string(r.error()) + ")");
+    clients.push_back(std::move(c));
+    throw_if_interrupted();
+  }
+  start = clock_type::now();
   for (std::size_t k = 0; k < n_threads; ++k)
-    pool.emplace_back([&] {
-      httplib::Client c(ep.host, ep.port);
-      c.set_keep_alive(true);
-      c.set_tcp_nodelay(true);
-      c.set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(read_timeout) + std::chrono::seconds(1));
-      c.set_default_headers({{"Authorization", "Bearer " + ep.key}});
+    pool.emplace_back([&, k] {
+      auto& c = *clients[k];
       for (std::size_t i; (i = next++) < reqs.size();) {
         // Open loop: wait for the request's arrival time (in short slices, for interrupts).
         while (!interrupted() && clock_type::now() < due(i))

@@ -20,6 +20,7 @@ struct replay_outcome {
   double send_lag_s = 0;       // how late the client sent it after its scheduled time
   bool slo_met = false;
   int steps = 0, tokens = 0, moves = 0;
+  bool retried = false;        // HTTP: sent again after its connection failed before any response
 };
 
 struct replay_plan {
@@ -47,7 +48,10 @@ http_endpoint parse_http_url(const std::string& url);
 
 /// Through the OpenAI-compatible API, as `vllm bench serve` does: one streamed
 /// POST {base}/completions per request from a pool of client threads (each with its own
-/// kept-alive connection), SSE read event by event. Throws like replay_caf.
+/// kept-alive connection, opened one after another before the first arrival), SSE read event
+/// by event. A request whose connection failed before any byte of response (a closed idle
+/// connection, a full listen queue) is sent once more and marked `retried`. Throws like
+/// replay_caf.
 std::vector<replay_outcome> replay_http(const http_endpoint& ep, const replay_plan& plan,
                                         const std::vector<gpu::eval_problem>& problems, int connections);
 
