@@ -83,6 +83,7 @@ std::string status_json(const head_state& st) {
   json j;
   j["cluster"] = st.cfg.name;
   j["policy"] = st.policy;
+  j["slo_scale"] = st.cfg.scheduler.slo_scale;
   j["nodes"] = json::array();
   auto now = clock_type::now();
   for (const auto& cfg_node : st.cfg.nodes) {

@@ -46,6 +46,7 @@ struct reconfigurer_state {
   std::optional<policy::quality_model> quality;
   json decisions = json::array();
   json last;  // the last regroup's result
+  uint64_t regroups = 0;  // completed ones since the head started (benchmarks and metrics count them)
   static inline const char* name = "dls.reconfigurer";
 };
 
@@ -57,7 +58,10 @@ using reconf_ptr = caf::stateful_actor<reconfigurer_state>*;
 // (`actors --kind reconfigurer`, `status`).
 void publish(reconf_ptr self, const caf::actor& core, bool busy) {
   auto& st = self->state;
-  json d{{"busy", busy}, {"mode", st.cfg.reconfigure.automatic ? "auto" : "manual"}, {"decisions", st.decisions}};
+  json d{{"busy", busy},
+         {"mode", st.cfg.reconfigure.automatic ? "auto" : "manual"},
+         {"decisions", st.decisions},
+         {"regroups", st.regroups}};
   if (!st.last.is_null()) d["last"] = st.last;
   if (st.dir_id) self->send(core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
@@ -76,6 +80,7 @@ void run_regroup(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::re
     st.busy = false;
     st.last = json::parse(text, nullptr, false);
     if (st.last.is_object() && st.last.value("ok", false)) {
+      ++st.regroups;
       st.layout[spec.node].assign(spec.groups.begin(), spec.groups.end());
       st.changed_at[spec.node] = clock_type::now();
     }

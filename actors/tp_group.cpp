@@ -12,6 +12,7 @@
 #include "policies/group_step.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
+#include "runtime/step_histogram.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,9 @@ struct group_state {
   double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
   uint64_t decisions = 0;
+  // Step wall times by kind: a step with a refresh row in it is a refresh step.
+  bool refresh_in_flight = false;
+  rt::step_histogram refresh_steps, reuse_steps;
   static inline const char* name = "dls.tp_group";
 };
 
@@ -138,7 +142,8 @@ void report_load(group_ptr self) {
   nlohmann::json stats{{"steps", st.steps},           {"step_wall_s", st.wall_seconds},
                        {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
                        {"decisions", st.decisions},     {"policy", st.policy.name},
-                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s}};
+                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s},
+                       {"step_time_s", {{"refresh", st.refresh_steps.to_json()}, {"reuse", st.reuse_steps.to_json()}}}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
@@ -217,6 +222,8 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   }
   st.steps += 1;
   st.wall_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+  (st.refresh_in_flight ? st.refresh_steps : st.reuse_steps)
+      .observe(std::chrono::duration<double>(clock_type::now() - t0).count());
   st.engine_seconds += slowest;
   if (st.profile) {
     const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -355,8 +362,10 @@ void run_step(group_ptr self) {
   step_order order{ids};
   order.tau.reserve(ids.size());
   policy::batch_totals totals;
+  st.refresh_in_flight = false;
   for (auto id : ids) {
     const auto& lr = st.queue[id].live;
+    st.refresh_in_flight = st.refresh_in_flight || lr.progress.next_refresh;
     order.tau.push_back(lr.tau);
     totals.add(policy::next_step_item(view_of(lr)));
   }

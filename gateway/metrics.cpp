@@ -82,9 +82,44 @@ gateway_metrics::gateway_metrics() : registry_(std::make_shared<pm::Registry>())
                             .Help("Requests in flight in the whole cluster (all clients)")
                             .Register(*registry_)
                             .Add({});
+  auto& steps = pm::BuildHistogram()
+                    .Name("dilaserve_step_duration_seconds")
+                    .Help("Wall time of TP group steps by kind (refresh: the step has a refresh row; reuse: only "
+                          "cached rows), as the groups last reported them")
+                    .Register(*registry_);
+  const pm::Histogram::BucketBoundaries step_buckets(runtime::step_time_bounds_s.begin(),
+                                                     runtime::step_time_bounds_s.end());
+  step_refresh_ = &steps.Add({{"kind", "refresh"}}, step_buckets);
+  step_reuse_ = &steps.Add({{"kind", "reuse"}}, step_buckets);
+  migrations_ = &pm::BuildCounter()
+                     .Name("dilaserve_migrations_total")
+                     .Help("Requests the TP groups sent to another group (live migration), as last reported")
+                     .Register(*registry_)
+                     .Add({});
+  reconfigurations_ = &pm::BuildCounter()
+                           .Name("dilaserve_reconfigurations_total")
+                           .Help("Completed regroups (split or merge of a node's TP groups)")
+                           .Register(*registry_)
+                           .Add({});
 }
 
 gateway_metrics::~gateway_metrics() = default;
+
+namespace {
+
+// Adds what `now` holds beyond `before` to `h`; a smaller count means the group started over
+// (a new incarnation with the same name), so all of `now` is new.
+void add_increment(pm::Histogram& h, const runtime::step_histogram& before, const runtime::step_histogram& now) {
+  const bool restarted = now.count < before.count;
+  if (!restarted && now.count == before.count) return;
+  std::vector<double> inc(now.counts.size());
+  for (std::size_t i = 0; i < inc.size(); ++i)
+    inc[i] = static_cast<double>(restarted ? now.counts[i] : now.counts[i] - std::min(now.counts[i], before.counts[i]));
+  // Per-bucket increments, the +Inf bucket last, as prometheus-cpp's buckets are kept.
+  h.ObserveMultiple(inc, restarted ? now.sum_s : std::max(0.0, now.sum_s - before.sum_s));
+}
+
+}  // namespace
 
 void gateway_metrics::count_response(const std::string& route, int status) {
   responses_->Add({{"route", route}, {"code", std::to_string(status)}}).Increment();
@@ -114,6 +149,30 @@ void gateway_metrics::update_cluster(const nlohmann::json& status) {
     auto& gauge = groups_[name];
     if (!gauge) gauge = &queue_depth_->Add({{"group", name}});
     gauge->Set(g.value("queue", 0));
+  }
+  std::map<std::string, group_totals> totals;
+  for (const auto& g : status.value("groups", nlohmann::json::array())) {
+    auto name = g.value("name", "");
+    if (name.empty()) continue;
+    group_totals now;
+    if (g.contains("step_time_s") && g["step_time_s"].is_object()) {
+      now.refresh = runtime::step_histogram::from_json(g["step_time_s"].value("refresh", nlohmann::json()));
+      now.reuse = runtime::step_histogram::from_json(g["step_time_s"].value("reuse", nlohmann::json()));
+    }
+    now.migrations = g.value("migrations_out", uint64_t{0});
+    const auto before_it = seen_groups_.find(name);
+    const group_totals before = before_it == seen_groups_.end() ? group_totals{} : before_it->second;
+    add_increment(*step_refresh_, before.refresh, now.refresh);
+    add_increment(*step_reuse_, before.reuse, now.reuse);
+    migrations_->Increment(static_cast<double>(
+        now.migrations >= before.migrations ? now.migrations - before.migrations : now.migrations));
+    totals[name] = now;
+  }
+  seen_groups_ = std::move(totals);
+  if (status.contains("reconfigurer") && status["reconfigurer"].is_object()) {
+    const auto regroups = status["reconfigurer"].value("regroups", uint64_t{0});
+    reconfigurations_->Increment(static_cast<double>(regroups >= seen_regroups_ ? regroups - seen_regroups_ : regroups));
+    seen_regroups_ = regroups;
   }
   for (auto it = groups_.begin(); it != groups_.end();) {
     if (seen.count(it->first)) {

@@ -40,7 +40,10 @@ json dlm_extras(const runtime::answer& a, int slo_ms) {
          {"group", a.group},
          {"node", a.node},
          {"moves", a.moves},
-         {"request_id", a.request_id}};
+         {"request_id", a.request_id},
+         // The cluster's verdict against the deadline it scheduled by: slo_ms, or the one derived
+         // from scheduler.slo_scale (true when it had none); benchmarks read it.
+         {"deadline_met", a.slo_met}};
   if (slo_ms > 0) {
     j["slo_ms"] = slo_ms;
     j["slo_met"] = a.slo_met;

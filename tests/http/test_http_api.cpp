@@ -197,8 +197,15 @@ BOOST_AUTO_TEST_CASE(metrics_pass_promtool_and_count_what_happened) {
   for (const char* name :
        {"dilaserve_http_responses_total{code=\"200\",route=\"/v1/completions\"}", "dilaserve_request_duration_seconds_bucket",
         "dilaserve_time_to_first_block_seconds_bucket", "dilaserve_tokens_per_step_bucket", "dilaserve_threshold_bucket",
-        "dilaserve_group_queue_depth{group=", "dilaserve_node_up{node=\"node0\"} 1", "dilaserve_requests_total{outcome=\"ok\"}"})
+        "dilaserve_group_queue_depth{group=", "dilaserve_node_up{node=\"node0\"} 1", "dilaserve_requests_total{outcome=\"ok\"}",
+        "dilaserve_step_duration_seconds_bucket{kind=\"reuse\",le=\"0.001\"}", "dilaserve_migrations_total 0",
+        "dilaserve_reconfigurations_total 0"})
     BOOST_TEST(r.body.find(name) != std::string::npos, name);
+  // The answered requests' steps reached the histogram: every request starts with a refresh.
+  const std::string refresh_count = "dilaserve_step_duration_seconds_count{kind=\"refresh\"} ";
+  const auto at = r.body.find(refresh_count);
+  BOOST_TEST_REQUIRE(at != std::string::npos);
+  BOOST_TEST(std::stod(r.body.substr(at + refresh_count.size())) >= 1.0, r.body.substr(at, 80));
 }
 
 BOOST_AUTO_TEST_CASE(models_and_cluster_routes) {

@@ -84,6 +84,10 @@ background_cli::~background_cli() {
   }
 }
 
+void background_cli::signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
 cli_result background_cli::wait() {
   auto r = collect(pid_, out_path_, err_path_);
   pid_ = -1;

@@ -31,6 +31,8 @@ class background_cli {
   background_cli(const background_cli&) = delete;
   background_cli& operator=(const background_cli&) = delete;
   cli_result wait();
+  /// Sends `sig` to it (an interrupt, as a terminal's Ctrl-C would).
+  void signal(int sig) const;
 
  private:
   int pid_ = -1;

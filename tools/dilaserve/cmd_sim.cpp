@@ -152,8 +152,9 @@ int run_sim(const sim_options& o) {
     for (double slo : o.slo_scales) {
       std::ofstream svg(o.out + "/attainment_s" + fmt("%g", slo) + ".svg");
       svg << ds::attainment_svg(results, slo);
+      std::ofstream(o.out + "/latency_s" + fmt("%g", slo) + ".svg") << ds::latency_svg(results, slo);
     }
-    if (!o.json) std::printf("wrote %s/results.csv, results.json and attainment_s*.svg\n", o.out.c_str());
+    if (!o.json) std::printf("wrote %s/results.csv, results.json, attainment_s*.svg and latency_s*.svg\n", o.out.c_str());
   }
   return 0;
 }

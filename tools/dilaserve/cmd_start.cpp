@@ -16,6 +16,7 @@ struct start_options {
   std::string token_file;
   std::string node;
   std::string profile;
+  double slo_scale = 0;
   std::string tls_dir;
   bool insecure = false;
   int ready_fd = -1;
@@ -45,6 +46,7 @@ int run_start(const start_options& o) {
     if (o.config.empty()) throw std::runtime_error("start --head needs --config FILE");
     auto cfg = rt::load_cluster_config(o.config);
     if (!o.profile.empty()) rt::set_profile(cfg.scheduler, o.profile);
+    if (o.slo_scale > 0) cfg.scheduler.slo_scale = o.slo_scale;
     return dls::actors::run_head(cfg, {o.ready_fd, security_for(o, &cfg, "head")});
   }
   if (o.address.empty() || o.node.empty())
@@ -82,6 +84,8 @@ dls::cli::register_command reg{"start", [](CLI::App& app) {
   sub->add_option("--node", o->node, "Name of this node in the cluster file");
   sub->add_option("--profile", o->profile,
                   "Head: the step-cost profile the policies use when the cluster file names none (`up` measures one)");
+  sub->add_option("--slo-scale", o->slo_scale, "Head: scheduler.slo_scale instead of the cluster file's")
+      ->check(CLI::Range(0.01, 1e6));
   sub->add_option("--tls-dir", o->tls_dir, "Directory with the cluster's CA and certificates (dilaserve certs)");
   sub->add_flag("--insecure", o->insecure, "Plain TCP, for a cluster whose file says auth.insecure: true");
   sub->add_option("--ready-fd", o->ready_fd, "File descriptor to report readiness on (used by `up`)")->group("");

@@ -30,6 +30,7 @@ struct up_options {
   std::string config;
   std::string state_dir;
   int timeout_s = 60;
+  double slo_scale = 0;  // > 0: instead of the file's scheduler.slo_scale
 };
 
 std::string shell_quote(const std::string& s) {
@@ -130,6 +131,12 @@ int run_up(const up_options& o) {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
     std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
     head_argv.insert(head_argv.end(), transport.begin(), transport.end());
+    if (o.slo_scale > 0) {
+      std::ostringstream s;
+      s.precision(17);
+      s << o.slo_scale;
+      head_argv.insert(head_argv.end(), {"--slo-scale", s.str()});
+    }
     if (auto profile = ensure_profile(cfg, dir); !profile.empty()) {
       head_argv.push_back("--profile");
       head_argv.push_back(profile);
@@ -213,6 +220,9 @@ dls::cli::register_command reg{"up", [](CLI::App& app) {
   sub->add_option("config", o->config, "Cluster YAML file")->required();
   sub->add_option("--state-dir", o->state_dir, "State directory (default $DILASERVE_STATE_DIR or ~/.dilaserve)");
   sub->add_option("--timeout", o->timeout_s, "Seconds to wait for each process to become ready");
+  sub->add_option("--slo-scale", o->slo_scale,
+                  "Deadline of a request without slo_ms: S x its solo latency (instead of scheduler.slo_scale)")
+      ->check(CLI::Range(0.01, 1e6));
   return std::function<int()>([o] { return run_up(*o); });
 }};
 

@@ -9,17 +9,12 @@
 
 namespace dls::sim {
 
-namespace {
-
-// Nearest-rank percentile of a sorted vector.
-double percentile(const std::vector<double>& sorted, double p) {
+double nearest_rank(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0.0;
   const double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
   const std::size_t i = static_cast<std::size_t>(std::clamp(rank, 1.0, static_cast<double>(sorted.size()))) - 1;
   return sorted[i];
 }
-
-}  // namespace
 
 result_row summarize(const run_result& r, const std::string& policy, double load, double slo_scale) {
   result_row row;
@@ -59,9 +54,9 @@ result_row summarize(const run_result& r, const std::string& policy, double load
   double sum = 0;
   for (double x : lat) sum += x;
   row.mean_latency_s = n > 0 ? sum / n : 0.0;
-  row.p50_latency_s = percentile(lat, 50);
-  row.p90_latency_s = percentile(lat, 90);
-  row.p99_latency_s = percentile(lat, 99);
+  row.p50_latency_s = nearest_rank(lat, 50);
+  row.p90_latency_s = nearest_rank(lat, 90);
+  row.p99_latency_s = nearest_rank(lat, 99);
   row.accuracy = n > 0 ? acc / n : 0.0;
   if (n > 0) {
     row.parts.queued_s /= n;

@@ -50,5 +50,12 @@ std::string latency_parts_table(const std::vector<result_row>& rows);
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows);
 /// One line chart per SLO scale: x = load, y = attainment (%), a line per policy.
 std::string attainment_svg(const std::vector<result_row>& rows, double slo_scale);
+/// The same axes for latency: x = load, y = milliseconds; per policy the mean (solid) and the
+/// p99 (dashed).
+std::string latency_svg(const std::vector<result_row>& rows, double slo_scale);
+
+/// Nearest-rank percentile `p` (0-100) of an ascending vector; 0 when empty. The report's
+/// percentiles, shared with the live bench.
+double nearest_rank(const std::vector<double>& sorted, double p);
 
 }  // namespace dls::sim

@@ -1,0 +1,176 @@
+// `dilaserve bench` on a cluster it starts itself: the JSON is `dilaserve sim`'s schema, the
+// output folder holds CSV and SVG, and no process of the cluster is left afterwards, also when
+// the bench is interrupted or refused.
+#define BOOST_TEST_MODULE test_runtime_bench
+#include <boost/test/unit_test.hpp>
+
+#include "cluster_fixture.hpp"
+#include "runtime/state_dir.hpp"
+#include "sim/trace.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string trace = std::string(DLS_SOURCE_DIR) + "/configs/sim/traces/azure_llm_2023_code_first400.csv";
+constexpr double duration_s = 20;  // trace seconds: a dozen requests
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Processes whose command line mentions `needle` (the state directory: every head and node
+// process of the bench's cluster has its TLS folder under it).
+std::vector<std::string> processes_mentioning(const std::string& needle) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const auto name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto cmd = slurp(e.path().string() + "/cmdline");
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(needle) != std::string::npos && cmd.find(" bench ") == std::string::npos)
+      found.push_back(name + ": " + cmd);
+  }
+  return found;
+}
+
+std::vector<std::string> bench_args(const std::string& config, const std::string& state, std::vector<std::string> extra) {
+  std::vector<std::string> a{"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration",
+                             std::to_string(duration_s), "--capacity-requests", "40", "--warmup", "4"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// Should a check fail with the cluster still up, it is stopped anyway at the end of the case.
+struct down_at_exit {
+  std::string state;
+  ~down_at_exit() {
+    if (fs::exists(dls::runtime::state_file(state))) dls::test::run_cli({"down", "--state-dir", state});
+  }
+};
+
+std::size_t requests_in_window() {
+  std::size_t n = 0;
+  for (const auto& r : dls::sim::load_azure_csv(trace)) n += r.t < duration_s;
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_running) {
+  dls::test::scratch_dir dir;
+  const auto config = dls::test::write_test_config(dir, "local.yaml");
+  const auto state = dir.file("state");
+  down_at_exit guard{state};
+  const auto out = dir.file("out");
+  auto r = dls::test::run_cli(bench_args(config, state, {"--load", "0.5", "--policies", "static,deadline", "--json",
+                                                         "--out", out}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto j = json::parse(r.out);
+  BOOST_TEST_REQUIRE(j.size() == 1u);
+  const auto& results = j.at("results");
+  BOOST_TEST_REQUIRE(results.size() == 2u);
+  const std::set<std::string> schema{"policy", "load", "slo_scale", "requests", "slo_attainment", "mean_latency_s",
+                                     "p50_latency_s", "p90_latency_s", "p99_latency_s", "accuracy",
+                                     "tokens_per_step", "migrations", "reconfigurations"};
+  const auto expected = requests_in_window();
+  BOOST_TEST_REQUIRE(expected > 0u);
+  std::vector<std::string> policies;
+  for (const auto& row : results) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : row.items()) keys.insert(k);
+    BOOST_TEST((keys == schema), row.dump());
+    policies.push_back(row.at("policy").get<std::string>());
+    BOOST_TEST(row.at("load").get<double>() == 0.5);
+    BOOST_TEST(row.at("slo_scale").get<double>() == 2.0);  // configs/local.yaml's scheduler default
+    BOOST_TEST(row.at("requests").get<std::size_t>() == expected);
+    for (const char* f : {"slo_attainment", "accuracy"}) {
+      BOOST_TEST(row.at(f).get<double>() >= 0.0);
+      BOOST_TEST(row.at(f).get<double>() <= 1.0);
+    }
+    // Every request was answered, from the eval set, by the trained model.
+    BOOST_TEST(row.at("accuracy").get<double>() > 0.5, row.dump());
+    BOOST_TEST(row.at("mean_latency_s").get<double>() > 0.0);
+    BOOST_TEST(row.at("p50_latency_s").get<double>() <= row.at("p99_latency_s").get<double>());
+    BOOST_TEST(row.at("tokens_per_step").get<double>() >= 1.0);
+  }
+  BOOST_TEST((policies == std::vector<std::string>{"static", "deadline"}));
+  for (const char* f : {"results.csv", "results.json", "client.csv", "attainment_s2.svg", "latency_s2.svg"})
+    BOOST_TEST(fs::exists(out + "/" + f), f);
+  BOOST_TEST(slurp(out + "/results.csv").find("\nstatic,0.5,2,") != std::string::npos);
+  BOOST_TEST(slurp(out + "/attainment_s2.svg").find("<polyline") != std::string::npos);
+  BOOST_TEST(slurp(out + "/latency_s2.svg").find("stroke-dasharray") != std::string::npos);  // the p99 lines
+  BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));
+  const auto left = processes_mentioning(state);
+  BOOST_TEST(left.empty(), (left.empty() ? "" : left.front()));
+}
+
+BOOST_AUTO_TEST_CASE(through_the_http_api_the_schema_is_the_same) {
+  dls::test::scratch_dir dir;
+  const auto config = dls::test::write_test_config(dir, "local.yaml");  // has an http: section
+  const auto state = dir.file("state");
+  down_at_exit guard{state};
+  auto r = dls::test::run_cli(bench_args(config, state, {"--http", "--load", "0.5", "--policies", "dilaserve", "--json"}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto results = json::parse(r.out).at("results");
+  BOOST_TEST_REQUIRE(results.size() == 1u);
+  const auto& row = results[0];
+  BOOST_TEST(row.size() == 13u, row.dump());
+  BOOST_TEST(row.at("policy") == "dilaserve");
+  BOOST_TEST(row.at("requests").get<std::size_t>() == requests_in_window());
+  BOOST_TEST(row.at("accuracy").get<double>() > 0.5, row.dump());
+  BOOST_TEST(row.at("p99_latency_s").get<double>() > 0.0);
+  BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));
+  BOOST_TEST(processes_mentioning(state).empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_interrupted_bench_stops_its_cluster) {
+  dls::test::scratch_dir dir;
+  const auto config = dls::test::write_test_config(dir, "local.yaml");
+  const auto state = dir.file("state");
+  down_at_exit guard{state};
+  // Enough work that the interrupt lands while the bench runs.
+  dls::test::background_cli bench(bench_args(config, state, {"--load", "0.2,0.3", "--policies", "static,deadline"}));
+  const bool up = dls::test::eventually(120, [&] {
+    return slurp(state + "/bench-up.log").find("is up") != std::string::npos;
+  });
+  BOOST_TEST_REQUIRE(up, slurp(state + "/bench-up.log"));
+  bench.signal(SIGINT);
+  auto r = bench.wait();
+  BOOST_TEST(r.rc == 1, r.err);
+  BOOST_TEST(r.err.find("interrupted") != std::string::npos, r.err);
+  BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));
+  const auto left = processes_mentioning(state);
+  BOOST_TEST(left.empty(), (left.empty() ? "" : left.front()));
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_refused_before_a_cluster_starts) {
+  dls::test::scratch_dir dir;
+  const auto config = dls::test::write_test_config(dir, "local.yaml");
+  const auto state = dir.file("state");
+  down_at_exit guard{state};
+  auto r = dls::test::run_cli(bench_args(config, state, {"--policies", "static,bogus"}));
+  BOOST_TEST(r.rc == 1);
+  BOOST_TEST(r.err.find("unknown policy 'bogus'") != std::string::npos, r.err);
+  r = dls::test::run_cli(bench_args(config, state, {"--address", "127.0.0.1:1"}));
+  BOOST_TEST(r.rc == 1);
+  BOOST_TEST(r.err.find("not both") != std::string::npos, r.err);
+  r = dls::test::run_cli({"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration", "0"});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("--duration: must be > 0") != std::string::npos, r.err);
+  BOOST_TEST(!fs::exists(state));
+}

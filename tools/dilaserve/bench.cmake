@@ -1,0 +1,3 @@
+# `dilaserve bench` (cmd_bench.cpp): the live trace replay's parts.
+target_sources(dilaserve PRIVATE ${CMAKE_CURRENT_LIST_DIR}/bench_workload.cpp ${CMAKE_CURRENT_LIST_DIR}/bench_cluster.cpp
+               ${CMAKE_CURRENT_LIST_DIR}/bench_replay.cpp)
