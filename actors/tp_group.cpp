@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -74,6 +75,14 @@ struct group_state {
   double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
   uint64_t decisions = 0;
+  // Load shedding: requests no decision has seen yet, the refusals, and when tau was first
+  // lowered and the first request refused (group clock; -1: not yet), so a bench can check
+  // that tau went down before anyone was refused.
+  std::vector<uint64_t> fresh;
+  uint64_t refused = 0;
+  double lowest_tau = 1.0;  // the lowest unpinned tau of the last controlled decision
+  double first_lowered_s = -1;
+  double first_refused_s = -1;
   static inline const char* name = "dls.tp_group";
 };
 
@@ -135,7 +144,9 @@ void report_load(group_ptr self) {
   nlohmann::json stats{{"steps", st.steps},           {"step_wall_s", st.wall_seconds},
                        {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
                        {"decisions", st.decisions},     {"policy", st.policy.name},
-                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s}};
+                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s},
+                       {"refused", st.refused},         {"lowest_tau", st.lowest_tau},
+                       {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
@@ -305,6 +316,8 @@ void run_step(group_ptr self) {
     for (auto* q : queued) queued_views.push_back(&q->live);
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
+  if (need_queued) snap.fresh = std::move(st.fresh);
+  st.fresh.clear();
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
   for (auto id : d.admitted) {
     auto& q = st.queue[id];
@@ -312,6 +325,28 @@ void run_step(group_ptr self) {
     st.waiting.erase(std::find(st.waiting.begin(), st.waiting.end(), &q));
     st.running.push_back(&q);
   }
+  if (d.controlled) {
+    double lowest = 1.0;
+    for (const auto* list : {&snap.active, &snap.queued})
+      for (const auto& r : *list)
+        if (!r.tau_pinned) lowest = std::min(lowest, r.tau);
+    st.lowest_tau = lowest;
+    if (lowest < st.policy.thr.tau_max && st.first_lowered_s < 0) st.first_lowered_s = now;
+  }
+  // Refused requests leave before the taus are copied back: snap.queued no longer holds them.
+  for (const auto& r : d.refused) {
+    auto it = st.queue.find(r.id);
+    if (it == st.queue.end()) continue;
+    char tau[16];
+    std::snprintf(tau, sizeof tau, "%.2f", st.lowest_tau);
+    self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch,
+               std::string(rt::overloaded_error) + "group " + st.setup.name + " already at tau " + tau + ": " +
+                   r.reason);
+    remove(self, r.id);
+    ++st.refused;
+    if (st.first_refused_s < 0) st.first_refused_s = now;
+  }
+  if (!d.refused.empty()) report_load(self);
   if (d.controlled) {
     // snap.active is the active list followed by the admitted ones; snap.queued the rest, in order.
     // st.running now lists them in that order too.
@@ -321,7 +356,8 @@ void run_step(group_ptr self) {
     st.last_control_s = now;
   }
   st.view.tau_cap = d.tau_cap;
-  if (!d.admitted.empty()) st.dirty = true;
+  // Refusals change the load the taus were chosen for: the next decision controls again.
+  if (!d.admitted.empty() || !d.refused.empty()) st.dirty = true;
   // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
   if (d.controlled) {
     tell_progress(self, now, d.step_s, st.running);
@@ -457,6 +493,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           self->send(item.request, rt::failed_atom::value, item.epoch, "rejected: " + problem);
           return true;
         }
+        // A first placement from the prompt may be refused under overload; a request that
+        // already ran somewhere (resumed or re-placed) is accepted work and never is.
+        const bool first_placement = item.canvas.empty() && item.epoch == 0;
         for (auto& w : st.setup.workers) self->send(w, admit_atom::value, item.request_id, bytes);
         self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
         item.canvas.clear();
@@ -484,6 +523,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         st.queue[id] = std::move(q);
         st.order.push_back(id);
         st.waiting.push_back(&st.queue[id]);
+        if (first_placement) st.fresh.push_back(id);
         st.dirty = true;
         report_load(self);
         kick(self);

@@ -269,7 +269,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
     s.policy = c.one_of(n, "scheduler", names);
     return s;
   }
-  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "profile", "quality"},
+  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "on_overload", "profile", "quality"},
                "scheduler");
   if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
   if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
@@ -278,6 +278,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   if (n["max_active"]) s.max_active = static_cast<int>(c.integer(n["max_active"], "scheduler.max_active", 1, 1 << 16));
   if (n["tau_min"]) s.tau_min = c.real(n["tau_min"], "scheduler.tau_min (at most engine.threshold)", 0.0, tau_ref);
   if (n["tau_step"]) s.tau_step = c.real(n["tau_step"], "scheduler.tau_step", 0.001, 1.0);
+  if (n["on_overload"]) s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
   if (n["profile"]) {
     try {
       set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));

@@ -82,6 +82,7 @@ struct scheduler_settings {
   int max_active = 64;         // requests admitted per group at once
   double tau_min = 0.7;        // lowest tau the controller may choose
   double tau_step = 0.05;      // spacing of the controller's tau levels
+  bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
   std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
   std::string profile_text;
   std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
