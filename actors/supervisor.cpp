@@ -4,6 +4,7 @@
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
+#include "policies/overload.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <set>
@@ -30,6 +32,14 @@ struct group_slot {
   double work = 0;  // remaining answer tokens queued on it
   int queued = 0;
   bool draining = false;
+  // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
+  // grace in SLO windows, its lowest tau against its reference; and the requests refused here
+  // on its behalf.
+  bool sheds = false;
+  double backlog_s = 0;
+  double grace = 1;
+  double lowest_tau = 1, tau_ref = 1;
+  uint64_t refused_here = 0;
 };
 
 struct supervisor_state {
@@ -141,6 +151,23 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        // Under overload a request with an SLO is refused here, before the head spends a
+        // request actor, directory updates and a trip to the node on it; only once the group's
+        // controller has lowered tau (tau first), and only what the group would refuse too.
+        if (auto* g = spec.slo_ms > 0 ? pick_group(self->state) : nullptr; g && g->sheds && g->lowest_tau < g->tau_ref) {
+          auto why = policy::refuse_at_placement(g->backlog_s, spec.slo_ms / 1e3, g->grace);
+          if (!why.empty()) {
+            ++g->refused_here;
+            char tau[16];
+            std::snprintf(tau, sizeof tau, "%.2f", g->lowest_tau);
+            rt::answer a;
+            a.error = std::string(rt::overloaded_error) + "group " + g->info.name + " already at tau " + tau +
+                      " (refused at placement): " + why;
+            a.tag = spec.tag;
+            a.group = g->info.name;
+            return caf::make_message(std::move(a));
+          }
+        }
         auto id = self->state.next_id++;
         if (spec.client) {
           std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
@@ -201,11 +228,19 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
-        it->second.work = work;
-        it->second.queued = queued;
-        json details{{"degree", it->second.info.degree}, {"devices", it->second.info.devices}, {"queue", queued},
-                     {"queued_tokens", work}};
-        if (auto s = json::parse(stats, nullptr, false); s.is_object()) details.update(s);
+        auto& slot = it->second;
+        slot.work = work;
+        slot.queued = queued;
+        json details{{"degree", slot.info.degree}, {"devices", slot.info.devices}, {"queue", queued},
+                     {"queued_tokens", work}, {"refused_at_placement", slot.refused_here}};
+        if (auto s = json::parse(stats, nullptr, false); s.is_object()) {
+          slot.sheds = s.value("sheds", false);
+          slot.backlog_s = s.value("backlog_s", 0.0);
+          slot.grace = s.value("shed_grace", 1.0);
+          slot.lowest_tau = s.value("lowest_tau", 1.0);
+          slot.tau_ref = s.value("tau_ref", 1.0);
+          details.update(s);
+        }
         self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {

@@ -10,6 +10,7 @@
 #include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/group_step.hpp"
+#include "policies/overload.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
 
@@ -83,6 +84,7 @@ struct group_state {
   double lowest_tau = 1.0;  // the lowest unpinned tau of the last controlled decision
   double first_lowered_s = -1;
   double first_refused_s = -1;
+  double backlog_s = 0;     // policy::backlog_s after the last controlled decision
   static inline const char* name = "dls.tp_group";
 };
 
@@ -146,7 +148,10 @@ void report_load(group_ptr self) {
                        {"decisions", st.decisions},     {"policy", st.policy.name},
                        {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s},
                        {"refused", st.refused},         {"lowest_tau", st.lowest_tau},
-                       {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s}};
+                       {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s},
+                       {"backlog_s", st.backlog_s},     {"tau_ref", st.policy.thr.tau_max},
+                       {"shed_grace", st.policy.sched.missed_grace},
+                       {"sheds", st.policy.refuse_overload && st.cost.has_value()}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
@@ -332,6 +337,7 @@ void run_step(group_ptr self) {
         if (!r.tau_pinned) lowest = std::min(lowest, r.tau);
     st.lowest_tau = lowest;
     if (lowest < st.policy.thr.tau_max && st.first_lowered_s < 0) st.first_lowered_s = now;
+    if (st.policy.refuse_overload && st.cost) st.backlog_s = policy::backlog_s(snap, st.policy, *st.cost, ctx.quality);
   }
   // Refused requests leave before the taus are copied back: snap.queued no longer holds them.
   for (const auto& r : d.refused) {

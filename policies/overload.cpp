@@ -43,7 +43,39 @@ double alone_s(const request_view& r, double tau, const quality_model& q, const 
   return work_at(r, tau, q, share_of(cost, tp, r.canvas_len(), r.block_len, 1));
 }
 
+step_share share_for(const group_snapshot& g, const group_policy& p, const step_cost_model& cost) {
+  double canvas = 0;
+  const std::size_t n = g.active.size() + g.queued.size();
+  for (const auto* list : {&g.active, &g.queued})
+    for (const auto& r : *list) canvas += r.canvas_len();
+  const auto& any = g.active.empty() ? g.queued.front() : g.active.front();
+  const int mean_canvas = static_cast<int>(canvas / static_cast<double>(n) + 0.5);
+  const int batch = std::max(1, std::min(p.sched.max_batch, static_cast<int>(n)));
+  return share_of(cost, g.group.tp, mean_canvas, any.block_len, batch);
+}
+
 }  // namespace
+
+double backlog_s(const group_snapshot& g, const group_policy& p, const step_cost_model& cost, const quality_model& q) {
+  if (g.active.empty() && g.queued.empty()) return 0;
+  const auto share = share_for(g, p, cost);
+  double owed = 0;
+  for (const auto* list : {&g.active, &g.queued})
+    for (const auto& r : *list) owed += work_at(r, r.tau, q, share);
+  return owed;
+}
+
+std::string refuse_at_placement(double backlog, double slo_s, double grace) {
+  if (slo_s <= 0) return {};
+  const double limit = (1 + grace) * slo_s;
+  if (backlog <= limit) return {};
+  char why[200];
+  std::snprintf(why, sizeof why,
+                "the least loaded group owes %.3f s of work, over the %.3f s a request with a %.0f ms SLO may wait "
+                "(its SLO and %.1f SLO windows late)",
+                backlog, limit, 1e3 * slo_s, grace);
+  return why;
+}
 
 std::vector<refusal> shed_fresh(const group_snapshot& g, const std::vector<std::uint64_t>& fresh,
                                 const group_policy& p, const step_cost_model& cost, const quality_model& q) {
@@ -51,14 +83,8 @@ std::vector<refusal> shed_fresh(const group_snapshot& g, const std::vector<std::
   if (fresh.empty() || g.queued.empty()) return out;
   const std::unordered_set<std::uint64_t> is_fresh(fresh.begin(), fresh.end());
   const int tp = g.group.tp;
-  double canvas = 0;
-  std::size_t n = g.active.size() + g.queued.size();
-  for (const auto* list : {&g.active, &g.queued})
-    for (const auto& r : *list) canvas += r.canvas_len();
-  const int mean_canvas = static_cast<int>(canvas / static_cast<double>(n) + 0.5);
-  const int block = g.queued.front().block_len;
-  const int batch = std::max(1, std::min(p.sched.max_batch, static_cast<int>(n)));
-  const auto share = share_of(cost, tp, mean_canvas, block, batch);
+  const int batch = std::max(1, std::min(p.sched.max_batch, static_cast<int>(g.active.size() + g.queued.size())));
+  const auto share = share_for(g, p, cost);
   // Everything the group holds is owed, late or not: under least slack a new request may be
   // served before the late ones, but then they wait longer still, and a backlog that only
   // grows is what overload is. So the work ahead is counted in arrival order, whatever order

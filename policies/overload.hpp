@@ -32,4 +32,15 @@ double lowest_tau(const request_view& r, const group_policy& p);
 std::vector<refusal> shed_fresh(const group_snapshot& g, const std::vector<std::uint64_t>& fresh,
                                 const group_policy& p, const step_cost_model& cost, const quality_model& q);
 
+/// Seconds of group time the requests `g` holds still need (active and queued, each at its
+/// tau), in full batches of max_batch: the backlog the group reports to the supervisor.
+double backlog_s(const group_snapshot& g, const group_policy& p, const step_cost_model& cost, const quality_model& q);
+
+/// At placement, before the head spends anything on the request: why a request with an SLO of
+/// `slo_s` is refused when the group it would join already owes `backlog` seconds, more than
+/// the SLO plus `grace` SLO windows, or "" (also without an SLO: the group then decides). The
+/// head does not tokenize, so the request's own work is not counted: this refuses only what
+/// the group would refuse too, and leaves the rest to it.
+std::string refuse_at_placement(double backlog, double slo_s, double grace);
+
 }  // namespace dls::policy

@@ -214,3 +214,23 @@ BOOST_AUTO_TEST_CASE(on_overload_parses_strictly) {
   BOOST_TEST(error.find("'drop'") != std::string::npos, error);
   BOOST_TEST(error.find('\n') == std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
+  const auto m = cost();
+  const auto q = quality();
+  const auto p = policy("dilaserve", true);
+  pol::group_snapshot idle;
+  BOOST_TEST(pol::backlog_s(idle, p, m, q) == 0.0);
+  // Eight requests of 16 steps at tau 0.9 in full batches of 8: 16 steps of 1.8 ms.
+  auto g = burst(8);
+  BOOST_TEST(pol::backlog_s(g, p, m, q) == 16 * 1.8e-3, boost::test_tools::tolerance(1e-9));
+  // At tau 0.7 each needs 4 steps.
+  for (auto& r : g.queued) r.tau = 0.7;
+  BOOST_TEST(pol::backlog_s(g, p, m, q) == 4 * 1.8e-3, boost::test_tools::tolerance(1e-9));
+  // A 100 ms SLO with one window of grace may wait 200 ms.
+  BOOST_TEST(pol::refuse_at_placement(0.2, 0.1, 1.0).empty());
+  const auto why = pol::refuse_at_placement(0.25, 0.1, 1.0);
+  BOOST_TEST(why.find("owes 0.250 s of work, over the 0.200 s") != std::string::npos, why);
+  // Without an SLO the head leaves it to the group.
+  BOOST_TEST(pol::refuse_at_placement(1e9, 0, 1.0).empty());
+}

@@ -190,7 +190,7 @@ soak_result run_soak(rt::cluster_session& s, const rt::cluster_state& st, const 
           const double cap = g.value("tau_cap", -1.0), low = g.value("lowest_tau", -1.0);
           if (cap >= 0) x.tau_cap = x.tau_cap < 0 ? cap : std::min(x.tau_cap, cap);
           if (low >= 0) x.lowest_tau = x.lowest_tau < 0 ? low : std::min(x.lowest_tau, low);
-          x.group_refused += g.value("refused", 0L);
+          x.group_refused += g.value("refused", 0L) + g.value("refused_at_placement", 0L);
           x.queued += g.value("queue", 0L);
         }
       }
@@ -378,6 +378,7 @@ int run_bench_soak(const soak_options& o) {
       for (auto& g : status["groups"])
         j["groups"].push_back({{"name", g.value("name", "")},
                                {"refused", g.value("refused", 0L)},
+                               {"refused_at_placement", g.value("refused_at_placement", 0L)},
                                {"first_tau_lowered_s", g.value("first_tau_lowered_s", -1.0)},
                                {"first_refused_s", g.value("first_refused_s", -1.0)}});
     std::ofstream(out / "summary.json") << j.dump(2) << "\n";
@@ -395,9 +396,10 @@ int run_bench_soak(const soak_options& o) {
                   p["min_kb"].get<long>(), p["max_kb"].get<long>(), p["above_ref_pct"].get<double>(),
                   p["below_ref_pct"].get<double>(), p["within_10pct"].get<bool>() ? "within 10 %" : "OUTSIDE 10 %");
     for (auto& g : j["groups"])
-      std::printf("group %s: tau first lowered at %.3f s, first refusal at %.3f s (group clock), %ld refused\n",
+      std::printf("group %s: tau first lowered at %.3f s, its first refusal at %.3f s (group clock); refused %ld by "
+                  "the group, %ld at placement\n",
                   g["name"].get<std::string>().c_str(), g["first_tau_lowered_s"].get<double>(),
-                  g["first_refused_s"].get<double>(), g["refused"].get<long>());
+                  g["first_refused_s"].get<double>(), g["refused"].get<long>(), g["refused_at_placement"].get<long>());
     std::printf("samples in %s, summary in %s\n", (out / "samples.csv").c_str(), (out / "summary.json").c_str());
     if (j["lost"].get<uint64_t>() > 0 || j["other_errors"].get<uint64_t>() > 0) rc = 1;
   } catch (const std::exception& e) {
