@@ -4,6 +4,7 @@
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
+#include "policies/overload.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
@@ -12,11 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <set>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace dls::actors {
 
@@ -30,6 +33,14 @@ struct group_slot {
   double work = 0;  // remaining answer tokens queued on it
   int queued = 0;
   bool draining = false;
+  // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
+  // grace in SLO windows, its lowest tau against its reference; and the requests refused here
+  // on its behalf.
+  bool sheds = false;
+  double backlog_s = 0;
+  double grace = 1;
+  double lowest_tau = 1, tau_ref = 1;
+  uint64_t refused_here = 0;
 };
 
 struct supervisor_state {
@@ -115,6 +126,36 @@ void place(sup_ptr self, rt::work_item item) {
             });
 }
 
+// Under overload a request with an SLO is refused here, before the head spends a request
+// actor, directory updates and a trip to the node on it; only once the group's controller has
+// lowered tau (tau first), and only what the group would refuse too.
+std::optional<rt::answer> refusal_at_placement(supervisor_state& st, const rt::submit_spec& spec) {
+  auto* g = spec.slo_ms > 0 ? pick_group(st) : nullptr;
+  if (!g || !g->sheds || g->lowest_tau >= g->tau_ref) return std::nullopt;
+  auto why = policy::refuse_at_placement(g->backlog_s, spec.slo_ms / 1e3, g->grace);
+  if (why.empty()) return std::nullopt;
+  ++g->refused_here;
+  char tau[16];
+  std::snprintf(tau, sizeof tau, "%.2f", g->lowest_tau);
+  rt::answer a;
+  a.error = std::string(rt::overloaded_error) + "group " + g->info.name + " already at tau " + tau +
+            " (refused at placement): " + why;
+  a.tag = spec.tag;
+  a.group = g->info.name;
+  return a;
+}
+
+// What a group's load report says about its load shedding; the directory also shows the
+// requests refused here on its behalf.
+void note_shedding(group_slot& g, json& details) {
+  g.sheds = details.value("sheds", false);
+  g.backlog_s = details.value("backlog_s", 0.0);
+  g.grace = details.value("shed_grace", 1.0);
+  g.lowest_tau = details.value("lowest_tau", 1.0);
+  g.tau_ref = details.value("tau_ref", 1.0);
+  details["refused_at_placement"] = g.refused_here;
+}
+
 // Everything but load reports comes from the head's own actors (endpoint, request actors,
 // core, reconfigurer); load reports come from TP groups on authenticated nodes.
 bool local(sup_ptr self) { return sender_is_local(self, "supervisor"); }
@@ -141,6 +182,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        // Under overload a request with an SLO is refused here, before the head spends a
+        // request actor, directory updates and a trip to the node on it; only once the group's
+        // controller has lowered tau (tau first), and only what the group would refuse too.
+        if (auto refused = refusal_at_placement(self->state, spec)) return caf::make_message(std::move(*refused));
         auto id = self->state.next_id++;
         if (spec.client) {
           std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
@@ -206,6 +251,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         json details{{"degree", it->second.info.degree}, {"devices", it->second.info.devices}, {"queue", queued},
                      {"queued_tokens", work}};
         if (auto s = json::parse(stats, nullptr, false); s.is_object()) details.update(s);
+        note_shedding(it->second, details);
         self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {

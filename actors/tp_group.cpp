@@ -10,6 +10,7 @@
 #include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/group_step.hpp"
+#include "policies/overload.hpp"
 #include "policies/presets.hpp"
 #include "runtime/log.hpp"
 #include "runtime/step_histogram.hpp"
@@ -20,6 +21,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <deque>
 #include <map>
@@ -81,6 +83,15 @@ struct group_state {
   // Step wall times by kind: a step with a refresh row in it is a refresh step.
   bool refresh_in_flight = false;
   rt::step_histogram refresh_steps, reuse_steps;
+  // Load shedding: requests no decision has seen yet, the refusals, and when tau was first
+  // lowered and the first request refused (group clock; -1: not yet), so a bench can check
+  // that tau went down before anyone was refused.
+  std::vector<uint64_t> fresh;
+  uint64_t refused = 0;
+  double lowest_tau = 1.0;  // the lowest unpinned tau of the last controlled decision
+  double first_lowered_s = -1;
+  double first_refused_s = -1;
+  double backlog_s = 0;     // policy::backlog_s after the last controlled decision
   static inline const char* name = "dls.tp_group";
 };
 
@@ -143,7 +154,12 @@ void report_load(group_ptr self) {
                        {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
                        {"decisions", st.decisions},     {"policy", st.policy.name},
                        {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s},
-                       {"step_time_s", {{"refresh", st.refresh_steps.to_json()}, {"reuse", st.reuse_steps.to_json()}}}};
+                       {"step_time_s", {{"refresh", st.refresh_steps.to_json()}, {"reuse", st.reuse_steps.to_json()}}},
+                       {"refused", st.refused},         {"lowest_tau", st.lowest_tau},
+                       {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s},
+                       {"backlog_s", st.backlog_s},     {"tau_ref", st.policy.thr.tau_max},
+                       {"shed_grace", st.policy.sched.missed_grace},
+                       {"sheds", st.policy.refuse_overload && st.cost.has_value()}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
@@ -325,6 +341,8 @@ void run_step(group_ptr self) {
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
   snap.ledger = &st.ledger;
+  if (need_queued) snap.fresh = std::move(st.fresh);
+  st.fresh.clear();
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
   for (auto id : d.admitted) {
     auto& q = st.queue[id];
@@ -332,6 +350,29 @@ void run_step(group_ptr self) {
     st.waiting.erase(std::find(st.waiting.begin(), st.waiting.end(), &q));
     st.running.push_back(&q);
   }
+  if (d.controlled) {
+    double lowest = 1.0;
+    for (const auto* list : {&snap.active, &snap.queued})
+      for (const auto& r : *list)
+        if (!r.tau_pinned) lowest = std::min(lowest, r.tau);
+    st.lowest_tau = lowest;
+    if (lowest < st.policy.thr.tau_max && st.first_lowered_s < 0) st.first_lowered_s = now;
+    if (st.policy.refuse_overload && st.cost) st.backlog_s = policy::backlog_s(snap, st.policy, *st.cost, ctx.quality);
+  }
+  // Refused requests leave before the taus are copied back: snap.queued no longer holds them.
+  for (const auto& r : d.refused) {
+    auto it = st.queue.find(r.id);
+    if (it == st.queue.end()) continue;
+    char tau[16];
+    std::snprintf(tau, sizeof tau, "%.2f", st.lowest_tau);
+    self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch,
+               std::string(rt::overloaded_error) + "group " + st.setup.name + " already at tau " + tau + ": " +
+                   r.reason);
+    remove(self, r.id);
+    ++st.refused;
+    if (st.first_refused_s < 0) st.first_refused_s = now;
+  }
+  if (!d.refused.empty()) report_load(self);
   if (d.controlled) {
     // snap.active is the active list followed by the admitted ones; snap.queued the rest, in order.
     // st.running now lists them in that order too.
@@ -341,7 +382,8 @@ void run_step(group_ptr self) {
     st.last_control_s = now;
   }
   st.view.tau_cap = d.tau_cap;
-  if (!d.admitted.empty()) st.dirty = true;
+  // Refusals change the load the taus were chosen for: the next decision controls again.
+  if (!d.admitted.empty() || !d.refused.empty()) st.dirty = true;
   // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
   if (d.controlled) {
     tell_progress(self, now, d.step_s, st.running);
@@ -481,6 +523,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           self->send(item.request, rt::failed_atom::value, item.epoch, "rejected: " + problem);
           return true;
         }
+        // A first placement from the prompt may be refused under overload; a request that
+        // already ran somewhere (resumed or re-placed) is accepted work and never is.
+        const bool first_placement = item.canvas.empty() && item.epoch == 0;
         for (auto& w : st.setup.workers) self->send(w, admit_atom::value, item.request_id, bytes);
         self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
         item.canvas.clear();
@@ -509,6 +554,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         st.order.push_back(id);
         st.waiting.push_back(&st.queue[id]);
         st.ledger.enter(view_of(st.queue[id].live), ctx.quality);
+        if (first_placement) st.fresh.push_back(id);
         st.dirty = true;
         report_load(self);
         kick(self);

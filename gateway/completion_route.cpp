@@ -1,5 +1,6 @@
 #include "gateway/completion_route.hpp"
 
+#include "gateway/answer_error.hpp"
 #include "gateway/api_error.hpp"
 #include "gateway/openai_response.hpp"
 #include "gateway/output_filter.hpp"
@@ -23,15 +24,6 @@ constexpr auto idle_probe_interval = std::chrono::milliseconds(500);
 
 double seconds_since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
-}
-
-// Maps a cluster-side failure onto an HTTP status.
-api_error answer_error(const rt::answer& a) {
-  const auto& e = a.error;
-  if (e.rfind("no live TP group", 0) == 0) return api_error(503, "the cluster could not place the request: " + e);
-  if (e.rfind("timed out", 0) == 0) return api_error(504, "the request " + e + " and was withdrawn");
-  if (e.find("exceeds the model's") != std::string::npos) return api_error(413, e, "prompt", "context_length_exceeded");
-  return api_error(500, "the cluster failed the request: " + e);
 }
 
 struct prepared {

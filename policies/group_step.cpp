@@ -1,5 +1,6 @@
 #include "policies/group_step.hpp"
 
+#include "policies/overload.hpp"
 #include "policies/predict.hpp"
 
 #include <algorithm>
@@ -21,6 +22,7 @@ group_policy make_group_policy(const policy_set& set, const group_knobs& k) {
   p.thr.load_cap = set.tau_load_cap;
   p.thr.accuracy_budget = k.accuracy_budget;
   p.max_active = k.max_active;
+  p.refuse_overload = k.refuse_overload;
   return p;
 }
 
@@ -115,6 +117,20 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
       r.tau = tau[i];
     }
     step_s = step_estimate(g, p, cost, q, d.tau_cap);
+  }
+  if (p.refuse_overload && cost && d.controlled && !g.group.draining) {
+    d.refused = shed_fresh(g, g.fresh, p, *cost, q);
+    if (!d.refused.empty()) {
+      std::size_t w = 0, k = 0;
+      for (std::size_t i = 0; i < g.queued.size(); ++i) {
+        if (k < d.refused.size() && g.queued[i].id == d.refused[k].id) {
+          ++k;
+          continue;
+        }
+        g.queued[w++] = g.queued[i];
+      }
+      g.queued.resize(w);
+    }
   }
   d.step_s = step_s;
   // Candidates: every active request, or while draining only those inside a block.

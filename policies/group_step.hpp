@@ -26,6 +26,9 @@ struct group_knobs {
   double tau_min = 0.7;
   double tau_step = 0.05;
   double accuracy_budget = -1;  // threshold_config::accuracy_budget; < 0: none
+  /// Refuse newly queued requests the group cannot finish by their deadline even at tau_min
+  /// (policies/overload.hpp); false: they wait (the FCFS behaviour of every set before).
+  bool refuse_overload = false;
 };
 
 struct group_policy {
@@ -33,11 +36,12 @@ struct group_policy {
   scheduler_config sched;
   threshold_config thr;
   int max_active = 64;
+  bool refuse_overload = false;  // group_knobs::refuse_overload
   bool tau_control() const { return thr.per_request || thr.load_cap; }
 };
 
-/// The mechanisms of `set` with `knobs`. Layer-split refreshes and the accuracy budget are
-/// not part of a live group's step (the simulator alone models them).
+/// The mechanisms of `set` with `knobs`. Layer-split refreshes are not part of a live group's
+/// step (the simulator alone models them).
 group_policy make_group_policy(const policy_set& set, const group_knobs& knobs);
 
 /// A group's state for one decision: its view, its active requests (admitted, holding KV) and
@@ -56,6 +60,14 @@ struct group_snapshot {
   /// The group's accuracy budget (caller-owned running state, see threshold.hpp): the tau
   /// controller spends it; null or disabled: tau_min alone bounds the loss.
   accuracy_ledger* ledger = nullptr;
+  /// Ids of queued requests no decision has seen yet: the only ones load shedding may refuse.
+  std::vector<std::uint64_t> fresh;
+};
+
+/// A request the group refuses (load shedding, policies/overload.hpp), with a one-line reason.
+struct refusal {
+  std::uint64_t id = 0;
+  std::string reason;
 };
 
 struct step_decision {
@@ -65,14 +77,18 @@ struct step_decision {
   double step_s = 0;                    // expected step time of the group after admission
   int infeasible = 0;                   // prefixes the cap could not rescue (0 without tau control)
   bool controlled = false;              // the tau controller ran (taus may have changed)
+  std::vector<refusal> refused;         // removed from queued: the group cannot finish them in time
 };
 
 /// Decides the next step and applies it to `g`: admitted requests move from `queued` to the
 /// end of `active`, and every request's tau (active and queued) is set. While the group
 /// drains it admits nothing and steps only requests inside a block (the others wait at their
 /// refresh boundary, where the canvas alone can move).
+/// With refuse_overload and a cost model, the fresh queued requests it cannot finish in time
+/// even at their lowest tau are then refused (after the tau controller ran, so tau is lowered
+/// first) and leave `queued`.
 /// Without a cost model (`cost` null: no profile) the group decides with order and token
-/// budget alone: no slack budget, no admission control, no tau control.
+/// budget alone: no slack budget, no admission control, no tau control, no refusals.
 step_decision decide_step(group_snapshot& g, const group_policy& p, const step_cost_model* cost,
                           const quality_model& q);
 

@@ -273,7 +273,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
     s.policy = c.one_of(n, "scheduler", names);
     return s;
   }
-  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "profile", "quality"},
+  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "on_overload", "profile", "quality"},
                "scheduler");
   if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
   if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
@@ -284,6 +284,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   if (n["tau_step"]) s.tau_step = c.real(n["tau_step"], "scheduler.tau_step", 0.001, 1.0);
   if (n["accuracy_budget"])
     s.accuracy_budget = c.real(n["accuracy_budget"], "scheduler.accuracy_budget (a fraction: 0.01 = one point)", 0.0, 1.0);
+  if (n["on_overload"]) s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
   if (n["profile"]) {
     try {
       set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));

@@ -85,6 +85,7 @@ struct scheduler_settings {
   // Quality SLO of tau control: mean expected accuracy loss per request against the
   // reference tau (fraction; 0.01 = one point), enforced by policy::accuracy_ledger.
   double accuracy_budget = 0.01;
+  bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
   std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
   std::string profile_text;
   std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve

@@ -74,7 +74,7 @@ typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
-           x.tau_min, x.tau_step, x.accuracy_budget, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -197,6 +197,11 @@ typename Inspector::result_type inspect(Inspector& f, block_chunk& x) {
 }
 
 /// The end of every accepted request: an answer, or an explicit error.
+/// How an answer's error starts when a TP group refused the request because it cannot finish
+/// it by its deadline even at the lowest tau (load shedding, policies/overload.hpp); the HTTP
+/// gateway answers such a request 429.
+inline constexpr const char* overloaded_error = "overloaded: ";
+
 struct answer {
   uint64_t request_id = 0;
   bool ok = false;

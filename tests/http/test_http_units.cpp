@@ -1,6 +1,7 @@
 // The gateway's pure parts: request mapping (every field honoured or refused by name),
 // stop sequences and max_tokens over block-by-block text, keys, the error shape.
 #define BOOST_TEST_MODULE http_units
+#include "gateway/answer_error.hpp"
 #include "gateway/api_error.hpp"
 #include "gateway/api_keys.hpp"
 #include "gateway/openai_request.hpp"
@@ -155,6 +156,22 @@ BOOST_AUTO_TEST_CASE(keys_are_bearer_tokens_compared_whole) {
   BOOST_TEST(constant_time_equal("abc", "abc"));
   BOOST_TEST(!constant_time_equal("abc", "abd"));
   BOOST_TEST(!constant_time_equal("abc", "ab"));
+}
+
+BOOST_AUTO_TEST_CASE(cluster_errors_map_onto_http_statuses) {
+  auto status_of = [](const std::string& error) {
+    dls::runtime::answer a;
+    a.error = error;
+    return answer_error(a);
+  };
+  auto shed = status_of(std::string(dls::runtime::overloaded_error) + "group node0/g0 already at tau 0.70: it would finish late");
+  BOOST_TEST(shed.status() == 429);
+  BOOST_TEST(json::parse(shed.body())["error"]["code"] == "overloaded");
+  BOOST_TEST(std::string(shed.what()).find("group node0/g0 already at tau 0.70") != std::string::npos, shed.what());
+  BOOST_TEST(status_of("no live TP group for 120 s").status() == 503);
+  BOOST_TEST(status_of("timed out after 300 s").status() == 504);
+  BOOST_TEST(status_of("rejected: prompt (70 tokens) plus gen_length 16 exceeds the model's 64").status() == 413);
+  BOOST_TEST(status_of("engine error: x").status() == 500);
 }
 
 BOOST_AUTO_TEST_CASE(errors_have_openai_shape) {

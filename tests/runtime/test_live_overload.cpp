@@ -1,0 +1,236 @@
+// Load shedding in a group's step decision, without a cluster: with on_overload: refuse a
+// burst far above what the group can finish in time is partly refused, after the tau controller
+// lowered tau in the same decision; at normal load nothing is refused; only requests no
+// decision has seen are refused; floors and pins count; without the knob (every set's default,
+// and static's FCFS) nothing is ever refused; the cluster file names a bad value in one line.
+#define BOOST_TEST_MODULE test_live_overload
+#include <boost/test/unit_test.hpp>
+
+#include "policies/group_step.hpp"
+#include "policies/overload.hpp"
+#include "policies/presets.hpp"
+#include "runtime/cluster_config.hpp"
+
+#include <set>
+#include <string>
+
+namespace pol = dls::policy;
+namespace rt = dls::runtime;
+
+namespace {
+
+pol::step_cost_model cost() {
+  // 1 ms per step plus 0.1 ms per request: a small linear profile on TP 1.
+  pol::linear_coeffs c;
+  c.fixed_s = 1e-3;
+  c.per_request_s = 1e-4;
+  return pol::step_cost_model::make_linear({{1, c}});
+}
+
+pol::quality_model quality() {
+  // Lower tau commits more tokens per step: 1 at 0.9, 4 at 0.7.
+  return pol::quality_model({{0.7, 0.6, 4.0}, {0.8, 0.7, 2.0}, {0.9, 0.75, 1.0}});
+}
+
+pol::request_view request(uint64_t id, double arrival, double deadline) {
+  pol::request_view r;
+  r.id = id;
+  r.arrival_s = arrival;
+  r.deadline_s = deadline;
+  r.tau = 0.9;
+  r.prompt_len = 4;
+  r.gen_len = 16;
+  r.block_len = 8;
+  return r;
+}
+
+pol::group_policy policy(const std::string& name, bool refuse, int max_active = 8) {
+  pol::group_knobs k;
+  k.max_batch = 8;
+  k.max_active = max_active;
+  k.tau_max = 0.9;
+  k.tau_min = 0.7;
+  k.refuse_overload = refuse;
+  return pol::make_group_policy(pol::make_policy_set(name), k);
+}
+
+// A burst of n requests at t = 0, each due 50 ms later: one alone needs 16 steps of 1.1 ms at
+// tau 0.9 (18 ms) and 4 at tau 0.7, so the group (8 at a time) finishes only some in time.
+pol::group_snapshot burst(int n) {
+  pol::group_snapshot g;
+  g.group.tp = 1;
+  for (int i = 1; i <= n; ++i) {
+    g.queued.push_back(request(static_cast<uint64_t>(i), 0.0, 0.05));
+    g.fresh.push_back(static_cast<uint64_t>(i));
+  }
+  return g;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_burst_far_above_capacity_is_partly_refused_after_tau_went_down) {
+  const auto m = cost();
+  const auto q = quality();
+  auto g = burst(400);
+  const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
+  BOOST_TEST(d.controlled);
+  BOOST_TEST(!d.refused.empty());
+  BOOST_TEST(d.refused.size() < 400u);
+  // Every request is either refused, admitted or still queued: none vanished.
+  std::set<uint64_t> seen;
+  for (const auto& r : d.refused) seen.insert(r.id);
+  for (const auto& r : g.active) seen.insert(r.id);
+  for (const auto& r : g.queued) seen.insert(r.id);
+  BOOST_TEST(seen.size() == 400u);
+  BOOST_TEST(d.refused.size() + g.active.size() + g.queued.size() == 400u);
+  // The requests kept were given a lower tau by the controller in this very decision.
+  double lowest = 1;
+  for (const auto* list : {&g.active, &g.queued})
+    for (const auto& r : *list) lowest = std::min(lowest, r.tau);
+  BOOST_TEST(lowest < 0.9);
+  // The reason is one line with the numbers behind it.
+  const auto& why = d.refused.front().reason;
+  BOOST_TEST(why.find("after its deadline even at tau 0.70") != std::string::npos, why);
+  BOOST_TEST(why.find("the group owes") != std::string::npos, why);
+  BOOST_TEST(why.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(normal_load_is_never_refused) {
+  const auto m = cost();
+  const auto q = quality();
+  // Four requests, each due 50 ms after arriving, while four others run: the group needs
+  // well under that for all of them.
+  pol::group_snapshot g;
+  g.now_s = 1.0;
+  g.group.tp = 1;
+  for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(request(i, 0.99, 1.04));
+  for (uint64_t i = 5; i <= 8; ++i) {
+    g.queued.push_back(request(i, 1.0, 1.05));
+    g.fresh.push_back(i);
+  }
+  const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
+  BOOST_TEST(d.refused.empty());
+  // And a lone request on an idle group is admitted, whatever its deadline.
+  auto lone = burst(1);
+  lone.queued[0].deadline_s = 1e-6;
+  const auto dl = pol::decide_step(lone, policy("dilaserve", true), &m, q);
+  BOOST_TEST(dl.refused.empty());
+  BOOST_TEST(dl.admitted.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(only_requests_no_decision_has_seen_are_refused) {
+  const auto m = cost();
+  const auto q = quality();
+  auto g = burst(400);
+  g.fresh.clear();
+  const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
+  BOOST_TEST(d.refused.empty());
+  // One fresh request at the end of the same queue is refused: the others owe too much.
+  auto h = burst(400);
+  h.fresh = {400};
+  const auto e = pol::decide_step(h, policy("dilaserve", true), &m, q);
+  BOOST_REQUIRE_EQUAL(e.refused.size(), 1u);
+  BOOST_TEST(e.refused[0].id == 400u);
+}
+
+BOOST_AUTO_TEST_CASE(the_lowest_tau_counts_the_floor_and_the_pin) {
+  const auto p = policy("dilaserve", true);
+  auto r = request(1, 0, 1);
+  BOOST_TEST(pol::lowest_tau(r, p) == 0.7);
+  r.tau_floor = 0.85;
+  BOOST_TEST(pol::lowest_tau(r, p) == 0.85);
+  r.tau_pinned = true;
+  r.tau = 0.9;
+  BOOST_TEST(pol::lowest_tau(r, p) == 0.9);
+  // Without tau control a request runs at the reference tau.
+  BOOST_TEST(pol::lowest_tau(request(2, 0, 1), policy("static", true)) == 0.9);
+  // A floor can make the difference: alone at tau 0.7 a request due in 8 ms (plus one window of
+  // grace: 16 ms) fits (4 steps, 4.4 ms); held at 0.9 (16 steps, 17.6 ms) it does not.
+  const auto m = cost();
+  const auto q = quality();
+  auto g = burst(0);
+  g.active.push_back(request(9, 0, 1000));  // its one slot is taken: both stay queued
+  auto a = request(10, 0, 0.008), b = request(11, 0, 0.008);
+  b.tau_floor = 0.9;
+  g.queued = {a, b};
+  g.fresh = {10, 11};
+  const auto d = pol::decide_step(g, policy("dilaserve", true, 1), &m, q);
+  BOOST_REQUIRE_EQUAL(d.refused.size(), 1u);
+  BOOST_TEST(d.refused[0].id == 11u);
+}
+
+BOOST_AUTO_TEST_CASE(without_the_knob_nothing_is_refused_and_static_stays_fcfs) {
+  const auto m = cost();
+  const auto q = quality();
+  for (const char* name : {"static", "deadline", "dilaserve"}) {
+    auto g = burst(400);
+    const auto d = pol::decide_step(g, policy(name, false), &m, q);
+    BOOST_TEST(d.refused.empty(), name);
+    BOOST_TEST(d.admitted.size() + g.queued.size() == 400u, name);
+  }
+  // Static without the knob admits in arrival order, as before.
+  auto g = burst(20);
+  const auto d = pol::decide_step(g, policy("static", false), &m, q);
+  BOOST_REQUIRE_EQUAL(d.admitted.size(), 8u);
+  for (std::size_t i = 0; i < 8; ++i) BOOST_TEST(d.admitted[i] == i + 1);
+  // With the knob, static refuses at the reference tau and keeps FCFS for what it keeps.
+  auto s = burst(400);
+  const auto e = pol::decide_step(s, policy("static", true), &m, q);
+  BOOST_TEST(!e.refused.empty());
+  BOOST_TEST(e.refused.front().reason.find("even at tau 0.90") != std::string::npos, e.refused.front().reason);
+  for (std::size_t i = 0; i < e.admitted.size(); ++i) BOOST_TEST(e.admitted[i] == i + 1);
+}
+
+BOOST_AUTO_TEST_CASE(without_step_costs_nothing_is_refused) {
+  const auto q = quality();
+  auto g = burst(400);
+  const auto d = pol::decide_step(g, policy("dilaserve", true), nullptr, q);
+  BOOST_TEST(d.refused.empty());
+}
+
+namespace {
+
+std::string config_with(const std::string& scheduler) {
+  return "name: t\nauth: {token: abcdefghij}\nhead: {host: 127.0.0.1, port: 0}\n"
+         "nodes: [{name: n0, devices: {kind: cpu, count: 1}}]\nmodel: {path: m}\n" + scheduler;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(on_overload_parses_strictly) {
+  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.refuse_overload);
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {policy: dilaserve, on_overload: refuse}\n"), "c.yaml",
+                                      "/tmp")
+                 .scheduler.refuse_overload);
+  BOOST_TEST(!rt::parse_cluster_config(config_with("scheduler: {on_overload: queue}\n"), "c.yaml", "/tmp")
+                  .scheduler.refuse_overload);
+  std::string error;
+  try {
+    rt::parse_cluster_config(config_with("scheduler: {on_overload: drop}\n"), "c.yaml", "/tmp");
+  } catch (const rt::config_error& e) {
+    error = e.what();
+  }
+  BOOST_TEST(error.find("scheduler.on_overload") != std::string::npos, error);
+  BOOST_TEST(error.find("'drop'") != std::string::npos, error);
+  BOOST_TEST(error.find('\n') == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
+  const auto m = cost();
+  const auto q = quality();
+  const auto p = policy("dilaserve", true);
+  pol::group_snapshot idle;
+  BOOST_TEST(pol::backlog_s(idle, p, m, q) == 0.0);
+  // Eight requests of 16 steps at tau 0.9 in full batches of 8: 16 steps of 1.8 ms.
+  auto g = burst(8);
+  BOOST_TEST(pol::backlog_s(g, p, m, q) == 16 * 1.8e-3, boost::test_tools::tolerance(1e-9));
+  // At tau 0.7 each needs 4 steps.
+  for (auto& r : g.queued) r.tau = 0.7;
+  BOOST_TEST(pol::backlog_s(g, p, m, q) == 4 * 1.8e-3, boost::test_tools::tolerance(1e-9));
+  // A 100 ms SLO with one window of grace may wait 200 ms.
+  BOOST_TEST(pol::refuse_at_placement(0.2, 0.1, 1.0).empty());
+  const auto why = pol::refuse_at_placement(0.25, 0.1, 1.0);
+  BOOST_TEST(why.find("owes 0.250 s of work, over the 0.200 s") != std::string::npos, why);
+  // Without an SLO the head leaves it to the group.
+  BOOST_TEST(pol::refuse_at_placement(1e9, 0, 1.0).empty());
+}
