@@ -42,6 +42,7 @@ struct supervisor_state {
     caf::actor actor;
     std::string group;   // where it was last placed ("" while pending or being re-placed)
     uint32_t epoch = 0;  // the request's epoch at that placement
+    std::string key;     // the client's key, if it gave one
   };
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
@@ -53,6 +54,8 @@ struct supervisor_state {
   std::deque<policy::arrival_record> arrivals;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   peer_registry_ptr peers;  // nullptr: only actors of this process are served
+  rt::head_journal_ptr journal;  // nullptr: nothing is persisted
+  std::map<std::string, uint64_t> by_key;  // requests in flight by the client's key
   static inline const char* name = "dls.supervisor";
 };
 
@@ -123,13 +126,44 @@ bool from_node(sup_ptr self) {
   return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
 }
 
+// The request in flight under a client's key, when the head knows it.
+caf::actor live_by_key(sup_ptr self, const std::string& key) {
+  auto& st = self->state;
+  if (key.empty()) return nullptr;
+  auto it = st.by_key.find(key);
+  if (it == st.by_key.end()) return nullptr;
+  auto r = st.requests.find(it->second);
+  return r == st.requests.end() ? nullptr : r->second.actor;
+}
+
+// Requests a restarted head found in its log: each resumes from its last canvas once a group
+// is available (they wait in the pending queue like any request).
+void resume_recovered(sup_ptr self) {
+  auto& st = self->state;
+  if (!st.journal) return;
+  const auto& rec = st.journal->recovered();
+  st.next_id = std::max(st.next_id, rec.next_id);
+  for (const auto& [id, r] : rec.live) {
+    auto req = spawn_request(self->system(), id, r.spec, st.defaults, st.core, caf::actor_cast<caf::actor>(self),
+                             st.peers, st.journal, &r);
+    st.requests[id] = {req, "", 0, r.key};
+    if (!r.key.empty()) st.by_key[r.key] = id;
+  }
+  if (!rec.live.empty())
+    rt::log_line("supervisor", "resuming " + std::to_string(rec.live.size()) +
+                                   " requests from the log (each from its last canvas, or its prompt)");
+}
+
 caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
-                         std::string policy) {
+                         std::string policy, rt::head_journal_ptr journal) {
   self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
-  self->state.policy = policy;
-  self->state.initial_policy = std::move(policy);
+  self->state.initial_policy = policy;
+  if (journal && !journal->recovered().policy.empty()) policy = journal->recovered().policy;
+  self->state.policy = std::move(policy);
+  self->state.journal = std::move(journal);
+  resume_recovered(self);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -141,7 +175,38 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        // A key the head knows: re-attach the client to that request, or answer from the log.
+        if (auto known = live_by_key(self, spec.key)) {
+          if (spec.client) self->send(known, rt::attach_atom::value, spec.client);
+          return self->delegate(known, rt::await_atom::value);
+        }
+        if (self->state.journal && !spec.key.empty())
+          if (auto done = self->state.journal->finished_answer(spec.key)) {
+            done->tag = spec.tag;
+            return caf::make_message(std::move(*done));
+          }
         auto id = self->state.next_id++;
+        if (self->state.journal) {
+          // On disk before anything else happens to it: from here on a head restart resumes it.
+          rt::journal_request entry;
+          entry.id = id;
+          entry.key = spec.key;
+          entry.spec = spec;
+          entry.arrival_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+          try {
+            self->state.journal->accepted(entry);
+          } catch (const std::exception& e) {
+            rt::answer a;
+            a.request_id = id;
+            a.tag = spec.tag;
+            a.error = std::string("the head cannot persist the request: ") + e.what();
+            return caf::make_message(a);
+          }
+        }
+        auto key = spec.key;
+        if (!key.empty()) self->state.by_key[key] = id;
         if (spec.client) {
           std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
           self->state.by_client[key] = id;
@@ -154,8 +219,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                                spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
         if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
         auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
-                                 caf::actor_cast<caf::actor>(self), self->state.peers);
-        self->state.requests[id] = {req, "", 0};
+                                 caf::actor_cast<caf::actor>(self), self->state.peers, self->state.journal);
+        self->state.requests[id] = {req, "", 0, key};
         // The request actor answers the client itself, at the very end.
         return self->delegate(req, rt::await_atom::value);
       },
@@ -172,7 +237,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::finished_atom, uint64_t id) {
         if (!local(self)) return;
         auto& st = self->state;
-        st.requests.erase(id);
+        if (auto r = st.requests.find(id); r != st.requests.end()) {
+          if (!r->second.key.empty()) st.by_key.erase(r->second.key);
+          st.requests.erase(r);
+        }
         if (auto it = st.client_of.find(id); it != st.client_of.end()) {
           st.by_client.erase(it->second);
           st.client_of.erase(it);
@@ -308,8 +376,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 }  // namespace
 
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
-                            peer_registry_ptr peers, std::string policy) {
-  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy));
+                            peer_registry_ptr peers, std::string policy, rt::head_journal_ptr journal) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy), std::move(journal));
 }
 
 }  // namespace dls::actors
