@@ -448,7 +448,8 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
 
   auto head = c.require(root, "head", "the top level");
-  c.check_keys(head, {"host", "port"}, "head");
+  c.check_keys(head, {"host", "port", "wal"}, "head");
+  if (head["wal"]) cfg.head_wal = c.one_of(head["wal"], "head.wal", {"true", "false"}) == "true";
   cfg.head_host = c.str(c.require(head, "host", "head"), "head.host");
   cfg.head_port = static_cast<uint16_t>(c.integer(c.require(head, "port", "head"), "head.port", 0, 65535));
 

@@ -112,6 +112,9 @@ struct cluster_config {
   bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
+  // `up` runs the head under its watchdog with the write-ahead log in the state directory;
+  // false: no log and no restart (a head crash loses the requests in flight).
+  bool head_wal = true;
   int heartbeat_interval_ms = 500;
   int dead_after_ms = 3000;
   // How long nodes and clients wait for a lost head to come back (restarted by `up`'s watchdog

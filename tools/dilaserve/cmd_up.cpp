@@ -131,8 +131,8 @@ int run_up(const up_options& o) {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
     // The head runs under a watchdog (`start --head --supervise`) that restarts it with
     // --recover from the write-ahead log in the state directory when it dies.
-    std::vector<std::string> head_argv{self,        "start", "--head", "--config", config_abs,
-                                       "--state-dir", dir,   "--supervise"};
+    std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
+    if (cfg.head_wal) head_argv.insert(head_argv.end(), {"--state-dir", dir, "--supervise"});
     head_argv.insert(head_argv.end(), transport.begin(), transport.end());
     if (o.slo_scale > 0) {
       std::ostringstream s;
@@ -144,12 +144,15 @@ int run_up(const up_options& o) {
       head_argv.push_back("--profile");
       head_argv.push_back(profile);
     }
-    auto watchdog = rt::spawn_background(head_argv, head_log);
-    st.processes.push_back({"head-watchdog", "head-watchdog", watchdog.pid, head_log, watchdog.identity});
+    auto launched = rt::spawn_background(head_argv, head_log);  // the watchdog, or the head itself
+    if (cfg.head_wal)
+      st.processes.push_back({"head-watchdog", "head-watchdog", launched.pid, head_log, launched.identity});
+    else
+      st.processes.push_back({"head", "head", launched.pid, head_log, launched.identity});
     rt::save_state(dir, st);
     std::string ready;
     try {
-      ready = rt::wait_ready(watchdog, o.timeout_s * 1000);
+      ready = rt::wait_ready(launched, o.timeout_s * 1000);
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string("the head ") + e.what() + "; see " + head_log);
     }
