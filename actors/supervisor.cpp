@@ -25,6 +25,8 @@ using json = nlohmann::json;
 
 namespace {
 
+using wal_sync_atom = caf::atom_constant<caf::atom("wal_sync")>;
+
 struct group_slot {
   rt::group_info info;
   double work = 0;  // remaining answer tokens queued on it
@@ -56,6 +58,14 @@ struct supervisor_state {
   peer_registry_ptr peers;  // nullptr: only actors of this process are served
   rt::head_journal_ptr journal;  // nullptr: nothing is persisted
   std::map<std::string, uint64_t> by_key;  // requests in flight by the client's key
+  // Accepted submits whose log record is written but not yet synced: one sync covers all
+  // that arrived together, then each starts.
+  struct unsynced_submit {
+    uint64_t id;
+    rt::submit_spec spec;
+    caf::response_promise rp;
+  };
+  std::vector<unsynced_submit> unsynced;
   static inline const char* name = "dls.supervisor";
 };
 
@@ -154,6 +164,35 @@ void resume_recovered(sup_ptr self) {
                                    " requests from the log (each from its last canvas, or its prompt)");
 }
 
+// Starts an accepted (and, with a journal, logged) request; its actor answers the client.
+caf::actor start_request(sup_ptr self, uint64_t id, rt::submit_spec spec) {
+  auto& st = self->state;
+  auto key = spec.key;
+  if (!key.empty()) st.by_key[key] = id;
+  if (spec.client) {
+    std::pair<caf::actor_addr, uint64_t> client_key{spec.client.address(), spec.tag};
+    st.by_client[client_key] = id;
+    st.client_of[id] = client_key;
+  }
+  // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+  st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
+                         static_cast<int>(spec.prompt.size()),
+                         spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
+  if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
+  auto req = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core, caf::actor_cast<caf::actor>(self),
+                           st.peers, st.journal);
+  st.requests[id] = {req, "", 0, key};
+  return req;
+}
+
+rt::answer refusal_of(uint64_t id, const rt::submit_spec& spec, const std::string& why) {
+  rt::answer a;
+  a.request_id = id;
+  a.tag = spec.tag;
+  a.error = why;
+  return a;
+}
+
 caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
                          std::string policy, rt::head_journal_ptr journal) {
   self->state.peers = std::move(peers);
@@ -185,44 +224,55 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
             done->tag = spec.tag;
             return caf::make_message(std::move(*done));
           }
-        auto id = self->state.next_id++;
-        if (self->state.journal) {
-          // On disk before anything else happens to it: from here on a head restart resumes it.
-          rt::journal_request entry;
-          entry.id = id;
-          entry.key = spec.key;
-          entry.spec = spec;
-          entry.arrival_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count();
-          try {
-            self->state.journal->accepted(entry);
-          } catch (const std::exception& e) {
-            rt::answer a;
-            a.request_id = id;
-            a.tag = spec.tag;
-            a.error = std::string("the head cannot persist the request: ") + e.what();
-            return caf::make_message(a);
-          }
-        }
-        auto key = spec.key;
-        if (!key.empty()) self->state.by_key[key] = id;
-        if (spec.client) {
-          std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
-          self->state.by_client[key] = id;
-          self->state.client_of[id] = key;
-        }
-        // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
         auto& st = self->state;
-        st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
-                               static_cast<int>(spec.prompt.size()),
-                               spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
-        if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
-        auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
-                                 caf::actor_cast<caf::actor>(self), self->state.peers, self->state.journal);
-        self->state.requests[id] = {req, "", 0, key};
+        auto id = st.next_id++;
         // The request actor answers the client itself, at the very end.
-        return self->delegate(req, rt::await_atom::value);
+        if (!st.journal) return self->delegate(start_request(self, id, std::move(spec)), rt::await_atom::value);
+        for (const auto& u : st.unsynced)
+          if (!spec.key.empty() && u.spec.key == spec.key)
+            return caf::make_message(refusal_of(0, spec, "a request with this key is being accepted; submit it again"));
+        // On disk before anything else happens to it: from the sync on, a head restart resumes it.
+        rt::journal_request entry;
+        entry.id = id;
+        entry.key = spec.key;
+        entry.spec = spec;
+        entry.arrival_unix_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        try {
+          st.journal->accepted(entry, false);
+        } catch (const std::exception& e) {
+          return caf::make_message(refusal_of(id, spec, std::string("the head cannot persist the request: ") + e.what()));
+        }
+        // The sync waits behind the submits already in the mailbox, so one covers them all.
+        if (st.unsynced.empty()) self->send(self, wal_sync_atom::value);
+        auto rp = self->make_response_promise();
+        st.unsynced.push_back({id, std::move(spec), rp});
+        return rp;
+      },
+      [=](wal_sync_atom) {
+        if (!local(self)) return;
+        auto& st = self->state;
+        auto batch = std::move(st.unsynced);
+        st.unsynced.clear();
+        std::string failure;
+        try {
+          st.journal->sync();
+        } catch (const std::exception& e) {
+          failure = std::string("the head cannot persist the request: ") + e.what();
+        }
+        for (auto& u : batch) {
+          if (!failure.empty()) {
+            auto a = refusal_of(u.id, u.spec, failure);
+            try {
+              st.journal->finished(u.id, a);  // so that a restarted head does not run it either
+            } catch (const std::exception&) {
+            }
+            u.rp.deliver(a);
+            continue;
+          }
+          u.rp.delegate(start_request(self, u.id, std::move(u.spec)), rt::await_atom::value);
+        }
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!local(self)) return;

@@ -232,9 +232,14 @@ void head_journal::compact_if_due() {
   compact_at_ = std::max(compact_min_bytes_, 2 * wal_.size());
 }
 
-void head_journal::accepted(const journal_request& r) {
+void head_journal::accepted(const journal_request& r, bool sync_now) {
   std::lock_guard<std::mutex> lk(mu_);
-  append(encode_accepted(r), true);
+  append(encode_accepted(r), sync_now);
+}
+
+void head_journal::sync() {
+  std::lock_guard<std::mutex> lk(mu_);
+  wal_.sync();
 }
 
 void head_journal::joined(const std::string& node, uint32_t joins) {

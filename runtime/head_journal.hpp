@@ -73,8 +73,10 @@ class head_journal {
   /// The state found at open.
   const journal_state& recovered() const { return recovered_; }
 
-  // Synced before returning (fdatasync): the client may rely on them.
-  void accepted(const journal_request& r);
+  // Synced before returning (fdatasync): the client may rely on them. `accepted` with
+  // `sync` false leaves the sync to a later sync() that covers many (a group commit).
+  void accepted(const journal_request& r, bool sync = true);
+  void sync();
   void joined(const std::string& node, uint32_t joins);
   void layout(const std::string& node, const std::vector<int32_t>& sizes);
   void policy(const std::string& name);

@@ -112,6 +112,8 @@ int run_head_watchdog(const watchdog_options& opts) {
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
+  // up's readiness pipe is the watchdog's to answer, not something the head should inherit.
+  if (opts.ready_fd >= 0) ::fcntl(opts.ready_fd, F_SETFD, FD_CLOEXEC);
   std::deque<std::chrono::steady_clock::time_point> restarts;
   bool first = true;
   for (;;) {

@@ -52,7 +52,6 @@ using bench_atom = caf::atom_constant<caf::atom("bench")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
-using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
 
 // -- configuration on the wire ---------------------------------------------------------

@@ -276,3 +276,15 @@ BOOST_AUTO_TEST_CASE(record_decoding_refuses_malformed_payloads_with_a_journal_e
   rt::apply_record(st, rt::encode_port(6390), 10);
   BOOST_TEST(st.port == 6390);
 }
+
+BOOST_AUTO_TEST_CASE(accepts_written_together_are_made_durable_by_one_sync) {
+  temp_dir dir;
+  {
+    rt::head_journal j(dir.path, false, 10);
+    for (uint64_t id = 1; id <= 50; ++id) j.accepted(request(id, "g" + std::to_string(id)), false);
+    j.sync();
+  }
+  rt::head_journal j(dir.path, true, 10);
+  BOOST_TEST(j.recovered().live.size() == 50u);
+  BOOST_TEST(j.recovered().next_id == 51u);
+}
