@@ -8,6 +8,7 @@
 
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace {
 
@@ -34,7 +35,12 @@ std::vector<std::string> head_command(const start_options& o) {
   if (!o.tls_dir.empty()) argv.insert(argv.end(), {"--tls-dir", o.tls_dir});
   if (o.insecure) argv.push_back("--insecure");
   if (!o.profile.empty()) argv.insert(argv.end(), {"--profile", o.profile});
-  if (o.slo_scale > 0) argv.insert(argv.end(), {"--slo-scale", std::to_string(o.slo_scale)});
+  if (o.slo_scale > 0) {
+    std::ostringstream s;
+    s.precision(17);  // the value itself, not six digits of it
+    s << o.slo_scale;
+    argv.insert(argv.end(), {"--slo-scale", s.str()});
+  }
   if (o.recover) argv.push_back("--recover");
   return argv;
 }
