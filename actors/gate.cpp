@@ -172,11 +172,22 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
 
 }  // namespace
 
-head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& cfg, std::function<void()> on_shutdown) {
+head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& file_cfg, std::function<void()> on_shutdown,
+                       rt::head_journal_ptr journal) {
+  // A restarted head hands each node the layout it last registered, not the file's.
+  auto cfg = file_cfg;
+  if (journal)
+    for (auto& n : cfg.nodes)
+      if (auto it = journal->recovered().layouts.find(n.name); it != journal->recovered().layouts.end()) {
+        int used = 0;
+        for (auto g : it->second) used += g;
+        // A file edited since to give the node fewer devices wins over the log.
+        if (!it->second.empty() && used <= n.devices.slots()) n.groups.assign(it->second.begin(), it->second.end());
+      }
   head_actors h;
   h.peers = std::make_shared<peer_registry>();
-  h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown));
-  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers, cfg.scheduler.policy);
+  h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown), journal);
+  h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers, cfg.scheduler.policy, journal);
   h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor, cfg);
   {
     // The core takes these only from actors of its own process.

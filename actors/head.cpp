@@ -44,6 +44,7 @@ struct head_state {
   std::vector<caf::response_promise> awaiting;  // `await`: all nodes ready
   std::function<void()> on_shutdown;
   peer_registry_ptr peers;
+  rt::head_journal_ptr journal;  // membership and layouts are logged here (may be null)
   bool stopping = false;
   static inline const char* name = "dls.head";
 };
@@ -145,17 +146,35 @@ bool from_agent_of(head_ptr self, const node_entry& n) {
   return false;
 }
 
+// Logs a membership or layout change; a head that cannot persist it says so and carries on
+// (what it lost is a node's incarnation count or layout, not a request).
+template <class F>
+void log_change(head_ptr self, const char* what, F&& write) {
+  if (!self->state.journal) return;
+  try {
+    write(*self->state.journal);
+  } catch (const std::exception& e) {
+    rt::log_line("head", std::string("cannot log the ") + what + ": " + e.what());
+  }
+}
+
 caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr peers,
-                        std::function<void()> on_shutdown) {
+                        std::function<void()> on_shutdown, rt::head_journal_ptr journal) {
   auto& st = self->state;
   st.peers = std::move(peers);
+  st.journal = std::move(journal);
   st.cfg = std::move(cfg);
   st.dir = directory(st.cfg.retention);
   st.on_shutdown = std::move(on_shutdown);
   st.policy = st.cfg.scheduler.policy;
+  if (st.journal && !st.journal->recovered().policy.empty()) st.policy = st.journal->recovered().policy;
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
     e.name = n.name;
+    // A restarted head keeps counting joins, so a rejoining node's groups get fresh names.
+    if (st.journal)
+      if (auto it = st.journal->recovered().joins.find(n.name); it != st.journal->recovered().joins.end())
+        e.joins = it->second;
     st.nodes.emplace(n.name, e);
   }
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -191,6 +210,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         n.ready = false;
         n.last_beat = clock_type::now();
         ++n.joins;
+        log_change(self, "join", [&](rt::head_journal& j) { j.joined(n.name, n.joins); });
         self->monitor(n.agent);
         json details{{"host", hello.host}, {"devices", spec->devices.slots()}, {"kind", spec->devices.kind}};
         if (n.dir_id == 0) {
@@ -213,6 +233,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         r.supervisor = st.supervisor;
         r.incarnation = n.joins;
         r.scheduler = st.cfg.scheduler;
+        r.head_grace_ms = st.cfg.head_grace_ms;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at
@@ -227,6 +248,9 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
           if (row_copy.kind == "tp_group" && row_copy.node == node && row_copy.state == "ALIVE")
             st.dir.update(row_copy.id, "DEAD", "");
         for (auto& w : workers) st.dir.add(w);
+        std::vector<int32_t> sizes;
+        for (const auto& g : groups) sizes.push_back(g.degree);
+        log_change(self, "layout", [&](rt::head_journal& j) { j.layout(node, sizes); });
         for (auto& g : groups) {
           std::string devs;
           for (auto d : g.devices) devs += (devs.empty() ? "" : ",") + std::to_string(d);
@@ -306,7 +330,9 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (from_head(self)) self->state.supervisor = std::move(supervisor);
       },
       [=](rt::policy_atom, const std::string& name) {
-        if (from_head(self)) self->state.policy = name;
+        if (!from_head(self)) return;
+        self->state.policy = name;
+        log_change(self, "policy", [&](rt::head_journal& j) { j.policy(name); });
       },
       [=](rt::shutdown_atom) -> caf::result<std::string> {
         if (!from_head(self)) return refused();
@@ -334,8 +360,8 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
 }  // namespace
 
 caf::actor spawn_head_core(caf::actor_system& sys, const rt::cluster_config& cfg, peer_registry_ptr peers,
-                           std::function<void()> on_shutdown) {
-  return sys.spawn(head_core, cfg, std::move(peers), std::move(on_shutdown));
+                           std::function<void()> on_shutdown, rt::head_journal_ptr journal) {
+  return sys.spawn(head_core, cfg, std::move(peers), std::move(on_shutdown), std::move(journal));
 }
 
 }  // namespace dls::actors

@@ -40,6 +40,8 @@ struct agent_state {
   std::vector<live_group> groups;
   int next_group = 0;
   bool exiting = false;
+  rt::gate_actor gate;
+  std::string token;
   static inline const char* name = "dls.node_agent";
 };
 
@@ -99,8 +101,16 @@ void start_node(agent_ptr self, rt::join_reply reply) {
   st.info = std::move(reply);
   self->monitor(st.info.head);
   try {
-    st.model = gpu::load_model(st.info.model_path);
-    st.tokenizer = gpu::load_tokenizer(st.info.model_path);
+    // A node that joins again keeps the weights it loaded (the model path is the cluster's).
+    auto& kept = st.hooks.kept;
+    if (kept && kept->model && kept->path == st.info.model_path) {
+      st.model = kept->model;
+      st.tokenizer = kept->tokenizer;
+    } else {
+      st.model = gpu::load_model(st.info.model_path);
+      st.tokenizer = gpu::load_tokenizer(st.info.model_path);
+      if (kept) *kept = {st.info.model_path, st.model, st.tokenizer};
+    }
   } catch (const std::exception& e) {
     leave(self, 1, std::string("cannot load the model: ") + e.what());
     return;
@@ -137,6 +147,46 @@ void start_node(agent_ptr self, rt::join_reply reply) {
           },
           [=](caf::error& e) { leave(self, 1, "the head did not register this node's actors: " + to_string(e)); });
   self->send(self, rt::beat_atom::value);
+}
+
+void join(agent_ptr self) {
+  auto& st = self->state;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  rt::node_hello hello{st.token, st.node, host, static_cast<int32_t>(::getpid()), 0, caf::actor_cast<caf::actor>(self)};
+  self->request(st.gate, std::chrono::seconds(30), rt::node_join_atom::value, hello)
+      .then(
+          [=](rt::join_reply& r) {
+            if (!r.ok) {
+              leave(self, 2, "the head refused node '" + self->state.node + "': " + r.error);
+              return;
+            }
+            rt::log_line("node " + self->state.node,
+                         "joined cluster '" + r.cluster + "' (incarnation " + std::to_string(r.incarnation) + ")");
+            start_node(self, std::move(r));
+          },
+          [=](caf::error& e) { leave(self, 1, "join failed: " + to_string(e)); });
+}
+
+// The head is gone (or declared this node DEAD): within the grace window the process joins
+// again with a fresh actor system (no CAF connection state of the lost head survives) and
+// keeps the weights it loaded. The requests its groups held resume at the head from their last
+// canvas in its log, so the groups and workers end here.
+void lose_head(agent_ptr self, const std::string& why, bool head_alive) {
+  auto& st = self->state;
+  if (st.exiting) return;
+  if (st.info.head_grace_ms <= 0 || !st.hooks.on_head_lost) {
+    leave(self, 1, why + (head_alive ? "; exiting" : ""));
+    return;
+  }
+  st.exiting = true;
+  rt::log_line("node " + st.node, why + "; joining again within " + std::to_string(st.info.head_grace_ms) + " ms");
+  for (auto& g : st.groups) self->send_exit(g.handle, caf::exit_reason::user_shutdown);
+  for (auto& w : st.workers) self->send_exit(w, caf::exit_reason::user_shutdown);
+  st.groups.clear();
+  st.workers.clear();
+  st.hooks.on_head_lost(why, st.info.head_grace_ms);
+  self->quit();
 }
 
 // Drains every group (requests pause at refresh boundaries), regroups the workers and
@@ -205,24 +255,14 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
   auto& st = self->state;
   st.node = node;
   st.hooks = std::move(hooks);
+  st.gate = std::move(gate);
+  st.token = std::move(token);
   self->set_exit_handler([=](caf::exit_msg&) { leave(self, 0, "stopping"); });
   self->set_down_handler([=](caf::down_msg& dm) {
-    if (dm.source == self->state.info.head.address()) leave(self, 1, "lost the head (" + to_string(dm.reason) + ")");
+    if (self->state.info.head && dm.source == self->state.info.head.address())
+      lose_head(self, "lost the head (" + to_string(dm.reason) + ")", false);
   });
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  rt::node_hello hello{token, node, host, static_cast<int32_t>(::getpid()), 0, caf::actor_cast<caf::actor>(self)};
-  self->request(gate, std::chrono::seconds(30), rt::node_join_atom::value, hello)
-      .then(
-          [=](rt::join_reply& r) {
-            if (!r.ok) {
-              leave(self, 2, "the head refused node '" + self->state.node + "': " + r.error);
-              return;
-            }
-            rt::log_line("node " + self->state.node, "joined cluster '" + r.cluster + "'");
-            start_node(self, std::move(r));
-          },
-          [=](caf::error& e) { leave(self, 1, "join failed: " + to_string(e)); });
+  join(self);
   return {
       [=](rt::beat_atom) {
         auto& st = self->state;
@@ -238,7 +278,7 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
         return rp;
       },
       [=](rt::node_dead_atom) {
-        if (from_head(self)) leave(self, 1, "the head declared this node DEAD (missed heartbeats); exiting");
+        if (from_head(self)) lose_head(self, "the head declared this node DEAD (missed heartbeats)", true);
       },
       [=](rt::shutdown_atom) {
         if (from_head(self)) leave(self, 0, "shutdown requested by the head");

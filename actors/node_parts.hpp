@@ -39,9 +39,20 @@ caf::actor spawn_tp_group(caf::actor_system& sys, group_setup setup);
 
 /// Callbacks of a node process. `on_ready` runs once the node has joined and
 /// registered its actors; `on_exit` asks the process to end with that status.
+/// The weights a node process loaded, kept across the actor systems of its joins.
+struct loaded_model {
+  std::string path;
+  std::shared_ptr<const gpu::model> model;
+  std::shared_ptr<const gpu::tokenizer> tokenizer;
+};
+
 struct node_hooks {
   std::function<void(const std::string&)> on_ready;
   std::function<void(int, const std::string&)> on_exit;
+  // The head is lost (or declared this node DEAD) and said to wait `grace_ms` for it: the
+  // process joins again (unset, or a grace of 0: the node exits through on_exit).
+  std::function<void(const std::string& why, int grace_ms)> on_head_lost;
+  std::shared_ptr<loaded_model> kept;  // reused by the next join when the model path matches
 };
 
 /// Joins the cluster through `gate` with `token` as node `node`, then runs it.

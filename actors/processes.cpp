@@ -12,7 +12,9 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/manager.hpp>
 
+#include <atomic>
 #include <iostream>
+#include <optional>
 #include <memory>
 #include <mutex>
 
@@ -40,17 +42,41 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   caf::actor_system_config caf_cfg;
   rt::configure_networked_caf(caf_cfg, cfg.process_caf_args(), opts.security);
   caf::actor_system sys{caf_cfg};
-  auto head = spawn_head(sys, cfg, [&stop] { stop.notify(0); });
-  auto port = rt::publish_gate(sys, head.gate, cfg.head_port, cfg.head_host, opts.security);
+  rt::head_journal_ptr journal;
+  if (!opts.state_dir.empty()) {
+    try {
+      journal = std::make_shared<rt::head_journal>(opts.state_dir, opts.recover,
+                                                 static_cast<std::size_t>(cfg.retention.finished_requests));
+    } catch (const std::exception& e) {
+      std::cerr << "dilaserve: error: " << e.what() << "\n";
+      return 1;
+    }
+  } else if (opts.recover) {
+    std::cerr << "dilaserve: error: --recover needs the state directory that holds head.wal\n";
+    return 1;
+  }
+  // A restarted head must be found where its nodes and clients look: the port it had.
+  auto want_port = cfg.head_port;
+  if (journal && opts.recover && want_port == 0 && journal->recovered().port > 0)
+    want_port = static_cast<uint16_t>(journal->recovered().port);
+  auto head = spawn_head(sys, cfg, [&stop] { stop.notify(0); }, journal);
+  auto port = rt::publish_gate(sys, head.gate, want_port, cfg.head_host, opts.security);
   if (!port) {
-    std::cerr << "dilaserve: error: cannot listen on " << cfg.head_host << ":" << cfg.head_port << " ("
+    std::cerr << "dilaserve: error: cannot listen on " << cfg.head_host << ":" << want_port << " ("
               << sys.render(port.error()) << ")\n";
     for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
     return 1;
   }
-  rt::log_line("head", "cluster '" + cfg.name + "' listening on " + cfg.head_host + ":" + std::to_string(*port) +
+  if (journal) {
+    try {
+      journal->port(*port);
+    } catch (const std::exception& e) {
+      rt::log_line("head", std::string("cannot log the port: ") + e.what());
+    }
+  }
+  rt::log_line("head", std::string(opts.recover ? "recovered " : "") + "cluster '" + cfg.name + "' listening on " + cfg.head_host + ":" + std::to_string(*port) +
                            (opts.security.tls ? " with mutual TLS (" + opts.security.dir + ")"
                                               : std::string(" over PLAIN TCP (auth.insecure: true)")) +
                            " (config " + cfg.file + ")");
@@ -86,37 +112,82 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   return code;
 }
 
+namespace {
+
+// Between attempts to reach a lost head: a closed port refuses at once, so this only bounds how
+// often a node knocks while the head is restarted (a watchdog restart takes about a second).
+constexpr auto rejoin_interval = std::chrono::milliseconds(200);
+
+// The exit code a node agent reports when it lost its head and was told to wait for it; any
+// code a process really exits with is below 256.
+constexpr int head_lost_code = 1000;
+
+}  // namespace
+
 int run_node(const node_options& opts) {
   rt::stop_signal stop;
-  caf::actor_system_config caf_cfg;
-  rt::configure_networked_caf(caf_cfg, opts.caf_args, opts.security);
-  caf::actor_system sys{caf_cfg};
   auto where = opts.host + ":" + std::to_string(opts.port);
-  auto gate = rt::connect_gate(sys, opts.host, static_cast<uint16_t>(opts.port), opts.security);
-  if (!gate) {
-    std::cerr << "dilaserve: error: cannot reach the head at " << where << " (" << sys.render(gate.error()) << ")\n";
-    return 1;
-  }
-  auto failure = std::make_shared<std::string>();
-  auto failure_mu = std::make_shared<std::mutex>();
-  node_hooks hooks;
-  hooks.on_ready = [fd = opts.ready_fd](const std::string& line) { rt::signal_ready(fd, line); };
-  hooks.on_exit = [&stop, failure, failure_mu](int code, const std::string& why) {
-    {
-      std::lock_guard<std::mutex> lk(*failure_mu);
-      if (failure->empty()) *failure = why;
+  auto kept = std::make_shared<loaded_model>();
+  // Set while the node waits for a lost head to come back: when the window ends and why.
+  std::optional<std::chrono::steady_clock::time_point> grace_until;
+  std::string lost_why;
+  for (;;) {
+    // A fresh actor system per join: no connection, proxy or cached endpoint of a lost head
+    // survives into the next one, only the loaded weights do.
+    caf::actor_system_config caf_cfg;
+    rt::configure_networked_caf(caf_cfg, opts.caf_args, opts.security);
+    caf::actor_system sys{caf_cfg};
+    auto gate = rt::connect_gate(sys, opts.host, static_cast<uint16_t>(opts.port), opts.security);
+    if (!gate) {
+      if (grace_until && std::chrono::steady_clock::now() + rejoin_interval < *grace_until) {
+        if (auto code = stop.wait_for(rejoin_interval)) return *code;  // stopped while waiting
+        continue;
+      }
+      std::cerr << "dilaserve: error: " << (grace_until ? "node '" + opts.node + "': " + lost_why + ", and " : "")
+                << "cannot reach the head at " << where << " (" << sys.render(gate.error()) << ")\n";
+      return 1;
     }
-    stop.notify(code);
-  };
-  auto agent = spawn_node_agent(sys, *gate, opts.token, opts.node, hooks);
-  int code = stop.wait();
-  if (code != 0) {
-    std::lock_guard<std::mutex> lk(*failure_mu);
-    std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << *failure << "\n";
+    auto failure = std::make_shared<std::string>();
+    auto failure_mu = std::make_shared<std::mutex>();
+    auto grace_ms = std::make_shared<std::atomic<int>>(0);
+    node_hooks hooks;
+    // Only the first join reports readiness to `up`; the pipe is closed after it.
+    hooks.on_ready = [fd = grace_until ? -1 : opts.ready_fd](const std::string& line) { rt::signal_ready(fd, line); };
+    hooks.on_exit = [&stop, failure, failure_mu](int code, const std::string& why) {
+      {
+        std::lock_guard<std::mutex> lk(*failure_mu);
+        if (failure->empty()) *failure = why;
+      }
+      stop.notify(code);
+    };
+    hooks.on_head_lost = [&stop, failure, failure_mu, grace_ms](const std::string& why, int grace) {
+      {
+        std::lock_guard<std::mutex> lk(*failure_mu);
+        if (failure->empty()) *failure = why;
+      }
+      grace_ms->store(grace);
+      stop.notify(head_lost_code);
+    };
+    hooks.kept = kept;
+    auto agent = spawn_node_agent(sys, *gate, opts.token, opts.node, hooks);
+    int code = stop.wait();
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+    agent = nullptr;
+    if (code == head_lost_code) {
+      {
+        std::lock_guard<std::mutex> lk(*failure_mu);
+        lost_why = *failure;
+      }
+      grace_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms->load());
+      stop.reset();
+      continue;  // the actor system ends here, with every actor of this join
+    }
+    if (code != 0) {
+      std::lock_guard<std::mutex> lk(*failure_mu);
+      std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << *failure << "\n";
+    }
+    return code;
   }
-  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
-  agent = nullptr;
-  return code;
 }
 
 }  // namespace dls::actors

@@ -12,6 +12,8 @@ namespace dls::actors {
 struct head_options {
   int ready_fd = -1;  // receives "port N" once the gate is published
   runtime::transport_security security;  // the head presents the `head` certificate
+  std::string state_dir;  // holds the write-ahead log head.wal; empty: nothing is persisted
+  bool recover = false;   // carry on from the log (same port, requests, incarnations, layouts)
 };
 
 /// Runs a head until a client asks it to shut down or it gets SIGINT/SIGTERM.

@@ -35,6 +35,7 @@ struct request_state {
   caf::actor core;
   caf::actor supervisor;
   peer_registry_ptr peers;  // progress comes from TP groups on authenticated nodes
+  rt::head_journal_ptr journal;  // snapshots and the end are logged here (may be null)
   clock_type::time_point arrival;
   int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
@@ -111,6 +112,15 @@ void finish(req_ptr self, rt::answer a) {
   a.slo_met = st.deadline_ms <= 0 || a.latency_ms <= st.deadline_ms;
   st.status = a.ok ? "FINISHED" : "FAILED";
   st.result = a;
+  // Logged before the client hears it: a restarted head then hands a re-attaching client this
+  // answer instead of decoding the request again.
+  if (st.journal) {
+    try {
+      st.journal->finished(st.id, a);
+    } catch (const std::exception& e) {
+      rt::log_line("request-" + std::to_string(st.id), std::string("cannot log its end: ") + e.what());
+    }
+  }
   for (auto& rp : st.waiting) rp.deliver(a);
   st.waiting.clear();
   // The monitor on a group that outlives us holds our address, and with it this actor's
@@ -152,13 +162,27 @@ bool from_group(req_ptr self) {
 bool from_head(req_ptr self) { return sender_is_local(self, "request"); }
 
 caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                      caf::actor core, caf::actor supervisor, peer_registry_ptr peers) {
+                      caf::actor core, caf::actor supervisor, peer_registry_ptr peers, rt::head_journal_ptr journal,
+                      std::shared_ptr<const rt::journal_request> recovered) {
   auto& st = self->state;
   st.id = id;
   st.peers = std::move(peers);
+  st.journal = std::move(journal);
   st.arrival = clock_type::now();
-  st.arrival_unix_ms =
+  const auto unix_now =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  st.arrival_unix_ms = unix_now;
+  if (recovered) {
+    // Its age (and so its deadline) counts the time the head was down: the wall clock is the
+    // only one two head processes share.
+    st.arrival_unix_ms = recovered->arrival_unix_ms;
+    st.arrival -= std::chrono::milliseconds(std::max<int64_t>(0, unix_now - recovered->arrival_unix_ms));
+    st.canvas = recovered->canvas;
+    st.steps = recovered->steps;
+    st.tokens = recovered->tokens;
+    st.moves = 1;
+    st.status = "REPLACING";
+  }
   st.pinned = spec.threshold >= 0;
   st.threshold = st.pinned ? spec.threshold : defaults.threshold;
   st.min_threshold = spec.min_threshold > 0 ? spec.min_threshold : 0.0;
@@ -215,6 +239,13 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         st.canvas = std::move(canvas);
         st.steps = steps;
         st.tokens = tokens;
+        if (st.journal) {
+          try {
+            st.journal->snapshot(st.id, st.canvas, steps, tokens);
+          } catch (const std::exception& e) {
+            rt::log_line("request-" + std::to_string(st.id), std::string("cannot log its snapshot: ") + e.what());
+          }
+        }
         publish(self);
       },
       // The group's policy state for this request, sent when its tau or next step kind changes.
@@ -256,6 +287,12 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         a.group = r.group;
         finish(self, std::move(a));
       },
+      // A client re-attached with this request's key (after a head restart, or a new
+      // connection): blocks stream to it from now on.
+      [=](rt::attach_atom, const caf::actor& client) {
+        if (!from_head(self)) return;
+        self->state.spec.client = client;
+      },
       [=](rt::cancel_atom) {
         if (!from_head(self)) return;  // the supervisor, on behalf of the request's client
         auto& st = self->state;
@@ -293,8 +330,12 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
 }  // namespace
 
 caf::actor spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                         caf::actor core, caf::actor supervisor, peer_registry_ptr peers) {
-  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers));
+                         caf::actor core, caf::actor supervisor, peer_registry_ptr peers, rt::head_journal_ptr journal,
+                         const rt::journal_request* recovered) {
+  std::shared_ptr<const rt::journal_request> rec;
+  if (recovered) rec = std::make_shared<const rt::journal_request>(*recovered);
+  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers),
+                   std::move(journal), std::move(rec));
 }
 
 }  // namespace dls::actors

@@ -28,6 +28,8 @@ using json = nlohmann::json;
 
 namespace {
 
+using wal_sync_atom = caf::atom_constant<caf::atom("wal_sync")>;
+
 struct group_slot {
   rt::group_info info;
   double work = 0;  // remaining answer tokens queued on it
@@ -53,6 +55,7 @@ struct supervisor_state {
     caf::actor actor;
     std::string group;   // where it was last placed ("" while pending or being re-placed)
     uint32_t epoch = 0;  // the request's epoch at that placement
+    std::string key;     // the client's key, if it gave one
   };
   std::map<uint64_t, placement> requests;  // by request id
   std::deque<rt::work_item> pending;                   // accepted, waiting for a group
@@ -64,6 +67,16 @@ struct supervisor_state {
   std::deque<policy::arrival_record> arrivals;
   std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
   peer_registry_ptr peers;  // nullptr: only actors of this process are served
+  rt::head_journal_ptr journal;  // nullptr: nothing is persisted
+  std::map<std::string, uint64_t> by_key;  // requests in flight by the client's key
+  // Accepted submits whose log record is written but not yet synced: one sync covers all
+  // that arrived together, then each starts.
+  struct unsynced_submit {
+    uint64_t id;
+    rt::submit_spec spec;
+    caf::response_promise rp;
+  };
+  std::vector<unsynced_submit> unsynced;
   static inline const char* name = "dls.supervisor";
 };
 
@@ -164,13 +177,73 @@ bool from_node(sup_ptr self) {
   return sender_is_local(self) || (self->state.peers && sender_may(self, *self->state.peers, role_node, "supervisor"));
 }
 
+// The request in flight under a client's key, when the head knows it.
+caf::actor live_by_key(sup_ptr self, const std::string& key) {
+  auto& st = self->state;
+  if (key.empty()) return nullptr;
+  auto it = st.by_key.find(key);
+  if (it == st.by_key.end()) return nullptr;
+  auto r = st.requests.find(it->second);
+  return r == st.requests.end() ? nullptr : r->second.actor;
+}
+
+// Requests a restarted head found in its log: each resumes from its last canvas once a group
+// is available (they wait in the pending queue like any request).
+void resume_recovered(sup_ptr self) {
+  auto& st = self->state;
+  if (!st.journal) return;
+  const auto& rec = st.journal->recovered();
+  st.next_id = std::max(st.next_id, rec.next_id);
+  for (const auto& [id, r] : rec.live) {
+    auto req = spawn_request(self->system(), id, r.spec, st.defaults, st.core, caf::actor_cast<caf::actor>(self),
+                             st.peers, st.journal, &r);
+    st.requests[id] = {req, "", 0, r.key};
+    if (!r.key.empty()) st.by_key[r.key] = id;
+  }
+  if (!rec.live.empty())
+    rt::log_line("supervisor", "resuming " + std::to_string(rec.live.size()) +
+                                   " requests from the log (each from its last canvas, or its prompt)");
+}
+
+// Starts an accepted (and, with a journal, logged) request; its actor answers the client.
+caf::actor start_request(sup_ptr self, uint64_t id, rt::submit_spec spec) {
+  auto& st = self->state;
+  auto key = spec.key;
+  if (!key.empty()) st.by_key[key] = id;
+  if (spec.client) {
+    std::pair<caf::actor_addr, uint64_t> client_key{spec.client.address(), spec.tag};
+    st.by_client[client_key] = id;
+    st.client_of[id] = client_key;
+  }
+  // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+  st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
+                         static_cast<int>(spec.prompt.size()),
+                         spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
+  if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
+  auto req = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core, caf::actor_cast<caf::actor>(self),
+                           st.peers, st.journal);
+  st.requests[id] = {req, "", 0, key};
+  return req;
+}
+
+rt::answer refusal_of(uint64_t id, const rt::submit_spec& spec, const std::string& why) {
+  rt::answer a;
+  a.request_id = id;
+  a.tag = spec.tag;
+  a.error = why;
+  return a;
+}
+
 caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defaults, peer_registry_ptr peers,
-                         std::string policy) {
+                         std::string policy, rt::head_journal_ptr journal) {
   self->state.peers = std::move(peers);
   self->state.core = std::move(core);
   self->state.defaults = defaults;
-  self->state.policy = policy;
-  self->state.initial_policy = std::move(policy);
+  self->state.initial_policy = policy;
+  if (journal && !journal->recovered().policy.empty()) policy = journal->recovered().policy;
+  self->state.policy = std::move(policy);
+  self->state.journal = std::move(journal);
+  resume_recovered(self);
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -182,27 +255,69 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<caf::message> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
-        // Under overload a request with an SLO is refused here, before the head spends a
-        // request actor, directory updates and a trip to the node on it; only once the group's
-        // controller has lowered tau (tau first), and only what the group would refuse too.
-        if (auto refused = refusal_at_placement(self->state, spec)) return caf::make_message(std::move(*refused));
-        auto id = self->state.next_id++;
-        if (spec.client) {
-          std::pair<caf::actor_addr, uint64_t> key{spec.client.address(), spec.tag};
-          self->state.by_client[key] = id;
-          self->state.client_of[id] = key;
+        // A key the head knows: re-attach the client to that request, or answer from the log.
+        if (auto known = live_by_key(self, spec.key)) {
+          if (spec.client) self->send(known, rt::attach_atom::value, spec.client);
+          return self->delegate(known, rt::await_atom::value);
         }
-        // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+        if (self->state.journal && !spec.key.empty())
+          if (auto done = self->state.journal->finished_answer(spec.key)) {
+            done->tag = spec.tag;
+            return caf::make_message(std::move(*done));
+          }
+        // Under overload a request with an SLO is refused here, before the head spends a
+        // request actor, a log record, directory updates and a trip to the node on it; only once
+        // the group's controller has lowered tau (tau first), and only what the group would refuse too.
+        if (auto refused = refusal_at_placement(self->state, spec)) return caf::make_message(std::move(*refused));
         auto& st = self->state;
-        st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
-                               static_cast<int>(spec.prompt.size()),
-                               spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
-        if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
-        auto req = spawn_request(self->system(), id, std::move(spec), self->state.defaults, self->state.core,
-                                 caf::actor_cast<caf::actor>(self), self->state.peers);
-        self->state.requests[id] = {req, "", 0};
+        auto id = st.next_id++;
         // The request actor answers the client itself, at the very end.
-        return self->delegate(req, rt::await_atom::value);
+        if (!st.journal) return self->delegate(start_request(self, id, std::move(spec)), rt::await_atom::value);
+        for (const auto& u : st.unsynced)
+          if (!spec.key.empty() && u.spec.key == spec.key)
+            return caf::make_message(refusal_of(0, spec, "a request with this key is being accepted; submit it again"));
+        // On disk before anything else happens to it: from the sync on, a head restart resumes it.
+        rt::journal_request entry;
+        entry.id = id;
+        entry.key = spec.key;
+        entry.spec = spec;
+        entry.arrival_unix_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        try {
+          st.journal->accepted(entry, false);
+        } catch (const std::exception& e) {
+          return caf::make_message(refusal_of(id, spec, std::string("the head cannot persist the request: ") + e.what()));
+        }
+        // The sync waits behind the submits already in the mailbox, so one covers them all.
+        if (st.unsynced.empty()) self->send(self, wal_sync_atom::value);
+        auto rp = self->make_response_promise();
+        st.unsynced.push_back({id, std::move(spec), rp});
+        return rp;
+      },
+      [=](wal_sync_atom) {
+        if (!local(self)) return;
+        auto& st = self->state;
+        auto batch = std::move(st.unsynced);
+        st.unsynced.clear();
+        std::string failure;
+        try {
+          st.journal->sync();
+        } catch (const std::exception& e) {
+          failure = std::string("the head cannot persist the request: ") + e.what();
+        }
+        for (auto& u : batch) {
+          if (!failure.empty()) {
+            auto a = refusal_of(u.id, u.spec, failure);
+            try {
+              st.journal->finished(u.id, a);  // so that a restarted head does not run it either
+            } catch (const std::exception&) {
+            }
+            u.rp.deliver(a);
+            continue;
+          }
+          u.rp.delegate(start_request(self, u.id, std::move(u.spec)), rt::await_atom::value);
+        }
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!local(self)) return;
@@ -217,7 +332,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::finished_atom, uint64_t id) {
         if (!local(self)) return;
         auto& st = self->state;
-        st.requests.erase(id);
+        if (auto r = st.requests.find(id); r != st.requests.end()) {
+          if (!r->second.key.empty()) st.by_key.erase(r->second.key);
+          st.requests.erase(r);
+        }
         if (auto it = st.client_of.find(id); it != st.client_of.end()) {
           st.by_client.erase(it->second);
           st.client_of.erase(it);
@@ -354,8 +472,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
 }  // namespace
 
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, rt::engine_defaults defaults,
-                            peer_registry_ptr peers, std::string policy) {
-  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy));
+                            peer_registry_ptr peers, std::string policy, rt::head_journal_ptr journal) {
+  return sys.spawn(supervisor, std::move(core), defaults, std::move(peers), std::move(policy), std::move(journal));
 }
 
 }  // namespace dls::actors

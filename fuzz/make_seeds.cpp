@@ -1,12 +1,15 @@
 // Writes the seed inputs that only the engine can make: canvas bytes and KV cache wire bytes of
 // the shipped tiny model at several points of a real decode, and small valid safetensors files
-// in each stored dtype with the checkpoint's own tensor names. Used by fuzz/make_corpus.sh.
+// in each stored dtype with the checkpoint's own tensor names, and head write-ahead logs holding
+// such canvases (whole and torn). Used by fuzz/make_corpus.sh.
 #include "gpu/canvas.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/model.hpp"
 #include "gpu/safetensors.hpp"
 #include "gpu/tokenizer.hpp"
+#include "runtime/head_journal.hpp"
+#include "runtime/wal.hpp"
 
 #include <fstream>
 #include <iostream>
@@ -53,6 +56,33 @@ int main(int argc, char** argv) {
         e.step({&slot});
       }
       write(corpus + "/canvas/engine-" + std::to_string(n) + "-done", slot.c.to_bytes());
+      if (n == 0) {
+        // A head's log as it reads after serving this request part of the way: every kind of
+        // record, a canvas of the real decode among them.
+        namespace rt = dls::runtime;
+        rt::journal_request r;
+        r.id = 1;
+        r.key = "0123456789abcdef-0";
+        r.spec.prompt = prompt;
+        r.spec.gen_length = p.gen_length;
+        r.arrival_unix_ms = 1764590000000;
+        auto bytes = slot.c.to_bytes();
+        std::vector<char> canvas(bytes.begin(), bytes.end());
+        rt::answer a;
+        a.request_id = 2;
+        a.ok = true;
+        a.text = "42";
+        auto r2 = r;
+        r2.id = 2;
+        r2.key = "0123456789abcdef-1";
+        std::string image(rt::wal_magic());
+        for (const auto& rec : {rt::encode_port(6390), rt::encode_joined("node0", 1), rt::encode_layout("node0", {1, 1}),
+                                rt::encode_policy("dilaserve"), rt::encode_accepted(r), rt::encode_accepted(r2),
+                                rt::encode_snapshot(1, canvas, 4, 8), rt::encode_finished(2, r2.key, a)})
+          image += rt::frame_wal_record(rec);
+        write(corpus + "/wal/head-log", image);
+        write(corpus + "/wal/head-log-torn", image.substr(0, image.size() - 5));
+      }
       ++n;
     }
     // Valid small checkpoints, one per dtype, named like the real one's first tensors.

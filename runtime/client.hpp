@@ -46,6 +46,9 @@ class cluster_session {
   ~cluster_session();
   caf::actor_system& system() { return *sys_; }
   const head_actor& head() const { return head_; }
+  /// Connects and authenticates again (a restarted head at the same address); throws
+  /// std::runtime_error with a one-line message.
+  void reconnect() { head_ = connect_head(*sys_, where_); }
   const cluster_address& address() const { return where_; }
   /// The token this session authenticated with: admin calls (regroup, shutdown) carry it.
   const std::string& credential() const { return where_.token; }

@@ -449,12 +449,15 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
 
   auto head = c.require(root, "head", "the top level");
-  c.check_keys(head, {"host", "port"}, "head");
+  c.check_keys(head, {"host", "port", "wal"}, "head");
+  if (head["wal"]) cfg.head_wal = c.one_of(head["wal"], "head.wal", {"true", "false"}) == "true";
   cfg.head_host = c.str(c.require(head, "host", "head"), "head.host");
   cfg.head_port = static_cast<uint16_t>(c.integer(c.require(head, "port", "head"), "head.port", 0, 65535));
 
   if (auto hb = root["heartbeat"]) {
-    c.check_keys(hb, {"interval_ms", "dead_after_ms"}, "heartbeat");
+    c.check_keys(hb, {"interval_ms", "dead_after_ms", "head_grace_ms"}, "heartbeat");
+    if (hb["head_grace_ms"])
+      cfg.head_grace_ms = static_cast<int>(c.integer(hb["head_grace_ms"], "heartbeat.head_grace_ms", 0, 3600000));
     if (hb["interval_ms"])
       cfg.heartbeat_interval_ms = static_cast<int>(c.integer(hb["interval_ms"], "heartbeat.interval_ms", 10, 60000));
     if (hb["dead_after_ms"])

@@ -113,8 +113,16 @@ struct cluster_config {
   bool insecure = false;     // plain TCP: anyone who reaches the head port can try every actor id
   std::string head_host = "127.0.0.1";
   uint16_t head_port = 0;
+  // `up` runs the head under its watchdog with the write-ahead log in the state directory;
+  // false: no log and no restart (a head crash loses the requests in flight).
+  bool head_wal = true;
   int heartbeat_interval_ms = 500;
   int dead_after_ms = 3000;
+  // How long nodes and clients wait for a lost head to come back (restarted by `up`'s watchdog
+  // or `start --head --recover`) before they give up; 0: they give up at once. The default
+  // covers a watchdog restart (about a second on a loaded 2-core machine, docs/reliability.md)
+  // many times over, and an operator's scripted `start --recover`.
+  int head_grace_ms = 30000;
   std::vector<node_config> nodes;
   std::string model_path;  // absolute
   engine_defaults engine;

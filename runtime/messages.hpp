@@ -52,6 +52,7 @@ using bench_atom = caf::atom_constant<caf::atom("bench")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using attach_atom = caf::atom_constant<caf::atom("attach")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -107,12 +108,14 @@ struct join_reply {
   caf::actor supervisor;  // groups report their queued work here
   uint32_t incarnation = 1;  // how many times this node name has joined (names stay unique)
   scheduler_settings scheduler;  // the policy at join time, with the profile and quality text
+  int32_t head_grace_ms = 0;     // how long the node waits for a lost head to come back (0: exit at once)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
-           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler);
+           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler,
+           x.head_grace_ms);
 }
 
 // -- directory -------------------------------------------------------------------------
@@ -163,6 +166,10 @@ struct submit_spec {
   bool stream = false;
   caf::actor client;  // receives block_chunk messages when stream is set
   uint64_t tag = 0;   // echoed in the answer, so a client can match many answers
+  // The client's name for this request, unique to it (empty: none). Submitting a key the head
+  // knows re-attaches to that request (or gets its answer) instead of starting another: how a
+  // client carries on across a head restart.
+  std::string key;
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
@@ -180,7 +187,7 @@ typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
     return caf::none;
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
-           x.client, x.tag, min_threshold_bits, caf::meta::load_callback(load));
+           x.client, x.tag, min_threshold_bits, x.key, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.

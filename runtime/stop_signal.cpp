@@ -63,4 +63,25 @@ int stop_signal::wait() {
   return code < 0 ? 0 : code;
 }
 
+std::optional<int> stop_signal::wait_for(std::chrono::milliseconds timeout) {
+  pollfd fd{event_fd_, POLLIN, 0};
+  int rc;
+  while ((rc = ::poll(&fd, 1, static_cast<int>(timeout.count()))) < 0 && errno == EINTR) {
+  }
+  if (g_signalled) notify(0);
+  if (rc == 0 && !g_signalled) return std::nullopt;
+  int code = code_.load();
+  return code < 0 ? 0 : code;
+}
+
+void stop_signal::reset() {
+  if (g_signalled) return;
+  uint64_t count = 0;
+  pollfd fd{event_fd_, POLLIN, 0};
+  if (::poll(&fd, 1, 0) > 0) {
+    [[maybe_unused]] auto n = ::read(event_fd_, &count, sizeof(count));
+  }
+  code_.store(-1);
+}
+
 }  // namespace dls::runtime

@@ -3,6 +3,8 @@
 // stop (shutdown command, lost head). Both write to one eventfd, so the main thread
 // sleeps in poll until one of them fires.
 #include <atomic>
+#include <chrono>
+#include <optional>
 
 namespace dls::runtime {
 
@@ -19,6 +21,13 @@ class stop_signal {
 
   /// Returns the exit code (0 after a signal).
   int wait();
+
+  /// Like wait(), but gives up after `timeout` and returns nothing.
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+
+  /// Forgets a notification that has been handled (a node that lost its head and runs on);
+  /// a signal received stays.
+  void reset();
 
  private:
   int event_fd_ = -1;

@@ -16,7 +16,7 @@ done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
       libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
-      libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev openssl python3
+      libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev openssl python3
       libpcre2-dev libicu-dev python3-jinja2
       libcpp-httplib-dev prometheus-cpp-dev
       clang libfuzzer-14-dev)  # tools/fuzz.sh: libFuzzer needs clang; Debian 12's is clang 14

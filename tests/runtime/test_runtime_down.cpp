@@ -156,7 +156,10 @@ BOOST_AUTO_TEST_CASE(up_records_identities_and_down_stops_the_cluster) {
   {
     dls::test::cluster c("local.yaml");
     procs = rt::load_state(c.state_dir()).processes;
-    BOOST_REQUIRE_EQUAL(procs.size(), 2u);
+    // The head, its watchdog (which restarts it) and the node.
+    BOOST_REQUIRE_EQUAL(procs.size(), 3u);
+    BOOST_TEST(procs.at(0).role == "head");
+    BOOST_TEST(procs.at(1).role == "head-watchdog");
     for (auto& p : procs) {
       auto now = rt::read_identity(p.pid);
       BOOST_REQUIRE(now.has_value());

@@ -2,10 +2,13 @@
 // multi-host cluster (and as `up` does for every process it launches).
 #include "actors/processes.hpp"
 #include "dilaserve/command_registry.hpp"
+#include "runtime/head_watchdog.hpp"
+#include "runtime/process.hpp"
 #include "runtime/state_dir.hpp"
 
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace {
 
@@ -19,8 +22,28 @@ struct start_options {
   double slo_scale = 0;
   std::string tls_dir;
   bool insecure = false;
+  std::string state_dir;  // head: where the write-ahead log lives
+  bool recover = false;
+  bool supervise = false;
   int ready_fd = -1;
 };
+
+// The head's own command line, for the watchdog to run (and run again with --recover).
+std::vector<std::string> head_command(const start_options& o) {
+  std::vector<std::string> argv{dls::runtime::self_executable(), "start", "--head", "--config", o.config};
+  if (!o.state_dir.empty()) argv.insert(argv.end(), {"--state-dir", dls::runtime::resolve_state_dir(o.state_dir)});
+  if (!o.tls_dir.empty()) argv.insert(argv.end(), {"--tls-dir", o.tls_dir});
+  if (o.insecure) argv.push_back("--insecure");
+  if (!o.profile.empty()) argv.insert(argv.end(), {"--profile", o.profile});
+  if (o.slo_scale > 0) {
+    std::ostringstream s;
+    s.precision(17);  // the value itself, not six digits of it
+    s << o.slo_scale;
+    argv.insert(argv.end(), {"--slo-scale", s.str()});
+  }
+  if (o.recover) argv.push_back("--recover");
+  return argv;
+}
 
 // TLS unless the cluster file (or, for a node without one, the flag) says plain TCP; the
 // certificates come from --tls-dir, else auth.tls_dir of the file.
@@ -47,8 +70,23 @@ int run_start(const start_options& o) {
     auto cfg = rt::load_cluster_config(o.config);
     if (!o.profile.empty()) rt::set_profile(cfg.scheduler, o.profile);
     if (o.slo_scale > 0) cfg.scheduler.slo_scale = o.slo_scale;
-    return dls::actors::run_head(cfg, {o.ready_fd, security_for(o, &cfg, "head")});
+    auto security = security_for(o, &cfg, "head");
+    if (o.recover && o.state_dir.empty())
+      throw std::runtime_error("--recover needs --state-dir DIR, the directory whose head.wal it carries on from");
+    if (o.supervise) {
+      if (o.state_dir.empty())
+        throw std::runtime_error("--supervise needs --state-dir DIR: a restarted head recovers from DIR/head.wal");
+      // Before any thread exists: the watchdog only forks and waits.
+      return rt::run_head_watchdog({head_command(o), o.ready_fd, o.state_dir});
+    }
+    dls::actors::head_options h;
+    h.ready_fd = o.ready_fd;
+    h.security = security;
+    h.state_dir = o.state_dir.empty() ? std::string() : rt::resolve_state_dir(o.state_dir);
+    h.recover = o.recover;
+    return dls::actors::run_head(cfg, h);
   }
+  if (o.recover || o.supervise) throw std::runtime_error("--recover and --supervise are options of start --head");
   if (o.address.empty() || o.node.empty())
     throw std::runtime_error("start needs either --head --config FILE, or --address HOST:PORT --node NAME");
   dls::actors::node_options n;
@@ -88,6 +126,12 @@ dls::cli::register_command reg{"start", [](CLI::App& app) {
       ->check(CLI::Range(0.01, 1e6));
   sub->add_option("--tls-dir", o->tls_dir, "Directory with the cluster's CA and certificates (dilaserve certs)");
   sub->add_flag("--insecure", o->insecure, "Plain TCP, for a cluster whose file says auth.insecure: true");
+  sub->add_option("--state-dir", o->state_dir,
+                  "Head: persist accepted requests, membership and layout in DIR/head.wal (`up` passes its state dir)");
+  sub->add_flag("--recover", o->recover,
+                "Head: carry on from DIR/head.wal after a crash: same port, requests resume from their last canvas");
+  sub->add_flag("--supervise", o->supervise,
+                "Head: run it under a watchdog that restarts it with --recover when it dies (what `up` does)");
   sub->add_option("--ready-fd", o->ready_fd, "File descriptor to report readiness on (used by `up`)")->group("");
   return std::function<int()>([o] { return run_start(*o); });
 }};

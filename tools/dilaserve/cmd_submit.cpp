@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
+#include <random>
+#include <thread>
 #include <cstdint>
 #include <fstream>
 #include <iostream>
@@ -41,7 +44,35 @@ struct submit_options {
   bool stream = false;
   bool json_out = false;
   int timeout_s = 600;
+  int head_grace_ms = -1;  // -1: the cluster file's heartbeat.head_grace_ms, else its default
 };
+
+// Between attempts to reach a head that is being restarted: a closed port refuses at once, so
+// this only bounds how often the client knocks (a restart takes about a second).
+constexpr auto reconnect_interval = std::chrono::milliseconds(200);
+
+// A name for this client's requests that no other client picks (128 random bits): the head
+// re-attaches a resubmitted key to its request instead of starting it again.
+std::string client_key_prefix() {
+  std::random_device rd;
+  std::ostringstream out;
+  for (int i = 0; i < 4; ++i) out << std::hex << std::setw(8) << std::setfill('0') << rd();
+  return out.str();
+}
+
+// How long to wait for a lost head to come back: the flag, else the recorded cluster file's.
+int head_grace_ms(const submit_options& o) {
+  if (o.head_grace_ms >= 0) return o.head_grace_ms;
+  if (o.cluster.address.empty()) {
+    try {
+      auto st = rt::load_state(rt::resolve_state_dir(o.cluster.state_dir));
+      return rt::load_cluster_config(st.config_file).head_grace_ms;
+    } catch (const std::exception&) {
+      // No usable cluster file here: the default below.
+    }
+  }
+  return rt::cluster_config{}.head_grace_ms;
+}
 
 struct job {
   rt::submit_spec spec;
@@ -140,9 +171,46 @@ int run_submit(const submit_options& o) {
   auto deadline = start + std::chrono::seconds(o.timeout_s);
   std::size_t sent = 0;
   std::string failure;
-  // A head that dies (or, through BASP's connection timeout, hangs) ends the wait at once
-  // instead of after --timeout.
+  const auto key_prefix = client_key_prefix();
+  const int grace_ms = head_grace_ms(o);
+  // A head that dies (or, through BASP's connection timeout, hangs) is noticed at once: the
+  // client reconnects within the grace window and submits every unanswered request again
+  // under its key, which re-attaches it at the restarted head; otherwise it fails at once.
   self->monitor(session.head());
+  auto reconnect = [&](const std::string& why) {
+    if (grace_ms <= 0) {
+      failure = why;
+      return;
+    }
+    auto until = std::min(deadline, clock_type::now() + std::chrono::milliseconds(grace_ms));
+    std::string last;
+    for (;;) {
+      try {
+        session.reconnect();
+        break;
+      } catch (const std::exception& e) {
+        last = e.what();
+      }
+      if (clock_type::now() + reconnect_interval >= until) {
+        failure = why + "; no head came back within " + std::to_string(grace_ms) + " ms (" + last + ")";
+        return;
+      }
+      std::this_thread::sleep_for(reconnect_interval);
+    }
+    self->monitor(session.head());
+    std::size_t again = 0;
+    for (std::size_t i = 0; i < sent; ++i) {
+      if (answers.count(i)) continue;
+      auto spec = jobs[i].spec;
+      spec.tag = i;
+      spec.key = key_prefix + "-" + std::to_string(i);
+      spec.client = caf::actor_cast<caf::actor>(self);
+      self->send(session.head(), rt::submit_atom::value, std::move(spec));
+      ++again;
+    }
+    if (!o.json_out)
+      std::cerr << "dilaserve: " << why << "; reconnected, re-attached " << again << " requests\n";
+  };
   while (answers.size() < jobs.size() && failure.empty()) {
     // Send every job whose time has come (all at once without --rate).
     auto now = clock_type::now();
@@ -152,6 +220,7 @@ int run_submit(const submit_options& o) {
       if (due > now) break;
       auto spec = jobs[sent].spec;
       spec.tag = sent;
+      spec.key = key_prefix + "-" + std::to_string(sent);
       spec.client = caf::actor_cast<caf::actor>(self);
       self->send(session.head(), rt::submit_atom::value, std::move(spec));
       ++sent;
@@ -170,7 +239,10 @@ int run_submit(const submit_options& o) {
           bar.advance(1, a.ok ? "" : "error");
         },
         [&](caf::error& e) { failure = session.system().render(e); },
-        [&](caf::down_msg& dm) { failure = "lost the head (" + session.system().render(dm.reason) + ")"; },
+        [&](caf::down_msg& dm) {
+          if (dm.source == session.head().address())
+            reconnect("lost the head (" + session.system().render(dm.reason) + ")");
+        },
         caf::after(std::chrono::duration_cast<std::chrono::milliseconds>(wait)) >> [&] {
           if (clock_type::now() >= deadline) failure = "timed out after " + std::to_string(o.timeout_s) + " s";
         });
@@ -258,6 +330,10 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
       ->check(dls::cli::non_negative);
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
+  sub->add_option("--head-grace-ms", o->head_grace_ms,
+                  "How long to wait for a lost head to come back and re-attach (default: the cluster file's "
+                  "heartbeat.head_grace_ms; 0: fail at once)")
+      ->check(dls::cli::non_negative);
   o->cluster.add_to(sub);
   sub->add_flag("--json", o->json_out, "Print JSON");
   auto* prompt_flag = sub->get_option("--prompt");

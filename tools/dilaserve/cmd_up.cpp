@@ -129,7 +129,10 @@ int run_up(const up_options& o) {
   auto self = rt::self_executable();
   try {
     auto head_log = (fs::path(dir) / "logs" / "head.log").string();
+    // The head runs under a watchdog (`start --head --supervise`) that restarts it with
+    // --recover from the write-ahead log in the state directory when it dies.
     std::vector<std::string> head_argv{self, "start", "--head", "--config", config_abs};
+    if (cfg.head_wal) head_argv.insert(head_argv.end(), {"--state-dir", dir, "--supervise"});
     head_argv.insert(head_argv.end(), transport.begin(), transport.end());
     if (o.slo_scale > 0) {
       std::ostringstream s;
@@ -141,16 +144,26 @@ int run_up(const up_options& o) {
       head_argv.push_back("--profile");
       head_argv.push_back(profile);
     }
-    auto head = rt::spawn_background(head_argv, head_log);
-    st.processes.push_back({"head", "head", head.pid, head_log, head.identity});
+    auto launched = rt::spawn_background(head_argv, head_log);  // the watchdog, or the head itself
+    if (cfg.head_wal)
+      st.processes.push_back({"head-watchdog", "head-watchdog", launched.pid, head_log, launched.identity});
+    else
+      st.processes.push_back({"head", "head", launched.pid, head_log, launched.identity});
     rt::save_state(dir, st);
     std::string ready;
     try {
-      ready = rt::wait_ready(head, o.timeout_s * 1000);
+      ready = rt::wait_ready(launched, o.timeout_s * 1000);
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string("the head ") + e.what() + "; see " + head_log);
     }
     st.head_port = std::stoi(ready.substr(ready.find(' ') + 1));
+    if (auto pos = ready.find(" head-pid "); pos != std::string::npos) {
+      // The head itself comes first: `down` waits for it, then for its watchdog.
+      int head_pid = std::stoi(ready.substr(pos + 10));
+      rt::process_record head{"head", "head", head_pid, head_log, {}};
+      if (auto id = rt::read_identity(head_pid)) head.identity = *id;
+      st.processes.insert(st.processes.begin(), head);
+    }
     if (auto pos = ready.find(" http "); pos != std::string::npos) {
       st.http_host = cfg.http.host;
       st.http_port = std::stoi(ready.substr(pos + 6));

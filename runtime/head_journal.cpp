@@ -1,0 +1,300 @@
+#include "runtime/head_journal.hpp"
+
+#include "runtime/log.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace dls::runtime {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string to_cbor(const json& j) {
+  auto bytes = json::to_cbor(j);
+  return {bytes.begin(), bytes.end()};
+}
+
+json binary_of(const std::vector<char>& v) {
+  return json::binary(std::vector<std::uint8_t>(v.begin(), v.end()));
+}
+
+std::vector<char> chars_of(const json& j) {
+  const auto& b = j.get_binary();
+  return {b.begin(), b.end()};
+}
+
+void keep_finished(journal_state& st, std::string key, answer a, std::size_t kept) {
+  if (key.empty()) return;
+  st.finished.emplace_back(std::move(key), std::move(a));
+  while (st.finished.size() > kept) st.finished.pop_front();
+}
+
+json answer_json(const answer& a) {
+  return {{"ok", a.ok},         {"error", a.error},     {"text", a.text},       {"latency_ms", a.latency_ms},
+          {"steps", a.steps},   {"tokens", a.tokens},   {"tau", a.threshold},   {"slo_met", a.slo_met},
+          {"node", a.node},     {"group", a.group},     {"moves", a.moves},     {"tag", a.tag},
+          {"request_id", a.request_id}};
+}
+
+answer answer_of(const json& j) {
+  answer a;
+  a.ok = j.at("ok").get<bool>();
+  a.error = j.at("error").get<std::string>();
+  a.text = j.at("text").get<std::string>();
+  a.latency_ms = j.at("latency_ms").get<double>();
+  a.steps = j.at("steps").get<int32_t>();
+  a.tokens = j.at("tokens").get<int32_t>();
+  a.threshold = j.at("tau").get<double>();
+  a.slo_met = j.at("slo_met").get<bool>();
+  a.node = j.at("node").get<std::string>();
+  a.group = j.at("group").get<std::string>();
+  a.moves = j.at("moves").get<int32_t>();
+  a.tag = j.at("tag").get<uint64_t>();
+  a.request_id = j.at("request_id").get<uint64_t>();
+  return a;
+}
+
+std::string prepare_log(const std::string& dir, bool recover) {
+  fs::create_directories(dir);
+  auto path = (fs::path(dir) / "head.wal").string();
+  if (!recover && fs::exists(path)) {
+    // A fresh head (`up`, or `start --head` without --recover) starts an empty log; the old
+    // one stays readable next to it until the next fresh start.
+    fs::rename(path, path + ".prev");
+    log_line("wal", "started a new log " + path + " (the previous one is " + path + ".prev)");
+  }
+  return path;
+}
+
+}  // namespace
+
+std::string encode_accepted(const journal_request& r) {
+  const auto& s = r.spec;
+  return to_cbor({{"t", "accept"},
+                  {"id", r.id},
+                  {"key", r.key},
+                  {"prompt", s.prompt},
+                  {"tau", s.threshold},
+                  {"min_tau", s.min_threshold},
+                  {"slo_ms", s.slo_ms},
+                  {"gen", s.gen_length},
+                  {"stream", s.stream},
+                  {"tag", s.tag},
+                  {"arrival", r.arrival_unix_ms},
+                  {"canvas", binary_of(r.canvas)},
+                  {"steps", r.steps},
+                  {"tokens", r.tokens}});
+}
+
+std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+  return to_cbor({{"t", "snap"}, {"id", id}, {"canvas", binary_of(canvas)}, {"steps", steps}, {"tokens", tokens}});
+}
+
+std::string encode_finished(uint64_t id, const std::string& key, const answer& a) {
+  return to_cbor({{"t", "done"}, {"id", id}, {"key", key}, {"answer", answer_json(a)}});
+}
+
+std::string encode_joined(const std::string& node, uint32_t joins) {
+  return to_cbor({{"t", "join"}, {"node", node}, {"joins", joins}});
+}
+
+std::string encode_layout(const std::string& node, const std::vector<int32_t>& sizes) {
+  return to_cbor({{"t", "layout"}, {"node", node}, {"sizes", sizes}});
+}
+
+std::string encode_policy(const std::string& name) { return to_cbor({{"t", "policy"}, {"name", name}}); }
+
+std::string encode_port(int port) { return to_cbor({{"t", "port"}, {"port", port}}); }
+
+void apply_record(journal_state& st, const std::string& payload, std::size_t finished_kept) {
+  json j;
+  try {
+    j = json::from_cbor(payload.begin(), payload.end());
+  } catch (const json::exception& e) {
+    throw journal_error(std::string("not a CBOR record (") + e.what() + ")");
+  }
+  try {
+    if (!j.is_object()) throw journal_error("a record must be a CBOR map");
+    auto type = j.at("t").get<std::string>();
+    if (type == "accept") {
+      journal_request r;
+      r.id = j.at("id").get<uint64_t>();
+      if (r.id == 0) throw journal_error("request id 0");
+      r.key = j.at("key").get<std::string>();
+      r.spec.prompt = j.at("prompt").get<std::string>();
+      r.spec.threshold = j.at("tau").get<double>();
+      r.spec.min_threshold = j.at("min_tau").get<double>();
+      r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
+      r.spec.gen_length = j.at("gen").get<int32_t>();
+      r.spec.stream = j.at("stream").get<bool>();
+      r.spec.tag = j.at("tag").get<uint64_t>();
+      r.spec.key = r.key;
+      r.arrival_unix_ms = j.at("arrival").get<int64_t>();
+      r.canvas = chars_of(j.at("canvas"));
+      r.steps = j.at("steps").get<int32_t>();
+      r.tokens = j.at("tokens").get<int32_t>();
+      st.next_id = std::max(st.next_id, r.id + 1);
+      if (!r.key.empty()) st.live_by_key[r.key] = r.id;
+      auto id = r.id;
+      st.live[id] = std::move(r);
+    } else if (type == "snap") {
+      auto it = st.live.find(j.at("id").get<uint64_t>());
+      if (it == st.live.end()) return;  // it finished before this snapshot was written
+      it->second.canvas = chars_of(j.at("canvas"));
+      it->second.steps = j.at("steps").get<int32_t>();
+      it->second.tokens = j.at("tokens").get<int32_t>();
+    } else if (type == "done") {
+      auto id = j.at("id").get<uint64_t>();
+      auto key = j.at("key").get<std::string>();
+      auto a = answer_of(j.at("answer"));
+      if (auto it = st.live.find(id); it != st.live.end()) {
+        if (!it->second.key.empty()) st.live_by_key.erase(it->second.key);
+        st.live.erase(it);
+      }
+      st.next_id = std::max(st.next_id, id + 1);
+      keep_finished(st, std::move(key), std::move(a), finished_kept);
+    } else if (type == "join") {
+      st.joins[j.at("node").get<std::string>()] = j.at("joins").get<uint32_t>();
+    } else if (type == "layout") {
+      st.layouts[j.at("node").get<std::string>()] = j.at("sizes").get<std::vector<int32_t>>();
+    } else if (type == "policy") {
+      st.policy = j.at("name").get<std::string>();
+    } else if (type == "port") {
+      auto port = j.at("port").get<int>();
+      if (port < 0 || port > 65535) throw journal_error("port " + std::to_string(port) + " out of range");
+      st.port = port;
+    } else if (type == "next") {
+      st.next_id = std::max(st.next_id, j.at("id").get<uint64_t>());
+    } else {
+      throw journal_error("unknown record type '" + type + "'");
+    }
+  } catch (const json::exception& e) {
+    throw journal_error(std::string("malformed record (") + e.what() + ")");
+  }
+}
+
+std::vector<std::string> checkpoint_records(const journal_state& st) {
+  std::vector<std::string> out;
+  out.push_back(to_cbor({{"t", "next"}, {"id", st.next_id}}));
+  if (st.port > 0) out.push_back(encode_port(st.port));
+  if (!st.policy.empty()) out.push_back(encode_policy(st.policy));
+  for (const auto& [node, joins] : st.joins) out.push_back(encode_joined(node, joins));
+  for (const auto& [node, sizes] : st.layouts) out.push_back(encode_layout(node, sizes));
+  for (const auto& [key, a] : st.finished) out.push_back(encode_finished(a.request_id, key, a));
+  for (const auto& [id, r] : st.live) out.push_back(encode_accepted(r));
+  return out;
+}
+
+head_journal::head_journal(const std::string& dir, bool recover, std::size_t finished_kept,
+                           std::uint64_t compact_min_bytes)
+    : finished_kept_(finished_kept),
+      compact_min_bytes_(compact_min_bytes),
+      compact_at_(compact_min_bytes),
+      wal_(prepare_log(dir, recover)) {
+  auto records = std::move(wal_.recovered());
+  std::size_t applied = 0;
+  for (const auto& r : records) {
+    try {
+      apply_record(state_, r, finished_kept_);
+      ++applied;
+    } catch (const journal_error& e) {
+      // Intact framing around a payload this version cannot read: keep what came before it.
+      log_line("wal", "warning: " + wal_.path() + ": record " + std::to_string(applied + 1) + " of " +
+                          std::to_string(records.size()) + ": " + e.what() + "; dropped it and every later record");
+      break;
+    }
+  }
+  if (applied < records.size()) wal_.rewrite(checkpoint_records(state_));
+  recovered_ = state_;
+  if (recover)
+    log_line("wal", "recovered " + std::to_string(state_.live.size()) + " requests in flight, " +
+                        std::to_string(state_.joins.size()) + " nodes, from " + std::to_string(applied) +
+                        " records of " + wal_.path());
+}
+
+void head_journal::append(const std::string& payload, bool sync) {
+  // On disk first: a write that fails leaves the state as the log has it.
+  wal_.append(payload, sync);
+  apply_record(state_, payload, finished_kept_);
+  compact_if_due();
+}
+
+void head_journal::compact_if_due() {
+  if (wal_.size() <= compact_at_) return;
+  auto records = checkpoint_records(state_);
+  wal_.rewrite(records);
+  ++compactions_;
+  compact_at_ = std::max(compact_min_bytes_, 2 * wal_.size());
+}
+
+void head_journal::accepted(const journal_request& r, bool sync_now) {
+  std::lock_guard<std::mutex> lk(mu_);
+  append(encode_accepted(r), sync_now);
+}
+
+void head_journal::sync() {
+  std::lock_guard<std::mutex> lk(mu_);
+  wal_.sync();
+}
+
+void head_journal::joined(const std::string& node, uint32_t joins) {
+  std::lock_guard<std::mutex> lk(mu_);
+  append(encode_joined(node, joins), true);
+}
+
+void head_journal::layout(const std::string& node, const std::vector<int32_t>& sizes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  append(encode_layout(node, sizes), true);
+}
+
+void head_journal::policy(const std::string& name) {
+  std::lock_guard<std::mutex> lk(mu_);
+  append(encode_policy(name), true);
+}
+
+void head_journal::port(int port) {
+  std::lock_guard<std::mutex> lk(mu_);
+  append(encode_port(port), true);
+}
+
+void head_journal::snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!state_.live.count(id)) return;
+  append(encode_snapshot(id, canvas, steps, tokens), false);
+}
+
+void head_journal::finished(uint64_t id, const answer& a) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = state_.live.find(id);
+  if (it == state_.live.end()) return;
+  append(encode_finished(id, it->second.key, a), false);
+}
+
+std::optional<answer> head_journal::finished_answer(const std::string& key) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = state_.finished.rbegin(); it != state_.finished.rend(); ++it)
+    if (it->first == key) return it->second;
+  return std::nullopt;
+}
+
+journal_state head_journal::state() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return state_;
+}
+
+std::uint64_t head_journal::bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return wal_.size();
+}
+
+std::size_t head_journal::compactions() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return compactions_;
+}
+
+}  // namespace dls::runtime
