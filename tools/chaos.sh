@@ -3,8 +3,10 @@
 # Azure trace's arrival times while one fault is injected, and every request's outcome is
 # counted (accepted, answered, explicitly failed, lost). One fresh cluster per fault.
 #
-#   tools/chaos.sh [--short] [--cases LIST] [--rate R] [--build DIR] [--out DIR]
+#   tools/chaos.sh [--short] [--cases LIST] [--rate R] [--dead-after-ms MS] [--build DIR] [--out DIR]
 #
+# --short runs the partition case alone (CTest's `chaos` label). Heartbeats are the cluster
+# file's defaults (every 500 ms, DEAD after 3000 ms) unless --dead-after-ms is given.
 # node1 runs in a network namespace of its own, joined to the head over a veth pair that this
 # script creates (addresses only on those two interfaces) and removes at the end, also on
 # failure. Needs root. Exit status: 0 every case met its target, 1 some case did not,
@@ -18,12 +20,14 @@ OUT=
 RATE=20
 SHORT=0
 CASES=
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+DEAD_AFTER_MS=
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --short) SHORT=1 ;;
     --cases) CASES=$2; shift ;;
     --rate) RATE=$2; shift ;;
+    --dead-after-ms) DEAD_AFTER_MS=$2; shift ;;
     --build) BUILD=$2; shift ;;
     --out) OUT=$2; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -113,8 +117,7 @@ log "namespace $NS: node1 at $NODE_IP, head at $HEAD_IP ($VH); slow link by ${SL
 # -- the cluster file and the load ----------------------------------------------------------
 CFG=$OUT/chaos-2node.yaml
 cat > "$CFG" <<EOF
-# configs/local-2node.yaml with node1 behind the veth pair; heartbeats at their defaults
-# (interval 500 ms, DEAD after 3000 ms of silence).
+# configs/local-2node.yaml with node1 behind the veth pair.
 name: chaos-2node
 auth:
   token: chaos-token-$$-$RANDOM
@@ -139,6 +142,7 @@ launch:
 caf:
   scheduler: {policy: sharing, max-threads: 2}
 EOF
+[ -z "$DEAD_AFTER_MS" ] || echo "heartbeat: {interval_ms: 500, dead_after_ms: $DEAD_AFTER_MS}" >> "$CFG"
 LOAD=$OUT/load.jsonl
 python3 "$ROOT/tools/trace_replay.py" --trace "$ROOT/../shared/traces/azure_llm_2023_code.csv" \
   --prompts "$ROOT/models/tiny-llada/eval.jsonl" --rate "$RATE" --seconds "$LOAD_S" > "$LOAD" ||
@@ -147,10 +151,14 @@ LAST_AT=$(tail -1 "$LOAD" | python3 -c 'import json,sys; print(json.load(sys.std
 log "replay: $(wc -l < "$LOAD") requests over ${LAST_AT} s (Azure code trace gaps scaled to $RATE req/s)"
 
 cli() { timeout 30 "$DLS" "$@" --state-dir "$STATE"; }
+# pid_of ROLE NAME, from the state file `up` keeps (and its head watchdog rewrites).
 pid_of() {
-  python3 -c 'import json,sys; print([p["pid"] for p in json.load(open(sys.argv[1]))["processes"] if p["name"]==sys.argv[2]][0])' \
-    "$STATE/cluster.json" "$1"
+  python3 -c 'import json,sys
+print([p["pid"] for p in json.load(open(sys.argv[1]))["processes"] if p["role"]==sys.argv[2] and p["name"]==sys.argv[3]][0])' \
+    "$STATE/cluster.json" "$1" "$2"
 }
+has_role() { python3 -c 'import json,sys; sys.exit(not any(p["role"]==sys.argv[2] for p in json.load(open(sys.argv[1]))["processes"]))' \
+               "$STATE/cluster.json" "$1"; }
 # Waits (bounded) until the cluster has answered N requests.
 wait_answered() {
   local n=$1 deadline=$(( $(date +%s) + 60 ))
@@ -189,7 +197,7 @@ run_case() {
   local submit=$!
   wait_answered 20 || log "[$name] warning: fewer than 20 answers after 60 s"
   local node1 head
-  node1=$(pid_of node1); head=$(pid_of head)
+  node1=$(pid_of node node1); head=$(pid_of head head)
   t_fault=$(now)
   case $name in
     node-kill)
@@ -207,11 +215,18 @@ run_case() {
       log "[$name] SIGSTOP the head (pid $head) for $HEAD_STOP_S s"
       kill -STOP "$head"; sleep $HEAD_STOP_S; t_heal=$(now); kill -CONT "$head" ;;
     head-kill-restart)
-      log "[$name] SIGKILL the head (pid $head), then restart it with --recover"
-      kill -KILL "$head"
-      t_heal=$(now)
-      timeout 60 "$DLS" start --head --recover --config "$CFG" --tls-dir "$STATE/tls" >> "$STATE/logs/head.log" 2>&1 &
-      EXTRA_PIDS+=($!) ;;
+      if has_role head-watchdog; then
+        log "[$name] SIGKILL the head (pid $head); up's watchdog restarts it with --recover"
+        kill -KILL "$head"
+        t_heal=$(now)
+      else
+        log "[$name] SIGKILL the head (pid $head), then restart it by hand with --recover"
+        kill -KILL "$head"
+        t_heal=$(now)
+        "$DLS" start --head --recover --config "$CFG" --state-dir "$STATE" --tls-dir "$STATE/tls" \
+          >> "$STATE/logs/head.log" 2>&1 &
+        EXTRA_PIDS+=($!)
+      fi ;;
     partition)
       log "[$name] partition: $VN down for $FAULT_S s"
       ip -n "$NS" link set "$VN" down; sleep $FAULT_S; t_heal=$(now); ip -n "$NS" link set "$VN" up
@@ -234,8 +249,11 @@ run_case() {
   local rc=$?
   [ $rc = 0 ] || log "[$name] submit exit $rc: $(tail -1 "$dir/submit.err")"
   cp "$STATE/logs/"*.log "$dir/" 2>/dev/null
+  # The nodes that must come back: both after a head fault, node1 after a node fault.
+  local nodes=node1
+  case $name in head-*) nodes=node0,node1 ;; slow-link) nodes= ;; esac
   python3 "$ROOT/tools/chaos_report.py" case --name "$name" --dir "$dir" --fault "$t_fault" --heal "${t_heal:-$t_fault}" \
-    --note "$note" >> "$RESULTS"
+    --nodes "$nodes" --note "$note" >> "$RESULTS"
   tail -1 "$RESULTS" | python3 "$ROOT/tools/chaos_report.py" line
   stop_cluster
 }
