@@ -139,8 +139,8 @@ def line(r):
 
 def table(a):
     rows = [json.loads(x) for x in open(a.results) if x.strip()]
-    print("| fault | accepted | answered | failed | lost | detected (ms) | re-placed | moved+answered | rejoined after heal (ms) | p50 / p99 (ms) | verdict |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| fault | accepted | answered | failed | lost | detected (ms) | re-placed | moved+answered | rejoined after heal (ms) | p50 / p99 (ms) | accuracy | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     worst = 0
     for r in rows:
         v, why = verdict(r)
@@ -150,12 +150,12 @@ def table(a):
             worst = 3
         name = r["case"] + (f" ({r['note']})" if r.get("note") else "")
         if v == "NOT AVAILABLE" or "error" in r:
-            print(f"| {name} | - | - | - | - | - | - | - | - | - | {v}: {'; '.join(why)} |")
+            print(f"| {name} | - | - | - | - | - | - | - | - | - | - | {v}: {'; '.join(why)} |")
             continue
         lat = f"{fmt(r, 'latency_p50_ms')} / {fmt(r, 'latency_p99_ms')}"
         failed = str(r["failed"]) + (" (" + "; ".join(f"{n}: {e}" for e, n in r["errors"].items()) + ")" if r.get("errors") else "")
         print(f"| {name} | {r['accepted']} | {r['answered']} | {failed} | {r['lost']} | {fmt(r, 'detect_ms')} | "
-              f"{fmt(r, 'replaced')} | {r['moved_answered']} | {fmt(r, 'rejoin_ms')} | {lat} | "
+              f"{fmt(r, 'replaced')} | {r['moved_answered']} | {fmt(r, 'rejoin_ms')} | {lat} | {fmt(r, 'accuracy')} | "
               f"{v}{': ' + '; '.join(why) if why else ''} |")
     return worst
 
