@@ -1,6 +1,7 @@
 // The head core: membership (join, heartbeats, DEAD detection), the actor directory,
 // and cluster status. The step loop never passes through here.
 #include "actors/directory.hpp"
+#include "actors/liveness.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
@@ -282,13 +283,20 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         auto& st = self->state;
         auto now = clock_type::now();
         st.dir.expire(now);
+        const auto dead_after = std::chrono::milliseconds(st.cfg.dead_after_ms);
+        std::vector<clock_type::time_point> alive_beats;
         for (auto& [name, n] : st.nodes) {
-          auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
-          if (n.state == "ALIVE" && age > st.cfg.dead_after_ms)
+          if (n.state != "ALIVE") continue;
+          if (silent_too_long(n.last_beat, now, dead_after)) {
+            auto age = std::chrono::duration_cast<std::chrono::milliseconds>(now - n.last_beat).count();
             mark_dead(self, n, "no heartbeat for " + std::to_string(age) + " ms");
+          } else {
+            alive_beats.push_back(n.last_beat);
+          }
         }
-        self->delayed_send(self, std::chrono::milliseconds(st.cfg.heartbeat_interval_ms / 2),
-                           rt::check_atom::value);
+        auto next = next_liveness_check(now, alive_beats, dead_after,
+                                        std::chrono::milliseconds(st.cfg.heartbeat_interval_ms / 2));
+        self->delayed_send(self, std::chrono::ceil<std::chrono::milliseconds>(next - now), rt::check_atom::value);
       },
       // The reconfigurer asks which agent runs `node` and whether `groups` fit it.
       [=](rt::check_atom, const rt::regroup_spec& spec) -> caf::message {

@@ -16,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (!parsed) return 0;
     const auto& s = parsed->spec;
     if (s.threshold > 1.0 || s.min_threshold > 1.0 || s.gen_length < 0 || s.slo_ms < 0) std::abort();
+    if (parsed->at_s != -1 && !(parsed->at_s >= 0 && parsed->at_s <= 86400)) std::abort();
   } catch (const std::runtime_error&) {
   }
   return 0;

@@ -52,6 +52,10 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
   if (v.contains("min_threshold")) j.spec.min_threshold = json_real(v, "min_threshold", 0.0, 1.0, where);
   if (v.contains("gen_length")) j.spec.gen_length = static_cast<int32_t>(json_int(v, "gen_length", 1, int32_max, where));
   if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
+  // A replay longer than a day is not a replay of a serving trace; the bound keeps the
+  // client's clock arithmetic far from overflow.
+  constexpr double max_at_s = 86400.0;
+  if (v.contains("at_s")) j.at_s = json_real(v, "at_s", 0.0, max_at_s, where);
   try {
     if (v.contains("answer")) j.valid.push_back(v["answer"].get<std::string>());
     if (v.contains("valid")) for (auto& x : v["valid"]) j.valid.push_back(x.get<std::string>());

@@ -1,6 +1,6 @@
 #pragma once
 // One line of a `dilaserve submit --file` JSONL file: {"prompt": ..., ["threshold", "min_threshold",
-// "gen_length", "slo_ms", "answer" | "valid"]}. Out-of-range numbers are refused, never replaced
+// "gen_length", "slo_ms", "at_s", "answer" | "valid"]}. Out-of-range numbers are refused, never replaced
 // by a default, so a typo cannot silently change what is measured.
 #include "runtime/messages.hpp"
 
@@ -13,6 +13,7 @@ namespace dls::runtime {
 struct submit_line {
   submit_spec spec;
   std::vector<std::string> valid;  // acceptable answers, when the line gives them
+  double at_s = -1;                // when to send it, in seconds after the first send (a replayed trace); -1: not given
 };
 
 /// Parses `line` on top of `defaults` (the command-line flags). Returns nullopt for a blank line.

@@ -19,7 +19,8 @@ pkgs=(build-essential cmake ninja-build ccache pkg-config
       libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev openssl python3
       libpcre2-dev libicu-dev python3-jinja2
       libcpp-httplib-dev prometheus-cpp-dev
-      clang libfuzzer-14-dev)  # tools/fuzz.sh: libFuzzer needs clang; Debian 12's is clang 14
+      clang libfuzzer-14-dev
+      iproute2)  # tools/chaos.sh: ip netns, veth pairs and tc for the fault suite  # tools/fuzz.sh: libFuzzer needs clang; Debian 12's is clang 14
 # Node.js may come from another repository that bundles npm; only ask Debian for it when absent.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
 # The HTTP gateway's tests drive it with real clients: curl, promtool (from prometheus),

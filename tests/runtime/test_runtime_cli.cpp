@@ -130,3 +130,29 @@ BOOST_AUTO_TEST_CASE(profile_refuses_a_grid_the_model_or_machine_cannot_run) {
   expect_one_line_error({"profile", "--model", model, "--lengths", "100"}, 1, "max_sequence_length (64)");
   expect_one_line_error({"profile", "--batches", "0"}, 2, "--batches: must be > 0, got 0");
 }
+
+// A trace replay's send times (`at_s`) are checked before anything is sent: each mistake is
+// one line naming the file, the line and the rule.
+BOOST_AUTO_TEST_CASE(submit_send_times_are_refused_naming_the_line) {
+  dls::test::scratch_dir dir;
+  auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name)) << text;
+    return dir.file(name);
+  };
+  // No cluster answers at this address: every case must fail before connecting.
+  auto submit = [](const std::string& f, std::vector<std::string> extra = {}) {
+    std::vector<std::string> a{"submit", "--file", f, "--address", "127.0.0.1:1", "--token-file", "/nonexistent"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  expect_one_line_error(submit(file("neg.jsonl", "{\"prompt\":\"a\",\"at_s\":-1}\n")), 1,
+                        "neg.jsonl:1: \"at_s\" must be a number in [0, 86400], got -1");
+  expect_one_line_error(submit(file("str.jsonl", "{\"prompt\":\"a\",\"at_s\":\"1\"}\n")), 1,
+                        "str.jsonl:1: \"at_s\" must be a number");
+  expect_one_line_error(submit(file("some.jsonl", "{\"prompt\":\"a\",\"at_s\":0}\n{\"prompt\":\"b\"}\n")), 1,
+                        "some.jsonl:2: \"at_s\" must be given on every line or on none");
+  expect_one_line_error(submit(file("back.jsonl", "{\"prompt\":\"a\",\"at_s\":2}\n{\"prompt\":\"b\",\"at_s\":1}\n")), 1,
+                        "back.jsonl:2: \"at_s\" must not decrease from one line to the next");
+  expect_one_line_error(submit(file("rate.jsonl", "{\"prompt\":\"a\",\"at_s\":0}\n"), {"--rate", "5"}), 1,
+                        "rate.jsonl: --rate and \"at_s\" in the file exclude each other");
+}

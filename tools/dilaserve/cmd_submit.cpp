@@ -78,6 +78,7 @@ struct job {
   rt::submit_spec spec;
   std::vector<std::string> valid;  // acceptable answers, when the file gives them
   int line = 0;                    // in --file, for messages
+  double at_s = -1;                // send time after the first send, when the file gives one
 };
 
 json answer_json(const rt::answer& a) {
@@ -85,6 +86,7 @@ json answer_json(const rt::answer& a) {
          {"steps", a.steps},           {"tokens", a.tokens}, {"node", a.node},   {"group", a.group},
          {"threshold", a.threshold},   {"slo_met", a.slo_met}, {"moves", a.moves}};
   j["tokens_per_step"] = a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0;
+  j["outcome"] = a.ok ? "answered" : "failed";
   if (!a.ok) j["error"] = a.error;
   return j;
 }
@@ -120,9 +122,20 @@ std::vector<job> read_jobs(const submit_options& o) {
     j.line = lineno;
     j.spec = std::move(parsed->spec);
     j.valid = std::move(parsed->valid);
+    j.at_s = parsed->at_s;
     jobs.push_back(std::move(j));
   }
   if (jobs.empty()) throw std::runtime_error(o.file + ": no prompts");
+  // Send times replay a trace: all lines give one, in order, or none does.
+  const bool timed = jobs.front().at_s >= 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    auto where = o.file + ":" + std::to_string(jobs[i].line) + ": ";
+    if ((jobs[i].at_s >= 0) != timed)
+      throw std::runtime_error(where + "\"at_s\" must be given on every line or on none");
+    if (i > 0 && jobs[i].at_s < jobs[i - 1].at_s)
+      throw std::runtime_error(where + "\"at_s\" must not decrease from one line to the next");
+  }
+  if (timed && o.rate > 0) throw std::runtime_error(o.file + ": --rate and \"at_s\" in the file exclude each other");
   return jobs;
 }
 
@@ -171,6 +184,11 @@ int run_submit(const submit_options& o) {
   auto deadline = start + std::chrono::seconds(o.timeout_s);
   std::size_t sent = 0;
   std::string failure;
+  // When job i is due: its own send time, else evenly at --rate, else at once.
+  auto due_of = [&](std::size_t i) {
+    double at = jobs[i].at_s >= 0 ? jobs[i].at_s : o.rate > 0 ? static_cast<double>(i) / o.rate : 0.0;
+    return start + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(at));
+  };
   const auto key_prefix = client_key_prefix();
   const int grace_ms = head_grace_ms(o);
   // A head that dies (or, through BASP's connection timeout, hangs) is noticed at once: the
@@ -215,9 +233,7 @@ int run_submit(const submit_options& o) {
     // Send every job whose time has come (all at once without --rate).
     auto now = clock_type::now();
     while (sent < jobs.size()) {
-      auto due = start + std::chrono::duration_cast<clock_type::duration>(
-                             std::chrono::duration<double>(o.rate > 0 ? static_cast<double>(sent) / o.rate : 0.0));
-      if (due > now) break;
+      if (due_of(sent) > now) break;
       auto spec = jobs[sent].spec;
       spec.tag = sent;
       spec.key = key_prefix + "-" + std::to_string(sent);
@@ -226,9 +242,7 @@ int run_submit(const submit_options& o) {
       ++sent;
     }
     auto wake = deadline;
-    if (sent < jobs.size())
-      wake = std::min(wake, start + std::chrono::duration_cast<clock_type::duration>(
-                                        std::chrono::duration<double>(static_cast<double>(sent) / o.rate)));
+    if (sent < jobs.size()) wake = std::min(wake, due_of(sent));
     auto wait = std::max<clock_type::duration>(wake - clock_type::now(), clock_type::duration::zero());
     self->receive(
         [&](rt::block_chunk& c) {
@@ -248,6 +262,25 @@ int run_submit(const submit_options& o) {
         });
   }
   bar.finish();
+  if (!failure.empty() && o.json_out && !o.file.empty()) {
+    // What happened to each request, for callers that count outcomes under faults.
+    json results = json::array();
+    int ok = 0, failed = 0;
+    for (std::size_t i = 0; i < jobs.size(); ++i) {
+      json row;
+      if (auto it = answers.find(i); it != answers.end()) {
+        row = answer_json(it->second);
+        ++(it->second.ok ? ok : failed);
+      } else {
+        row = {{"ok", false}, {"outcome", i < sent ? "no answer" : "not sent"}};
+      }
+      row["prompt"] = jobs[i].spec.prompt;
+      results.push_back(row);
+    }
+    json summary{{"requests", jobs.size()}, {"sent", sent},     {"ok", ok},
+                 {"failed", failed},        {"unanswered", sent - answers.size()}, {"error", failure}};
+    std::cout << json{{"summary", summary}, {"results", results}}.dump() << "\n";
+  }
   if (!failure.empty())
     throw std::runtime_error("submit: " + failure + " (" + std::to_string(answers.size()) + " of " +
                              std::to_string(jobs.size()) + " answered)");
@@ -290,6 +323,7 @@ int run_submit(const submit_options& o) {
     results.push_back(row);
   }
   json summary{{"requests", jobs.size()},
+               {"sent", sent},
                {"ok", ok},
                {"failed", static_cast<int>(jobs.size()) - ok},
                {"wall_s", wall},
@@ -317,7 +351,7 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   auto* sub = app.add_subcommand("submit", "Submit a prompt (or a JSONL file of prompts) to the cluster");
   auto o = std::make_shared<submit_options>();
   sub->add_option("--prompt", o->prompt, "Prompt text");
-  sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\"]} per line");
+  sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\", \"at_s\" (send time)]} per line");
   sub->add_option("--threshold", o->threshold,
                   "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
       ->check(dls::cli::unit_interval);
