@@ -45,7 +45,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   if (!port) {
     std::cerr << "dilaserve: error: cannot listen on " << cfg.head_host << ":" << cfg.head_port << " ("
               << sys.render(port.error()) << ")\n";
-    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
     return 1;
@@ -60,7 +60,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   } catch (const std::exception& e) {
     std::cerr << "dilaserve: error: " << e.what() << "\n";
     sys.middleman().unpublish(head.gate, *port);
-    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
     return 1;
@@ -79,7 +79,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   } else {
     sys.middleman().unpublish(head.gate, *port);
   }
-  for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
   head = {};
