@@ -187,22 +187,25 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         auto from = st.groups.find(r->second.group);
         if (r->second.group.empty() || from == st.groups.end())
           return fail("request " + std::to_string(id) + " is not on a group now (waiting or moving)");
+        // From here on a refusal also says where the request runs.
+        auto refuse = [&](const std::string& why) {
+          return json{{"ok", false}, {"error", why}, {"from", from->first}}.dump();
+        };
         auto dst = st.groups.find(to);
         if (dst == st.groups.end()) {
           std::string list;
           for (const auto& [name, g] : st.groups) list += (list.empty() ? "" : ", ") + name;
-          return fail("no TP group '" + to + "' (live: " + list + ")");
+          return refuse("no TP group '" + to + "' (live: " + list + ")");
         }
-        if (dst->second.draining) return fail("TP group '" + to + "' is being regrouped");
-        if (from == dst) return fail("request " + std::to_string(id) + " already runs on " + to);
-        rt::migration_order o{id, to, dst->second.info.handle, dst->second.info.degree, at, reason};
-        auto rp = self->make_response_promise<std::string>();
-        self->request(from->second.info.handle, std::chrono::seconds(10), rt::migrate_atom::value, std::move(o))
-            .then([=](std::string& answer) mutable { rp.deliver(std::move(answer)); },
-                  [=](caf::error& e) mutable {
-                    rp.deliver(json{{"ok", false}, {"error", "its group did not answer: " + to_string(e)}}.dump());
-                  });
-        return rp;
+        if (dst->second.draining) return refuse("TP group '" + to + "' is being regrouped");
+        if (from == dst) return refuse("request " + std::to_string(id) + " already runs on " + to);
+        if (at != "any" && at != "boundary" && at != "mid-block")
+          return refuse("unknown step boundary '" + at + "' (any, boundary, mid-block)");
+        // Answered here, not by the group: a group busy with a step (or a node paused) must not
+        // hold the caller. A request that finishes before its boundary simply does not move.
+        self->send(from->second.info.handle, rt::migrate_atom::value,
+                   rt::migration_order{id, to, dst->second.info.handle, dst->second.info.degree, at, reason});
+        return json{{"ok", true}, {"request", id}, {"from", from->first}, {"to", to}, {"at", at}}.dump();
       },
       // The migration planner's list of groups and the policy they run.
       [=](rt::groups_atom) -> caf::result<std::vector<rt::group_info>, std::string> {

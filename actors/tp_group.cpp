@@ -358,10 +358,12 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
 
 // Whether a request with a migration order is at the step boundary the order waits for.
 bool ready_to_leave(const queued_request& q) {
+  // "boundary" and "mid-block" wait for the request's first step: before it, moving it is
+  // moving its prompt.
   const auto& at = q.leave->at;
   const bool refresh_next = q.live.progress.next_refresh;
-  if (at == "boundary") return refresh_next;
-  if (at == "mid-block") return q.active && !refresh_next;
+  if (at == "boundary") return q.steps > 0 && refresh_next;
+  if (at == "mid-block") return q.steps > 0 && !refresh_next;
   return true;
 }
 
@@ -691,21 +693,18 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         report_load(self);
       },
       // An order to move a request (the supervisor, for `dilaserve migrate` or the planner).
-      [=](rt::migrate_atom, rt::migration_order& o) -> caf::result<std::string> {
-        if (!sender_from(self, self->state.setup.head_node, "tp_group"))
-          return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
+      [=](rt::migrate_atom, rt::migration_order& o) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
         auto& st = self->state;
         auto it = st.queue.find(o.request_id);
-        if (it == st.queue.end() || st.draining)
-          return nlohmann::json{{"ok", false},
-                                {"error", "request " + std::to_string(o.request_id) + " is not running on " +
-                                              st.setup.name}}.dump();
-        if (o.at != "any" && o.at != "boundary" && o.at != "mid-block")
-          return nlohmann::json{{"ok", false}, {"error", "unknown --at '" + o.at + "' (any, boundary, mid-block)"}}.dump();
-        nlohmann::json j{{"ok", true}, {"request", o.request_id}, {"from", st.setup.name}, {"to", o.to}, {"at", o.at}};
+        if (it == st.queue.end() || st.draining) {
+          // It finished (or this group is being regrouped, which moves it anyway).
+          rt::log_line(st.setup.name, "migration of request " + std::to_string(o.request_id) + " to " + o.to +
+                                          " dropped: not queued here");
+          return;
+        }
         it->second.leave = std::move(o);
         kick(self);
-        return j.dump();
       },
       // A request handed over mid-block by a group of this process: its slots move in as
       // they are, rank by rank.
