@@ -187,7 +187,8 @@ BOOST_AUTO_TEST_CASE(the_migration_policy_moves_a_backlog_to_a_node_that_joins_i
       {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "240"});
   bool placed = dls::test::eventually(60, [&] { return request_rows(session).size() >= n; });
   auto st = rt::load_state(c.state_dir());
-  auto node1 = c.cli_background({"start", "--address", "127.0.0.1:" + std::to_string(st.head_port), "--token-file",
+  // Not c.cli_background: `start` takes no --state-dir.
+  dls::test::background_cli node1({"start", "--address", "127.0.0.1:" + std::to_string(st.head_port), "--token-file",
                                  st.token_file, "--node", "node1", "--config", c.scratch().file("local-2node.yaml"),
                                  "--tls-dir", st.tls_dir});
   // Asked over the session opened before node0 stopped: a new CLI connection can time out
