@@ -153,6 +153,12 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         if (!is_admin(credential)) return refused("permission denied: switching the policy needs the admin token");
         return forward<std::string>(self, supervisor, quick, rt::policy_atom::value, std::move(name));
       },
+      [=](rt::migrate_atom, uint64_t id, std::string& to, std::string& at,
+          const std::string& credential) -> caf::result<std::string> {
+        if (!is_admin(credential)) return refused("permission denied: migrating a request needs the admin token");
+        return forward<std::string>(self, supervisor, quick, rt::migrate_atom::value, id, std::move(to), std::move(at),
+                                    std::string("admin"));
+      },
       [=](rt::shutdown_atom, const std::string& credential) -> caf::result<std::string> {
         if (!is_admin(credential)) return refused("permission denied: shutting down needs the admin token");
         auto rp = self->make_response_promise<std::string>();
@@ -189,6 +195,7 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& file_cf
   h.core = spawn_head_core(sys, cfg, h.peers, std::move(on_shutdown), journal);
   h.supervisor = spawn_supervisor(sys, h.core, cfg.engine, h.peers, cfg.scheduler.policy, journal);
   h.reconfigurer = spawn_reconfigurer(sys, h.core, h.supervisor, cfg);
+  h.migrator = spawn_migrator(sys, h.core, h.supervisor, cfg);
   {
     // The core takes these only from actors of its own process.
     caf::scoped_actor local{sys};

@@ -114,15 +114,15 @@ std::string status_json(const head_state& st) {
       auto status = d.is_object() ? d.value("status", "") : "";
       if (status != "FINISHED" && status != "FAILED" && d.is_object()) {
         json r{{"id", row.id}, {"name", row.name}, {"status", status}};
-        for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group"})
+        for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group", "migrations"})
           if (d.contains(k)) r[k] = d[k];
         live.push_back(r);
       }
     }
   }
   for (const auto& row : st.dir.list())
-    if (row.kind == "reconfigurer")
-      if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j["reconfigurer"] = d;
+    if (row.kind == "reconfigurer" || row.kind == "migrator")
+      if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j[row.kind] = d;
   // Counted over the head's life: finished rows leave the directory after the retention.
   auto counts = st.dir.requests();
   j["requests"] = {{"in_flight", counts.in_flight},

@@ -6,12 +6,14 @@
 #include "actors/policy_view.hpp"
 #include "gpu/allreduce.hpp"
 #include "gpu/engine.hpp"
+#include "runtime/messages.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,9 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using admit_atom = caf::atom_constant<caf::atom("admit")>;
 using evict_atom = caf::atom_constant<caf::atom("evict")>;
 using drop_atom = caf::atom_constant<caf::atom("drop")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
+using handover_atom = caf::atom_constant<caf::atom("handover")>;
 
 /// Which shard a worker computes from now on. A new collective per TP group.
 struct shard_setup {
@@ -61,9 +66,32 @@ struct canvas_bundle {
   std::vector<std::pair<uint64_t, std::string>> canvases;
 };
 
+/// One request's slot as a worker gives it up for a migration: canvas, KV cache and the canvas
+/// its last refresh ran on (what a rebuild of the cache starts from). Moved by ownership.
+struct held_slot {
+  gpu::request_slot slot;
+  std::optional<gpu::canvas> refresh_input;
+};
+using held_slot_ptr = std::shared_ptr<held_slot>;
+
+/// A request handed from one TP group to another of the same process, mid-block: every
+/// rank's slot (KV cache included) moves to the same rank of the destination, no copy.
+struct group_handover {
+  runtime::work_item meta;          // age, deadline and tau as they are now; no canvas
+  std::vector<held_slot_ptr> slots; // rank order
+  canvas_progress progress;
+  int64_t committed = 0;
+  int64_t steps = 0;
+  std::size_t streamed_chars = 0;
+  int32_t streamed_blocks = 0;
+  std::string from;
+};
+
 }  // namespace dls::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::shard_setup)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::step_order)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::step_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::canvas_bundle)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::held_slot_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::group_handover)

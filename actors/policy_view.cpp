@@ -1,5 +1,7 @@
 #include "actors/policy_view.hpp"
 
+#include "policies/scheduler.hpp"
+
 #include <algorithm>
 
 namespace dls::actors {
@@ -63,6 +65,55 @@ policy::group_snapshot snapshot_of(const live_group& g, double now_s, const std:
   }
   s.kv_free_tokens = std::max(0.0, g.kv_capacity_tokens - held);
   return s;
+}
+
+std::vector<const std::vector<policy::request_view>*> migration_input::request_lists() const {
+  std::vector<const std::vector<policy::request_view>*> out;
+  for (const auto& r : requests) out.push_back(&r);
+  return out;
+}
+
+migration_input migration_input_of(const std::vector<runtime::group_report>& reports, const policy::quality_model& q) {
+  migration_input in;
+  std::vector<std::string> nodes;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const auto& g = reports[i];
+    policy::group_summary s;
+    s.id = static_cast<int>(i);
+    auto n = std::find(nodes.begin(), nodes.end(), g.node);
+    s.node = static_cast<int>(n - nodes.begin());
+    if (n == nodes.end()) nodes.push_back(g.node);
+    s.tp = g.tp;
+    s.draining = g.draining;
+    s.kv_free_tokens = g.kv_free_tokens;
+    s.step_s = g.step_s;
+    std::vector<policy::request_view> views;
+    double tau_sum = 0;
+    int block_len = 0;
+    for (const auto& r : g.requests) {
+      live_request lr;
+      lr.id = r.id;
+      lr.arrival_s = -r.age_s;
+      lr.deadline_s = r.to_deadline_s;
+      lr.tau = r.tau;
+      lr.tau_pinned = r.tau_pinned;
+      lr.tau_floor = r.tau_floor;
+      lr.progress = {r.prompt_len, r.gen_len, r.block_len, r.block, r.step_in_block, r.masks_left, r.next_refresh, false};
+      lr.group = s.id;
+      views.push_back(view_of(lr));
+      s.load.add(views.back().canvas_len());
+      s.active += r.active;
+      tau_sum += r.tau;
+      block_len = std::max(block_len, int{r.block_len});
+      if (policy::slack_s(views.back(), 0.0, q, g.step_s) < 0) s.at_risk = true;
+    }
+    if (!views.empty() && block_len > 0)
+      s.steps_per_block = std::max(1.0, block_len / q.tokens_per_step(tau_sum / static_cast<double>(views.size())));
+    in.groups.push_back(s);
+    in.requests.push_back(std::move(views));
+    in.names.push_back(g.group);
+  }
+  return in;
 }
 
 std::shared_ptr<const policy_context> make_policy_context(const runtime::scheduler_settings& s,

@@ -5,8 +5,10 @@
 // policies read from them, on its own clock. Nothing here decides anything.
 #include "gpu/canvas.hpp"
 #include "policies/group_step.hpp"
+#include "policies/migration.hpp"
 #include "policies/snapshot.hpp"
 #include "runtime/cluster_config.hpp"
+#include "runtime/messages.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -57,6 +59,18 @@ struct live_group {
 
 policy::group_snapshot snapshot_of(const live_group& g, double now_s, const std::vector<const live_request*>& active,
                                    const std::vector<const live_request*>& queued);
+
+/// The migration planner's input from the groups' reports, on the planner's clock with now = 0
+/// (each report's times are relative to its group's now). Index i of `groups`, `requests` and
+/// `names` is report i; `groups[i].id` is i.
+struct migration_input {
+  std::vector<policy::group_summary> groups;
+  std::vector<std::vector<policy::request_view>> requests;
+  std::vector<std::string> names;
+  std::vector<const std::vector<policy::request_view>*> request_lists() const;
+};
+
+migration_input migration_input_of(const std::vector<runtime::group_report>& reports, const policy::quality_model& q);
 
 /// What a node's groups decide with: the step-cost profile and quality curve the head sent,
 /// the knobs, and the SLO definition. Shared read-only by every group of the node.

@@ -64,7 +64,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   if (!port) {
     std::cerr << "dilaserve: error: cannot listen on " << cfg.head_host << ":" << want_port << " ("
               << sys.render(port.error()) << ")\n";
-    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
     return 1;
@@ -86,7 +86,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   } catch (const std::exception& e) {
     std::cerr << "dilaserve: error: " << e.what() << "\n";
     sys.middleman().unpublish(head.gate, *port);
-    for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
     return 1;
@@ -105,7 +105,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   } else {
     sys.middleman().unpublish(head.gate, *port);
   }
-  for (auto& a : {head.core, head.supervisor, head.reconfigurer}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  for (auto& a : {head.core, head.supervisor, head.reconfigurer, head.migrator}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(head.endpoint, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(head.gate, caf::exit_reason::user_shutdown);
   head = {};

@@ -40,6 +40,9 @@ struct request_state {
   int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
   std::vector<char> canvas;  // last snapshot; empty until the first refresh boundary
+  std::vector<char> kv_canvas;  // set while `canvas` is mid-block (a migration): its last refresh's canvas
+  int32_t migrations = 0;
+  json migration_log = json::array();  // the newest migrations_shown moves: from, to, how, why, step
   int32_t steps = 0;
   int32_t tokens = 0;
   int32_t streamed_blocks = 0;
@@ -56,6 +59,9 @@ struct request_state {
 
 using req_ptr = caf::stateful_actor<request_state>*;
 
+// Migrations listed per request in the directory; older ones still count in `migrations`.
+constexpr std::size_t migrations_shown = 16;
+
 double elapsed_ms(const request_state& st) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - st.arrival).count();
 }
@@ -63,7 +69,8 @@ double elapsed_ms(const request_state& st) {
 std::string details(const request_state& st) {
   json j{{"status", st.status}, {"tau", st.threshold},     {"tokens", st.tokens},
          {"gen_length", st.gen_length}, {"steps", st.steps}, {"node", st.node},
-         {"group", st.group}, {"moves", st.moves}};
+         {"group", st.group}, {"moves", st.moves}, {"migrations", st.migrations}};
+  if (!st.migration_log.empty()) j["migration_log"] = st.migration_log;
   if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
   j["arrival_unix_ms"] = st.arrival_unix_ms;
   j["tau_pinned"] = st.pinned;
@@ -97,6 +104,7 @@ rt::work_item make_item(req_ptr self) {
   w.deadline_ms = st.deadline_ms;
   w.gen_length = st.gen_length;
   w.canvas = st.canvas;
+  w.kv_canvas = st.kv_canvas;
   return w;
 }
 
@@ -237,6 +245,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         st.canvas = std::move(canvas);
+        st.kv_canvas.clear();
         st.steps = steps;
         st.tokens = tokens;
         if (st.journal) {
@@ -247,6 +256,36 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
           }
         }
         publish(self);
+      },
+      // The group it ran on let it go at a step boundary to migrate. A hand-over within one
+      // process needs nothing more (the destination tells us where it runs); otherwise it
+      // resumes on the destination from the canvas, like a re-placement but to that group.
+      [=](rt::migrate_atom, uint32_t epoch, rt::migration_handoff& h) {
+        if (!from_group(self)) return;
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        st.migrations += 1;
+        st.migration_log.push_back({{"from", h.from}, {"to", h.to}, {"how", h.how}, {"reason", h.reason},
+                                    {"step", h.step}});
+        if (st.migration_log.size() > migrations_shown) st.migration_log.erase(st.migration_log.begin());
+        rt::log_line("request-" + std::to_string(st.id), "migrates " + h.from + " -> " + h.to + " (" + h.how +
+                                                             ", " + h.reason + ") at step " + std::to_string(h.step));
+        if (h.how == "handover") {
+          publish(self);
+          return;
+        }
+        st.canvas = std::move(h.canvas);
+        st.kv_canvas = std::move(h.kv_canvas);
+        ++st.epoch;
+        ++st.moves;
+        st.status = "MIGRATING";
+        st.group.clear();
+        if (st.group_handle) self->demonitor(st.group_handle);
+        st.group_handle = nullptr;
+        publish(self);
+        auto item = make_item(self);
+        item.moved_from = h.from;
+        self->send(st.supervisor, rt::enqueue_atom::value, std::move(item), h.to);
       },
       // The group's policy state for this request, sent when its tau or next step kind changes.
       [=](rt::progress_atom, uint32_t epoch, const rt::request_progress& p) {

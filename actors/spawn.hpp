@@ -26,6 +26,7 @@ struct head_actors {
   caf::actor core;
   caf::actor supervisor;
   caf::actor reconfigurer;
+  caf::actor migrator;
   runtime::head_actor endpoint;  // the authenticated client endpoint
   runtime::gate_actor gate;      // the only published actor
   peer_registry_ptr peers;       // which remote nodes showed which credential
@@ -45,6 +46,10 @@ caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor core, runtime::en
 /// `cfg`: the nodes' initial layouts, the `reconfigure` settings and the scheduler's profile.
 caf::actor spawn_reconfigurer(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
                               runtime::cluster_config cfg = {});
+
+/// The live migration planner: calls policy::plan_migrations while the policy set migrates.
+caf::actor spawn_migrator(caf::actor_system& sys, caf::actor core, caf::actor supervisor,
+                          runtime::cluster_config cfg);
 
 /// One request's actor at the head: lifecycle, deadline, canvas snapshot, client answer.
 /// `peers` nullptr: it takes progress only from actors of its own process.

@@ -82,7 +82,7 @@ struct supervisor_state {
 
 using sup_ptr = caf::stateful_actor<supervisor_state>*;
 
-void place(sup_ptr self, rt::work_item item);
+void place(sup_ptr self, rt::work_item item, const std::string& target = {});
 
 constexpr auto pending_limit = std::chrono::seconds(120);
 
@@ -107,9 +107,14 @@ void flush_pending(sup_ptr self) {
   for (auto& item : items) place(self, std::move(item));
 }
 
-void place(sup_ptr self, rt::work_item item) {
+void place(sup_ptr self, rt::work_item item, const std::string& target) {
   auto& st = self->state;
-  auto* g = pick_group(st);
+  group_slot* g = nullptr;
+  // A migration names its destination; if that group is gone or draining, placement decides.
+  if (auto t = st.groups.find(target); !target.empty() && t != st.groups.end() && !t->second.draining)
+    g = &t->second;
+  else
+    g = pick_group(st);
   if (!g) {
     // Accepted work waits for a group (a node may be joining or regrouping), but not
     // forever: after pending_limit it ends with an explicit error.
@@ -323,6 +328,52 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (!local(self)) return;
         self->state.requests[item.request_id].actor = item.request;
         place(self, std::move(item));
+      },
+      // A migrating request resumes on the group its migration chose.
+      [=](rt::enqueue_atom, rt::work_item& item, const std::string& target) {
+        if (!local(self)) return;
+        self->state.requests[item.request_id].actor = item.request;
+        place(self, std::move(item), target);
+      },
+      // Move request `id` to group `to` (the endpoint checked the admin token, or the migration
+      // planner decided it): the order goes to the group it runs on, which answers.
+      [=](rt::migrate_atom, uint64_t id, const std::string& to, const std::string& at,
+          const std::string& reason) -> caf::result<std::string> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto& st = self->state;
+        auto fail = [](const std::string& why) { return json{{"ok", false}, {"error", why}}.dump(); };
+        auto r = st.requests.find(id);
+        if (r == st.requests.end()) return fail("no request " + std::to_string(id) + " in flight");
+        auto from = st.groups.find(r->second.group);
+        if (r->second.group.empty() || from == st.groups.end())
+          return fail("request " + std::to_string(id) + " is not on a group now (waiting or moving)");
+        // From here on a refusal also says where the request runs.
+        auto refuse = [&](const std::string& why) {
+          return json{{"ok", false}, {"error", why}, {"from", from->first}}.dump();
+        };
+        auto dst = st.groups.find(to);
+        if (dst == st.groups.end()) {
+          std::string list;
+          for (const auto& [name, g] : st.groups) list += (list.empty() ? "" : ", ") + name;
+          return refuse("no TP group '" + to + "' (live: " + list + ")");
+        }
+        if (dst->second.draining) return refuse("TP group '" + to + "' is being regrouped");
+        if (from == dst) return refuse("request " + std::to_string(id) + " already runs on " + to);
+        if (at != "any" && at != "boundary" && at != "mid-block")
+          return refuse("unknown step boundary '" + at + "' (any, boundary, mid-block)");
+        // Answered here, not by the group: a group busy with a step (or a node paused) must not
+        // hold the caller. A request that finishes before its boundary simply does not move.
+        self->send(from->second.info.handle, rt::migrate_atom::value,
+                   rt::migration_order{id, to, dst->second.info.handle, dst->second.info.degree, at, reason});
+        return json{{"ok", true}, {"request", id}, {"from", from->first}, {"to", to}, {"at", at}}.dump();
+      },
+      // The migration planner's list of groups and the policy they run.
+      [=](rt::groups_atom) -> caf::result<std::vector<rt::group_info>, std::string> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        std::vector<rt::group_info> out;
+        for (const auto& [name, g] : self->state.groups)
+          if (!g.draining) out.push_back(g.info);
+        return {std::move(out), self->state.policy};
       },
       [=](rt::placed_atom, uint64_t id, const std::string& group) {
         if (!local(self)) return;

@@ -46,6 +46,7 @@ struct queued_request {
   int64_t steps = 0;
   std::size_t streamed_chars = 0;
   int32_t streamed_blocks = 0;
+  std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
 };
 
 struct group_state {
@@ -92,6 +93,8 @@ struct group_state {
   double first_lowered_s = -1;
   double first_refused_s = -1;
   double backlog_s = 0;     // policy::backlog_s after the last controlled decision
+  double step_s = 0;          // the expected step time of the last decision
+  uint64_t migrations_in = 0, migrations_out = 0;
   static inline const char* name = "dls.tp_group";
 };
 
@@ -159,7 +162,8 @@ void report_load(group_ptr self) {
                        {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s},
                        {"backlog_s", st.backlog_s},     {"tau_ref", st.policy.thr.tau_max},
                        {"shed_grace", st.policy.sched.missed_grace},
-                       {"sheds", st.policy.refuse_overload && st.cost.has_value()}};
+                       {"sheds", st.policy.refuse_overload && st.cost.has_value()},
+                       {"migrations_in", st.migrations_in}, {"migrations_out", st.migrations_out}};
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
              static_cast<int32_t>(st.queue.size()), stats.dump());
 }
@@ -183,6 +187,59 @@ void remove(group_ptr self, uint64_t id) {
 
 void kick(group_ptr self);
 
+// The answer text of a canvas's completed blocks: what its earlier groups have streamed, so a
+// resumed request streams only what follows.
+std::size_t streamed_chars_of(const gpu::tokenizer& tok, const gpu::canvas& c) {
+  auto ids = c.answer();
+  const auto done = static_cast<std::size_t>(std::max(0, c.block_begin() - c.prompt_len));
+  if (!c.finished && ids.size() > done) ids.resize(done);
+  return tok.decode(ids).size();
+}
+
+// Queues a request this group admitted on its workers (fresh, resumed or handed over).
+queued_request& add_request(group_ptr self, rt::work_item item, const canvas_progress& progress) {
+  auto& st = self->state;
+  const auto& ctx = *st.setup.policy;
+  auto id = item.request_id;
+  queued_request q;
+  auto& lr = q.live;
+  lr.id = id;
+  lr.group = st.view.id;
+  lr.progress = progress;
+  lr.arrival_s = now_s(st) - item.age_ms / 1e3;
+  if (item.deadline_ms > 0)
+    lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
+  else if (ctx.cost && ctx.cost->supports(1))
+    lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
+                                           policy::with_step_overhead(*ctx.cost, 1, st.overhead_s), ctx.quality,
+                                           progress.prompt_len, progress.gen_len, progress.block_len,
+                                           ctx.knobs.tau_max);
+  else
+    lr.deadline_s = lr.arrival_s + no_deadline_s;
+  lr.tau = item.threshold;
+  lr.tau_pinned = item.threshold_pinned;
+  lr.tau_floor = item.min_threshold;
+  item.canvas.clear();
+  item.kv_canvas.clear();
+  q.meta = std::move(item);
+  auto& slot = st.queue[id] = std::move(q);
+  st.order.push_back(id);
+  st.waiting.push_back(&slot);
+  st.ledger.enter(view_of(slot.live), ctx.quality);
+  st.dirty = true;
+  return slot;
+}
+
+// The request's meta as the next group must see it: age, deadline and tau as they are now.
+rt::work_item meta_now(const group_state& st, const queued_request& q) {
+  auto item = q.meta;
+  const auto& lr = q.live;
+  item.age_ms = 1e3 * (now_s(st) - lr.arrival_s);
+  item.deadline_ms = 1e3 * (lr.deadline_s - lr.arrival_s);
+  item.threshold = lr.tau;
+  return item;
+}
+
 void finish_drain(group_ptr self) {
   auto& st = self->state;
   if (st.drained) return;
@@ -198,13 +255,8 @@ void finish_drain(group_ptr self) {
     for (auto& [id, bytes] : b.canvases) {
       auto it = st.queue.find(id);
       if (it == st.queue.end()) continue;
-      auto item = it->second.meta;
+      auto item = meta_now(st, it->second);
       item.canvas.assign(bytes.begin(), bytes.end());
-      // The next group sees the request's age, deadline and tau as they are now.
-      const auto& lr = it->second.live;
-      item.age_ms = 1e3 * (now_s(st) - lr.arrival_s);
-      item.deadline_ms = 1e3 * (lr.deadline_s - lr.arrival_s);
-      item.threshold = lr.tau;
       items.push_back(std::move(item));
     }
     st.queue.clear();
@@ -320,9 +372,124 @@ void tell_progress(group_ptr self, double now, double step_s, const std::vector<
   }
 }
 
+// Whether a request with a migration order is at the step boundary the order waits for.
+bool ready_to_leave(const queued_request& q) {
+  // "boundary" and "mid-block" wait for the request's first step: before it, moving it is
+  // moving its prompt.
+  const auto& at = q.leave->at;
+  const bool refresh_next = q.live.progress.next_refresh;
+  if (at == "boundary") return q.steps > 0 && refresh_next;
+  if (at == "mid-block") return q.steps > 0 && !refresh_next;
+  return true;
+}
+
+// The move of one request that has left this group's queue: every rank gives its slot up
+// (by ownership). Mid-block to a group of this process with the same degree the slots move
+// on as they are (no copy, nothing recomputed); otherwise the request actor gets the canvas,
+// and mid-block also the canvas of its last refresh, so the destination rebuilds the KV cache
+// exactly. Moving the KV cache itself to another process plugs in here (KV bytes beside the
+// canvas, imported instead of rebuilt).
+void depart(group_ptr self, queued_request q) {
+  auto& st = self->state;
+  const auto order = *q.leave;
+  const bool mid_block = !q.live.progress.next_refresh;
+  const bool same_process = order.to_handle && order.to_handle.node() == self->node();
+  const bool handover = mid_block && same_process && order.to_degree == static_cast<int32_t>(st.setup.workers.size());
+  const auto k = st.setup.workers.size();
+  auto held = std::make_shared<std::vector<held_slot_ptr>>(k);
+  auto left = std::make_shared<std::size_t>(k);
+  auto failed = std::make_shared<std::string>();
+  auto meta = meta_now(st, q);
+  auto moved = std::make_shared<queued_request>(std::move(q));
+  auto via_request_actor = [=](const std::string& why_not_handover) {
+    auto& st = self->state;
+    const auto& rank0 = (*held)[0];
+    rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps), {}, {}};
+    auto bytes = rank0->slot.c.to_bytes();
+    h.canvas.assign(bytes.begin(), bytes.end());
+    if (!rank0->slot.c.at_refresh_boundary()) {
+      if (!rank0->refresh_input) {
+        self->send(meta.request, rt::failed_atom::value, meta.epoch,
+                   std::string("lost during migration: no canvas of its last refresh"));
+        return;
+      }
+      auto kv = rank0->refresh_input->to_bytes();
+      h.kv_canvas.assign(kv.begin(), kv.end());
+      h.how = "rebuild";
+    }
+    if (!why_not_handover.empty()) h.reason += " (" + why_not_handover + ")";
+    st.migrations_out += 1;
+    self->send(meta.request, rt::migrate_atom::value, meta.epoch, h);
+    report_load(self);
+  };
+  auto all_released = [=] {
+    auto& st = self->state;
+    if (!failed->empty()) {
+      self->send(meta.request, rt::failed_atom::value, meta.epoch, "lost during migration: " + *failed);
+      return;
+    }
+    if (!handover) {
+      via_request_actor("");
+      return;
+    }
+    group_handover h;
+    h.meta = meta;
+    h.slots = *held;
+    h.progress = moved->live.progress;
+    h.committed = moved->committed;
+    h.steps = moved->steps;
+    h.streamed_chars = moved->streamed_chars;
+    h.streamed_blocks = moved->streamed_blocks;
+    h.from = st.setup.name;
+    self->request(order.to_handle, std::chrono::seconds(10), handover_atom::value, std::move(h))
+        .then(
+            [=](bool) {
+              auto& st = self->state;
+              st.migrations_out += 1;
+              rt::migration_handoff note{st.setup.name, order.to, "handover", order.reason,
+                                         static_cast<int32_t>(moved->steps), {}, {}};
+              self->send(meta.request, rt::migrate_atom::value, meta.epoch, note);
+              report_load(self);
+            },
+            // The destination went away: the request goes on from its canvas through its actor.
+            [=](caf::error& e) { via_request_actor("hand-over refused: " + to_string(e)); });
+  };
+  for (std::size_t r = 0; r < k; ++r)
+    self->request(st.setup.workers[r], step_timeout, release_atom::value, moved->meta.request_id)
+        .then(
+            [=](held_slot_ptr& p) {
+              (*held)[r] = std::move(p);
+              if (--*left == 0) all_released();
+            },
+            [=](caf::error& e) {
+              if (failed->empty()) *failed = to_string(e);
+              if (--*left == 0) all_released();
+            });
+}
+
+// Takes the requests whose migration is due out of the queue, between two steps.
+void start_migrations(group_ptr self) {
+  auto& st = self->state;
+  std::vector<uint64_t> due;
+  for (auto& [id, q] : st.queue)
+    if (q.leave && ready_to_leave(q)) due.push_back(id);
+  for (auto id : due) {
+    auto it = st.queue.find(id);
+    st.ledger.leave(view_of(it->second.live), st.setup.policy->quality);
+    queued_request q = std::move(it->second);
+    for (auto* list : {&st.running, &st.waiting})
+      list->erase(std::remove(list->begin(), list->end(), &it->second), list->end());
+    st.queue.erase(it);
+    st.order.erase(std::remove(st.order.begin(), st.order.end(), id), st.order.end());
+    st.dirty = true;
+    depart(self, std::move(q));
+  }
+}
+
 void run_step(group_ptr self) {
   auto& st = self->state;
   if (st.stepping) return;
+  if (!st.draining) start_migrations(self);
   const auto& ctx = *st.setup.policy;
   auto t_policy = clock_type::now();
   const double cpu_policy = thread_cpu_s();
@@ -382,6 +549,7 @@ void run_step(group_ptr self) {
     st.last_control_s = now;
   }
   st.view.tau_cap = d.tau_cap;
+  st.step_s = d.step_s;
   // Refusals change the load the taus were chosen for: the next decision controls again.
   if (!d.admitted.empty() || !d.refused.empty()) st.dirty = true;
   // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
@@ -499,6 +667,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         std::string bytes;
         std::string problem;
         canvas_progress progress;
+        std::string kv_bytes;
+        std::size_t streamed = 0;
         try {
           gpu::canvas c;
           if (item.canvas.empty()) {
@@ -512,7 +682,14 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
             c = gpu::canvas::start(prompt, p, cfg.mask_id, cfg.eos_id);
           } else {
             c = gpu::canvas::from_bytes(std::string(item.canvas.begin(), item.canvas.end()));
-            if (!c.at_refresh_boundary()) throw std::invalid_argument("canvas is not at a refresh boundary");
+            if (!item.kv_canvas.empty()) {
+              auto source = gpu::canvas::from_bytes(std::string(item.kv_canvas.begin(), item.kv_canvas.end()));
+              if (auto why = gpu::rebuild_problem(c, source); !why.empty()) throw std::invalid_argument(why);
+              kv_bytes = source.to_bytes();
+            } else if (!c.at_refresh_boundary()) {
+              throw std::invalid_argument("canvas is not at a refresh boundary");
+            }
+            streamed = streamed_chars_of(*st.setup.tokenizer, c);
           }
           bytes = c.to_bytes();
           progress = progress_of(c);
@@ -524,38 +701,20 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           return true;
         }
         // A first placement from the prompt may be refused under overload; a request that
-        // already ran somewhere (resumed or re-placed) is accepted work and never is.
-        const bool first_placement = item.canvas.empty() && item.epoch == 0;
-        for (auto& w : st.setup.workers) self->send(w, admit_atom::value, item.request_id, bytes);
+        // already ran somewhere (resumed, re-placed or moved) is accepted work and never is.
+        const bool first_placement = item.canvas.empty() && item.epoch == 0 && item.moved_from.empty();
+        for (auto& w : st.setup.workers) {
+          if (kv_bytes.empty())
+            self->send(w, admit_atom::value, item.request_id, bytes);
+          else
+            self->send(w, admit_atom::value, item.request_id, bytes, kv_bytes);
+        }
         self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
-        item.canvas.clear();
-        auto id = item.request_id;
-        queued_request q;
-        const auto& ctx = *st.setup.policy;
-        auto& lr = q.live;
-        lr.id = id;
-        lr.group = st.view.id;
-        lr.progress = progress;
-        lr.arrival_s = now_s(st) - item.age_ms / 1e3;
-        if (item.deadline_ms > 0)
-          lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
-        else if (ctx.cost && ctx.cost->supports(1))
-          lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
-                                                 policy::with_step_overhead(*ctx.cost, 1, st.overhead_s), ctx.quality,
-                                                 progress.prompt_len, progress.gen_len, progress.block_len,
-                                                 ctx.knobs.tau_max);
-        else
-          lr.deadline_s = lr.arrival_s + no_deadline_s;
-        lr.tau = item.threshold;
-        lr.tau_pinned = item.threshold_pinned;
-        lr.tau_floor = item.min_threshold;
-        q.meta = std::move(item);
-        st.queue[id] = std::move(q);
-        st.order.push_back(id);
-        st.waiting.push_back(&st.queue[id]);
-        st.ledger.enter(view_of(st.queue[id].live), ctx.quality);
-        if (first_placement) st.fresh.push_back(id);
-        st.dirty = true;
+        if (!item.moved_from.empty()) st.migrations_in += 1;
+        auto& q = add_request(self, std::move(item), progress);
+        if (first_placement) st.fresh.push_back(q.live.id);
+        q.streamed_chars = streamed;
+        q.streamed_blocks = progress.block;
         report_load(self);
         kick(self);
         return true;
@@ -578,6 +737,70 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         set_policy(self->state, name);
         self->state.dirty = true;
         report_load(self);
+      },
+      // An order to move a request (the supervisor, for `dilaserve migrate` or the planner).
+      [=](rt::migrate_atom, rt::migration_order& o) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
+        auto& st = self->state;
+        auto it = st.queue.find(o.request_id);
+        if (it == st.queue.end() || st.draining) {
+          // It finished (or this group is being regrouped, which moves it anyway).
+          rt::log_line(st.setup.name, "migration of request " + std::to_string(o.request_id) + " to " + o.to +
+                                          " dropped: not queued here");
+          return;
+        }
+        it->second.leave = std::move(o);
+        kick(self);
+      },
+      // A request handed over mid-block by a group of this process: its slots move in as
+      // they are, rank by rank.
+      [=](handover_atom, group_handover& h) -> caf::result<bool> {
+        if (!sender_is_local(self, "tp_group")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        auto& st = self->state;
+        if (st.draining || st.drained || h.slots.size() != st.setup.workers.size())
+          return caf::make_error(caf::sec::request_receiver_down);
+        const auto id = h.meta.request_id;
+        for (std::size_t r = 0; r < h.slots.size(); ++r) self->send(st.setup.workers[r], adopt_atom::value, id, h.slots[r]);
+        self->send(h.meta.request, rt::placed_atom::value, h.meta.epoch, st.setup.node, st.setup.name);
+        st.migrations_in += 1;
+        auto& q = add_request(self, std::move(h.meta), h.progress);
+        q.committed = h.committed;
+        q.steps = h.steps;
+        q.streamed_chars = h.streamed_chars;
+        q.streamed_blocks = h.streamed_blocks;
+        report_load(self);
+        kick(self);
+        return true;
+      },
+      // The migration planner's view of this group; building it counts as decision time.
+      [=](rt::view_atom) -> caf::result<rt::group_report> {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group"))
+          return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
+        auto& st = self->state;
+        const auto t0 = clock_type::now();
+        const double cpu0 = thread_cpu_s();
+        const double now = now_s(st);
+        rt::group_report g;
+        g.group = st.setup.name;
+        g.node = st.setup.node;
+        g.tp = st.view.tp;
+        g.draining = st.draining;
+        g.step_s = st.step_s;
+        g.max_active = st.policy.max_active;
+        double held = 0;
+        for (auto id : st.order) {
+          const auto& q = st.queue[id];
+          if (q.leave) continue;  // already on its way out
+          const auto& p = q.live.progress;
+          g.requests.push_back({id, now - q.live.arrival_s, q.live.deadline_s - now, q.live.tau, q.live.tau_pinned,
+                                q.live.tau_floor, p.prompt_len, p.gen_len, p.block_len, p.block, p.step_in_block,
+                                p.masks_left, p.next_refresh, q.active});
+          if (q.active) held += p.prompt_len + p.gen_len;
+        }
+        g.kv_free_tokens = std::max(0.0, st.view.kv_capacity_tokens - held);
+        st.policy_seconds += std::chrono::duration<double>(clock_type::now() - t0).count();
+        st.policy_cpu_seconds += thread_cpu_s() - cpu0;
+        return g;
       },
       [=](rt::drain_atom) -> caf::result<caf::message> {
         if (!sender_is_local(self, "tp_group")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));

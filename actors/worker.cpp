@@ -28,6 +28,9 @@ struct worker_state {
   std::unique_ptr<gpu::allreduce> endpoint;
   std::unique_ptr<gpu::engine> engine;
   std::map<uint64_t, gpu::request_slot> slots;
+  // The canvas each slot's last refresh ran on: a migration mid-block without the KV cache
+  // rebuilds the cache from it (a copy of the token ids per refresh).
+  std::map<uint64_t, gpu::canvas> refresh_input;
   static inline const char* name = "dls.worker";
 };
 
@@ -43,6 +46,7 @@ step_result run_step(worker_state& st, const step_order& order) {
       return out;
     }
     batch.push_back(&it->second);
+    if (!it->second.c.finished && it->second.c.at_refresh_boundary()) st.refresh_input.insert_or_assign(id, it->second.c);
   }
   if (!st.engine) {
     out.error = st.who + ": not configured";
@@ -108,6 +112,39 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const device_pool> devices
         auto& st = self->state;
         // The group validated the canvas before admitting it anywhere.
         st.slots.insert_or_assign(id, st.engine->admit(gpu::canvas::from_bytes(bytes)));
+        st.refresh_input.erase(id);
+      },
+      // A canvas that moved mid-block without its KV cache: one forward over the canvas of its
+      // last refresh rebuilds the cache (every rank of the group at the same point of its
+      // mailbox, so the all-reduce of that forward pairs up).
+      [=](admit_atom, uint64_t id, const std::string& bytes, const std::string& kv_source) {
+        if (!sender_is_local(self, "worker")) return;
+        auto& st = self->state;
+        auto source = gpu::canvas::from_bytes(kv_source);
+        st.slots.insert_or_assign(id, st.engine->admit_rebuilt(gpu::canvas::from_bytes(bytes), source));
+        st.refresh_input.insert_or_assign(id, std::move(source));
+      },
+      // Gives a slot up for a migration, by ownership (no copy of the KV cache).
+      [=](release_atom, uint64_t id) -> caf::result<held_slot_ptr> {
+        if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        auto& st = self->state;
+        auto it = st.slots.find(id);
+        if (it == st.slots.end())
+          return caf::make_error(caf::sec::runtime_error, st.who + ": request " + std::to_string(id) + " is not here");
+        auto held = std::make_shared<held_slot>();
+        held->slot = std::move(it->second);
+        st.slots.erase(it);
+        if (auto r = st.refresh_input.find(id); r != st.refresh_input.end()) {
+          held->refresh_input = std::move(r->second);
+          st.refresh_input.erase(r);
+        }
+        return held;
+      },
+      [=](adopt_atom, uint64_t id, const held_slot_ptr& held) {
+        if (!sender_is_local(self, "worker") || !held) return;
+        auto& st = self->state;
+        st.slots.insert_or_assign(id, std::move(held->slot));
+        if (held->refresh_input) st.refresh_input.insert_or_assign(id, std::move(*held->refresh_input));
       },
       [=](step_atom, const step_order& order) -> caf::result<step_result> {
         if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
@@ -115,7 +152,10 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const device_pool> devices
       },
       [=](drop_atom, const step_order& order) {
         if (!sender_is_local(self, "worker")) return;
-        for (auto id : order.ids) self->state.slots.erase(id);
+        for (auto id : order.ids) {
+          self->state.slots.erase(id);
+          self->state.refresh_input.erase(id);
+        }
       },
       [=](evict_atom, const step_order& order) -> caf::result<canvas_bundle> {
         if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
@@ -125,6 +165,7 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const device_pool> devices
           if (it == self->state.slots.end()) continue;
           out.canvases.emplace_back(id, it->second.c.to_bytes());
           self->state.slots.erase(it);
+          self->state.refresh_input.erase(id);
         }
         return out;
       },

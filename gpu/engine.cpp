@@ -13,6 +13,29 @@ engine::engine(std::unique_ptr<backend> b) : backend_(std::move(b)) {
 
 request_slot engine::admit(canvas c) { return request_slot{std::move(c), backend_->make_cache()}; }
 
+std::string rebuild_problem(const canvas& c, const canvas& kv_source) {
+  if (c.finished || c.at_refresh_boundary()) return "only a canvas mid-block needs its cache rebuilt";
+  if (!kv_source.at_refresh_boundary() || kv_source.finished)
+    return "the cache source canvas is not at a refresh boundary";
+  if (kv_source.length() != c.length() || kv_source.prompt_len != c.prompt_len || kv_source.block != c.block ||
+      kv_source.steps > c.steps || kv_source.params.block_length != c.params.block_length ||
+      kv_source.params.cache != c.params.cache)
+    return "the cache source canvas is not an earlier state of the same block";
+  return {};
+}
+
+request_slot engine::admit_rebuilt(canvas c, const canvas& kv_source) {
+  if (auto why = rebuild_problem(c, kv_source); !why.empty()) throw std::invalid_argument(why);
+  request_slot s{std::move(c), backend_->make_cache()};
+  step_plan plan = kv_source.next_step();
+  plan.layer1 = backend_->layers();
+  // The refresh's proposals are not applied: only the cache it leaves behind is wanted.
+  std::vector<forward_item> items{{&kv_source, plan, s.cache.get()}};
+  std::vector<std::vector<row_proposal>> unused;
+  backend_->forward(items, unused);
+  return s;
+}
+
 std::vector<step_report> engine::step(const std::vector<request_slot*>& batch, const std::vector<int>& layer_limits) {
   if (!layer_limits.empty() && layer_limits.size() != batch.size())
     throw std::invalid_argument("engine::step: " + std::to_string(layer_limits.size()) + " layer limits for " +

@@ -7,6 +7,7 @@
 #include "gpu/canvas.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace dls::gpu {
@@ -37,6 +38,11 @@ class engine {
 
   /// Wraps a canvas with a fresh cache from this engine's backend.
   request_slot admit(canvas c);
+  /// Wraps `c` with a cache rebuilt by one forward over `kv_source`, the canvas its last
+  /// refresh ran on: the rows a reuse step does not recompute then hold exactly what they held
+  /// where the request came from, so a canvas moved mid-block decodes the tokens it would
+  /// have decoded there. Throws std::invalid_argument when `kv_source` cannot be that canvas.
+  request_slot admit_rebuilt(canvas c, const canvas& kv_source);
   /// One step for every unfinished slot in `batch`; reports are in batch order. With
   /// `layer_limits` (one per slot, 0: no limit), a slot whose next step is a refresh runs at
   /// most that many of its remaining layers (a layer-split refresh); it commits when a step
@@ -48,6 +54,9 @@ class engine {
   std::vector<forward_item> items_;
   std::vector<std::vector<row_proposal>> proposals_;
 };
+
+/// Why `kv_source` cannot rebuild the cache of `c` (see engine::admit_rebuilt); empty when it can.
+std::string rebuild_problem(const canvas& c, const canvas& kv_source);
 
 /// Decodes every slot to completion in batches of at most `max_batch`, stepping the
 /// unfinished ones together. Returns the number of batched steps run.

@@ -16,6 +16,10 @@ void add_message_types(caf::actor_system_config& cfg) {
       .add_message_type<run_result>("dls_run_result")
       .add_message_type<regroup_spec>("dls_regroup_spec")
       .add_message_type<request_progress>("dls_request_progress")
+      .add_message_type<migration_order>("dls_migration_order")
+      .add_message_type<migration_handoff>("dls_migration_handoff")
+      .add_message_type<request_report>("dls_request_report")
+      .add_message_type<group_report>("dls_group_report")
       .add_message_type<client_reply>("dls_client_reply")
       .add_message_type<head_actor>("dls_head_actor")
       .add_message_type<gate_actor>("dls_gate_actor");

@@ -53,6 +53,8 @@ using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
+using migrate_atom = caf::atom_constant<caf::atom("migrate")>;
+using view_atom = caf::atom_constant<caf::atom("view")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -246,12 +248,101 @@ struct work_item {
   double min_threshold = 0;       // the controller's floor for this request's τ
   double age_ms = 0;              // since arrival, when sent (clocks of two hosts never mix)
   double deadline_ms = 0;         // after arrival; 0: the group derives it from the profile
+  /// Set when `canvas` is mid-block (a migration without its KV cache): the canvas its last
+  /// refresh ran on, from which the destination rebuilds the cache exactly.
+  std::vector<char> kv_canvas;
+  std::string moved_from;         // the group it migrates from; empty for any other placement
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
-           x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms);
+           x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
+           x.kv_canvas, x.moved_from);
+}
+
+// -- migration -------------------------------------------------------------------------
+
+/// Move one request to another TP group at a step boundary of its group: `at` is "any" (the
+/// next one), "boundary" (the next one before a refresh: only the canvas moves) or
+/// "mid-block" (the next one before a reuse step: the KV cache moves or is rebuilt).
+struct migration_order {
+  uint64_t request_id = 0;
+  std::string to;          // destination group name
+  caf::actor to_handle;
+  int32_t to_degree = 1;
+  std::string at = "any";
+  std::string reason;      // "admin" or the policy that decided it
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, migration_order& x) {
+  return f(caf::meta::type_name("dls_migration_order"), x.request_id, x.to, x.to_handle, x.to_degree, x.at,
+           x.reason);
+}
+
+/// What a group hands its request actor when the request leaves it: the canvas, and for a
+/// move mid-block across processes the canvas of its last refresh (the destination rebuilds
+/// the KV cache from it). `how`: canvas (at a refresh boundary), rebuild, or handover (within
+/// one process: the KV cache moved by ownership, nothing to re-place).
+struct migration_handoff {
+  std::string from;
+  std::string to;
+  std::string how;
+  std::string reason;
+  int32_t step = 0;
+  std::vector<char> canvas;
+  std::vector<char> kv_canvas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, migration_handoff& x) {
+  return f(caf::meta::type_name("dls_migration_handoff"), x.from, x.to, x.how, x.reason, x.step, x.canvas,
+           x.kv_canvas);
+}
+
+/// One request as a group reports it to the migration planner, in seconds relative to the
+/// group's now (clocks of two hosts never mix).
+struct request_report {
+  uint64_t id = 0;
+  double age_s = 0;
+  double to_deadline_s = 0;
+  double tau = 0.9;
+  bool tau_pinned = false;
+  double tau_floor = 0;
+  int32_t prompt_len = 0;
+  int32_t gen_len = 0;
+  int32_t block_len = 0;
+  int32_t block = 0;
+  int32_t step_in_block = 0;
+  int32_t masks_left = 0;
+  bool next_refresh = true;
+  bool active = false;     // admitted (in the step candidates), else still queued there
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, request_report& x) {
+  return f(caf::meta::type_name("dls_request_report"), x.id, x.age_s, x.to_deadline_s, x.tau, x.tau_pinned,
+           x.tau_floor, x.prompt_len, x.gen_len, x.block_len, x.block, x.step_in_block, x.masks_left,
+           x.next_refresh, x.active);
+}
+
+/// A group's state for the migration planner.
+struct group_report {
+  std::string group;
+  std::string node;
+  int32_t tp = 1;
+  bool draining = false;
+  double step_s = 0;           // the expected step time of its last decision
+  double kv_free_tokens = 0;
+  int32_t max_active = 0;
+  std::vector<request_report> requests;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_report& x) {
+  return f(caf::meta::type_name("dls_group_report"), x.group, x.node, x.tp, x.draining, x.step_s,
+           x.kv_free_tokens, x.max_active, x.requests);
 }
 
 /// Progress a group reports for one request when it finishes.
@@ -309,6 +400,9 @@ using head_actor = caf::typed_actor<
     caf::replies_to<await_atom>::with<std::string>,
     caf::replies_to<shutdown_atom, std::string>::with<std::string>,               // + the admin token
     caf::replies_to<policy_atom, std::string, std::string>::with<std::string>,    // name + the admin token
+    // Moves request ID to group TO at the next step boundary of kind AT (migration_order);
+    // + the admin token. Answers JSON {ok, error | from, to, at}.
+    caf::replies_to<migrate_atom, uint64_t, std::string, std::string, std::string>::with<std::string>,
     // Withdraws the sender's own request `tag` (a client that went away): it ends with
     // the error "cancelled by the client" and leaves its group's batch.
     caf::reacts_to<cancel_atom, uint64_t>>;

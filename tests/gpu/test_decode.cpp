@@ -101,6 +101,65 @@ BOOST_AUTO_TEST_CASE(serialized_mid_decode_canvas_resumes_identically) {
   }
 }
 
+// A canvas moved mid-block without its KV cache: the destination rebuilds the cache with one
+// forward over the canvas the last refresh ran on, and decodes exactly the tokens the request
+// would have decoded where it was. Rebuilding from the current canvas instead (a plain
+// recompute) gives the cached rows a context the source never had: the tokens the block
+// committed since its refresh. Both are run; only the first must match, the second's mismatches
+// are counted (docs/runtime.md, "Migration").
+BOOST_AUTO_TEST_CASE(mid_block_cache_rebuilt_from_the_last_refresh_resumes_identically) {
+  int moves = 0, recompute_differs = 0;
+  for (auto cache : {cache_mode::prefix, cache_mode::dual}) {
+    for (int interval : {0, 3}) {
+      for (int salt = 0; salt < 6; ++salt) {
+        engine e(make_cpu_backend(small_model()));
+        auto p = params(commit_rule::quota, cache, 24, 8);
+        p.refresh_interval = interval;
+        auto whole = run(e, canvas::start(prompt(7 + salt, salt), p, 1, 0));
+        for (int stop_after : {2, 5, 10, 13}) {
+          auto s = e.admit(canvas::start(prompt(7 + salt, salt), p, 1, 0));
+          canvas last_refresh = s.c;
+          for (int k = 0; k < stop_after && !s.c.finished; ++k) {
+            if (s.c.at_refresh_boundary()) last_refresh = s.c;
+            e.step({&s});
+          }
+          if (s.c.finished || s.c.at_refresh_boundary()) continue;
+          ++moves;
+          engine other(make_cpu_backend(small_model()));
+          auto t = other.admit_rebuilt(canvas::from_bytes(s.c.to_bytes()), last_refresh);
+          while (!t.c.finished) other.step({&t});
+          BOOST_TEST((t.c.ids == whole.ids));
+          BOOST_TEST(t.c.steps == whole.steps);
+          // The plain recompute: the same forward over the current canvas.
+          auto u = other.admit(canvas::from_bytes(s.c.to_bytes()));
+          auto current = u.c;
+          current.step_in_block = 0;  // plan it as a refresh of the canvas as it is now
+          step_plan plan = current.next_step();
+          plan.layer1 = other.device().layers();
+          std::vector<std::vector<row_proposal>> unused;
+          other.device().forward({{&current, plan, u.cache.get()}}, unused);
+          while (!u.c.finished) other.step({&u});
+          recompute_differs += u.c.ids != whole.ids;
+        }
+      }
+    }
+  }
+  BOOST_TEST(moves > 40);
+  BOOST_TEST_MESSAGE("mid-block moves: " << moves << "; a plain recompute changed the answer of "
+                                         << recompute_differs);
+  // The cache source must be a refresh point of the same block.
+  engine e(make_cpu_backend(small_model()));
+  auto p = params(commit_rule::quota, cache_mode::dual, 16, 8);
+  auto s = e.admit(canvas::start(prompt(5, 1), p, 1, 0));
+  auto start = s.c;
+  e.step({&s});
+  BOOST_CHECK_THROW(e.admit_rebuilt(start, start), std::invalid_argument);  // not mid-block
+  BOOST_CHECK_THROW(e.admit_rebuilt(s.c, s.c), std::invalid_argument);      // not a refresh point
+  auto other = canvas::start(prompt(6, 1), p, 1, 0);
+  BOOST_CHECK_THROW(e.admit_rebuilt(s.c, other), std::invalid_argument);    // another canvas
+  BOOST_CHECK_NO_THROW(e.admit_rebuilt(s.c, start));
+}
+
 BOOST_AUTO_TEST_CASE(batched_steps_with_mixed_kinds_and_lengths_equal_single_runs) {
   engine e(make_cpu_backend(small_model()));
   std::vector<request_slot> slots;

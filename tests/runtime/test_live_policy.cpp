@@ -355,3 +355,72 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   BOOST_TEST(bad_profile.find("scheduler.profile") != std::string::npos, bad_profile);
   BOOST_TEST(bad_profile.find('\n') == std::string::npos);
 }
+
+// The migration planner's adapter: group reports (times relative to each group's now) become
+// the summaries and views plan_migrations reads, and under the `migration` set's balance mode a
+// backlog on one group moves to the idle one, queued requests (a canvas move) first.
+BOOST_AUTO_TEST_CASE(migration_adapter_feeds_plan_migrations_what_the_groups_reported) {
+  auto report = [](const std::string& group, const std::string& node, int requests) {
+    rt::group_report g;
+    g.group = group;
+    g.node = node;
+    g.tp = 1;
+    g.step_s = 2e-3;
+    g.kv_free_tokens = 1e6;
+    g.max_active = 64;
+    for (int i = 0; i < requests; ++i) {
+      rt::request_report r;
+      r.id = static_cast<uint64_t>(100 * (node == "n1") + i + 1);
+      r.age_s = 0.5;
+      r.to_deadline_s = 10.0;
+      r.tau = 0.9;
+      r.prompt_len = 4;
+      r.gen_len = 16;
+      r.block_len = 8;
+      r.block = i < 4 ? 1 : 0;
+      r.step_in_block = i < 4 ? 2 : 0;
+      r.masks_left = i < 4 ? 5 : 8;
+      r.next_refresh = i >= 4;
+      r.active = i < 4;
+      g.requests.push_back(r);
+    }
+    return g;
+  };
+  const auto q = quality();
+  auto in = act::migration_input_of({report("n0/g0", "n0", 12), report("n1/g0", "n1", 0)}, q);
+  BOOST_REQUIRE_EQUAL(in.groups.size(), 2u);
+  BOOST_TEST(in.names[0] == "n0/g0");
+  BOOST_TEST(in.groups[0].id == 0);
+  BOOST_TEST(in.groups[1].node == 1);
+  BOOST_TEST(in.groups[0].load.requests == 12.0);
+  BOOST_TEST(in.groups[0].active == 4);
+  BOOST_TEST(!in.groups[0].at_risk);
+  BOOST_REQUIRE_EQUAL(in.requests[0].size(), 12u);
+  const auto& v = in.requests[0][0];
+  BOOST_TEST(v.arrival_s == -0.5);
+  BOOST_TEST(v.deadline_s == 10.0);
+  BOOST_TEST(v.blocks_done == 1);
+  BOOST_TEST(v.masks_left_in_block == 5);
+  BOOST_TEST((v.next_kind == pol::step_kind::reuse));
+
+  pol::migration_config cfg;
+  cfg.mode = pol::make_policy_set("migration").migration;
+  BOOST_TEST((cfg.mode == pol::migration_mode::balance));
+  const auto m = cost();
+  auto moves = pol::plan_migrations(in.groups, in.request_lists(), 0.0, m, q, cfg, pol::link_params{});
+  BOOST_REQUIRE(!moves.empty());
+  for (const auto& mv : moves) {
+    BOOST_TEST(mv.from == 0);
+    BOOST_TEST(mv.to == 1);
+  }
+  for (const auto& mv : moves) BOOST_TEST(!mv.cost.kv_moved);  // 0.5 MiB per token: never cheaper here
+  // static and deadline leave migration off.
+  BOOST_TEST((pol::make_policy_set("static").migration == pol::migration_mode::none));
+  BOOST_TEST((pol::make_policy_set("deadline").migration == pol::migration_mode::none));
+  BOOST_TEST((pol::make_policy_set("dilaserve").migration == pol::migration_mode::deadline));
+
+  // A request that misses at its group's step time marks the group at risk (deadline mode's trigger).
+  auto late = report("n0/g0", "n0", 1);
+  late.requests[0].to_deadline_s = 1e-3;
+  BOOST_TEST(act::migration_input_of({late}, q).groups[0].at_risk);
+}
