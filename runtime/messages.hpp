@@ -52,6 +52,7 @@ using bench_atom = caf::atom_constant<caf::atom("bench")>;
 using policy_atom = caf::atom_constant<caf::atom("policy")>;
 using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using ucx_atom = caf::atom_constant<caf::atom("ucx")>;  // a node's UCX worker address: register, look up
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -75,6 +76,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
            x.tau_min, x.tau_step, x.accuracy_budget, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {
+  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.timeout_ms);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -107,12 +113,13 @@ struct join_reply {
   caf::actor supervisor;  // groups report their queued work here
   uint32_t incarnation = 1;  // how many times this node name has joined (names stay unique)
   scheduler_settings scheduler;  // the policy at join time, with the profile and quality text
+  ucx_config ucx;                // the data plane every node starts
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
-           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler);
+           x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler, x.ucx);
 }
 
 // -- directory -------------------------------------------------------------------------
