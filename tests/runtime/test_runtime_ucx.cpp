@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(a_transport_this_host_lacks_is_named) {
 }
 
 BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
-  const std::string base = "name: t\nauth: {token: ucx-test-token}\nnodes: [{name: n0, devices: {kind: cpu, count: 1}, groups: [1]}]\n"
+  const std::string base = "name: t\nauth: {token: ucx-test-token}\nhead: {host: 127.0.0.1, port: 0}\nnodes: [{name: n0, devices: {kind: cpu, count: 1}, groups: [1]}]\n"
                            "model: {path: /tmp}\n";
   auto cfg = rt::parse_cluster_config(base + "ucx: {tls: 'shm,cma,tcp', net_devices: lo, rndv_threshold_bytes: 4096, timeout_ms: 500}\n",
                                       "t.yaml", "/tmp");
