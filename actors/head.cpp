@@ -33,6 +33,7 @@ struct node_entry {
   bool ready = false;              // workers and groups registered
   uint64_t dir_id = 0;
   uint32_t joins = 0;
+  std::string ucx_address;  // its UCX worker address, registered after the join
   clock_type::time_point last_beat;
 };
 
@@ -209,6 +210,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         n.state = "ALIVE";
         n.reason.clear();
         n.ready = false;
+        n.ucx_address.clear();
         n.last_beat = clock_type::now();
         ++n.joins;
         log_change(self, "join", [&](rt::head_journal& j) { j.joined(n.name, n.joins); });
@@ -235,6 +237,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         r.incarnation = n.joins;
         r.scheduler = st.cfg.scheduler;
         r.head_grace_ms = st.cfg.head_grace_ms;
+        r.ucx = st.cfg.ucx;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at
@@ -262,6 +265,31 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         self->send(st.supervisor, rt::groups_atom::value, node, groups);
         answer_waiters(st);
         return caf::make_message(groups);
+      },
+      // The data plane's directory: a node registers its UCX worker address once UCX runs, and
+      // a node looks up a peer's before it sends that peer a buffer.
+      [=](rt::ucx_atom, const std::string& node, const std::string& address) -> caf::result<bool> {
+        auto& st = self->state;
+        auto it = st.nodes.find(node);
+        if (it == st.nodes.end() || it->second.state != "ALIVE" || !from_agent_of(self, it->second)) return refused();
+        it->second.ucx_address = address;
+        if (auto* row = st.dir.find(it->second.dir_id)) {
+          auto d = json::parse(row->details, nullptr, false);
+          if (d.is_object()) {
+            d["ucx"] = {{"tls", st.cfg.ucx.tls}, {"address_bytes", address.size()}};
+            st.dir.update(it->second.dir_id, "", d.dump());
+          }
+        }
+        return true;
+      },
+      [=](rt::ucx_atom, const std::string& node) -> caf::result<std::string> {
+        auto& st = self->state;
+        // Any actor of a joined node (a group or worker about to move a cache) may ask.
+        if (!sender_is_local(self) && !sender_may(self, *st.peers, role_node, "head")) return refused();
+        auto it = st.nodes.find(node);
+        if (it == st.nodes.end() || it->second.state != "ALIVE" || it->second.ucx_address.empty())
+          return caf::make_error(caf::sec::runtime_error, "node '" + node + "' has no UCX address (not joined, or dead)");
+        return it->second.ucx_address;
       },
       [=](rt::register_atom, rt::actor_info& row) -> caf::result<uint64_t> {
         if (!from_head(self)) return refused();

@@ -36,6 +36,7 @@ struct agent_state {
   std::shared_ptr<const gpu::tokenizer> tokenizer;
   std::shared_ptr<const policy_context> policy;
   std::shared_ptr<const device_pool> devices;
+  std::shared_ptr<rt::ucx_transport> ucx;  // the one UCX context and worker of this process
   std::vector<caf::actor> workers;
   std::vector<live_group> groups;
   int next_group = 0;
@@ -83,6 +84,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.supervisor = st.info.supervisor;
     g.head_node = st.info.head ? st.info.head.node() : caf::node_id{};
     g.policy = st.policy;
+    g.ucx = st.ucx;
     rt::group_info info;
     info.name = g.name;
     info.node = st.node;
@@ -128,6 +130,16 @@ void start_node(agent_ptr self, rt::join_reply reply) {
     leave(self, 1, std::string("cannot open the node's devices: ") + e.what());
     return;
   }
+  try {
+    st.ucx = std::make_shared<rt::ucx_transport>(st.info.ucx);
+  } catch (const std::exception& e) {
+    leave(self, 1, std::string("cannot start the UCX data plane: ") + e.what());
+    return;
+  }
+  // Registered before the groups, so a peer finds this node's address once its groups exist.
+  self->request(st.info.head, std::chrono::seconds(30), rt::ucx_atom::value, st.node, st.ucx->address())
+      .then([](bool) {},
+            [=](caf::error& e) { leave(self, 1, "the head did not register this node's UCX address: " + to_string(e)); });
   std::vector<rt::actor_info> rows;
   auto pid = static_cast<int32_t>(::getpid());
   for (int i = 0; i < devices.slots(); ++i) {

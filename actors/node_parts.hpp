@@ -5,6 +5,7 @@
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/messages.hpp"
+#include "runtime/ucx_transport.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
@@ -32,6 +33,9 @@ struct group_setup {
   std::shared_ptr<const policy_context> policy;
   int32_t group_index = 0;  // the group's number within its node
   caf::node_id head_node;   // the only remote node this group takes orders from
+  // The process's UCX data plane (KV caches to and from other nodes); a peer's address comes
+  // from the head: request(head, ucx_atom, node) -> std::string.
+  std::shared_ptr<runtime::ucx_transport> ucx;
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

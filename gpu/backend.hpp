@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dls::gpu {
@@ -49,9 +50,10 @@ class kv_cache {
  public:
   virtual ~kv_cache() = default;
   virtual std::size_t bytes() const = 0;
-  /// Serialises the cache (for mid-block migration) and restores it on another worker.
+  /// Serialises the cache in its own dtype (gpu/kv_wire.hpp, for mid-block migration) and
+  /// restores one of either dtype on another worker; throws std::invalid_argument on bad bytes.
   virtual std::string export_bytes() const = 0;
-  virtual void import_bytes(const std::string& bytes) = 0;
+  virtual void import_bytes(std::string_view bytes) = 0;
 };
 
 /// One request's part of a batched step.

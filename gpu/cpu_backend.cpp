@@ -39,19 +39,19 @@ class cpu_kv_cache final : public kv_cache {
   std::size_t bytes() const override { return (k.size() + v.size() + carry.size()) * sizeof(float); }
 
   std::string export_bytes() const override {
-    auto out = kv_wire_buffer({layers, rows, width});
+    auto out = kv_wire_buffer({layers, rows, width, kv_dtype::f32});
+    if (k.empty()) return out;
     std::memcpy(&out[kv_header_bytes], k.data(), k.size() * sizeof(float));
     std::memcpy(&out[kv_header_bytes + k.size() * sizeof(float)], v.data(), v.size() * sizeof(float));
     return out;
   }
 
-  void import_bytes(const std::string& bytes) override {
+  void import_bytes(std::string_view bytes) override {
     const kv_dims d = parse_kv_wire(bytes);
     ensure(d.layers, d.rows, d.width);
-    const std::size_t n = d.count();
-    if (n == 0) return;  // an empty vector's data() may be null, which memcpy must not get
-    std::memcpy(k.data(), bytes.data() + kv_header_bytes, n * sizeof(float));
-    std::memcpy(v.data(), bytes.data() + kv_header_bytes + n * sizeof(float), n * sizeof(float));
+    if (d.count() == 0) return;  // an empty vector's data() may be null, which memcpy must not get
+    read_kv_plane(bytes, d, 0, k.data());
+    read_kv_plane(bytes, d, 1, v.data());
   }
 };
 

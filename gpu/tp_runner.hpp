@@ -34,6 +34,8 @@ class tp_runner {
   const canvas& view(int rank, std::size_t handle) const {
     return slots_[static_cast<std::size_t>(rank)][handle].c;
   }
+  /// Rank `rank`'s slot (its KV shard moves on its own when a request changes TP degree).
+  request_slot& slot(int rank, std::size_t handle) { return slots_[static_cast<std::size_t>(rank)][handle]; }
   engine& rank_engine(int rank) { return *engines_[static_cast<std::size_t>(rank)]; }
 
  private:

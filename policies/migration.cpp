@@ -1,5 +1,7 @@
 #include "policies/migration.hpp"
 
+#include <stdexcept>
+#include <string>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +28,18 @@ transfer_cost move_cost(const request_view& r, bool same_node, double dst_refres
     c.seconds = t_rebuild;
     c.rebuild = true;
   }
+  return c;
+}
+
+kv_move_choice compare_kv_move(double kv_bytes, const transfer_link& link, const step_cost_model& m, int tp,
+                               int canvas_len, int block_len) {
+  if (!(link.bytes_per_s > 0)) throw std::invalid_argument("compare_kv_move: the link has no measured bandwidth");
+  if (!m.supports(tp)) throw std::invalid_argument("compare_kv_move: the profile has no TP " + std::to_string(tp));
+  kv_move_choice c;
+  c.transfer_s = link.latency_s + kv_bytes / link.bytes_per_s;
+  c.recompute_s = m.step_seconds(tp, std::vector<step_item>{step_item_of(step_kind::refresh, canvas_len, block_len)}) -
+                  m.step_seconds(tp, std::vector<step_item>{step_item_of(step_kind::reuse, canvas_len, block_len)});
+  c.transfer = c.transfer_s <= c.recompute_s;
   return c;
 }
 

@@ -71,6 +71,18 @@ struct transfer_cost {
 transfer_cost move_cost(const request_view& r, bool same_node, double dst_refresh_extra_s,
                         const link_params& link);
 
+/// Mid-block, from measured figures: move the KV cache (link.latency_s + kv_bytes /
+/// link.bytes_per_s) or rebuild it at the destination, where one refresh replaces the reuse
+/// step the request would have taken (refresh - reuse on a TP-`tp` group, from the profile).
+struct kv_move_choice {
+  double transfer_s = 0;
+  double recompute_s = 0;
+  bool transfer = false;  // true: moving the cache is the faster way
+};
+/// Throws std::invalid_argument for a link without bandwidth or a TP degree the model lacks.
+kv_move_choice compare_kv_move(double kv_bytes, const transfer_link& link, const step_cost_model& m, int tp,
+                               int canvas_len, int block_len);
+
 struct migration_decision {
   std::uint64_t request = 0;
   int from = 0;                   // group ids

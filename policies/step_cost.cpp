@@ -470,6 +470,18 @@ step_cost_model parse_step_cost_profile(const std::string& text) {
     m.memory.reserve_bytes = num(mem, "reserve_bytes", 0);
     m.memory.kv_bytes_per_token = num(mem, "kv_bytes_per_token", m.memory.kv_bytes_per_token);
   }
+  if (const auto links = root["transfer"]) {
+    if (!links.IsSequence()) throw std::invalid_argument("step profile: 'transfer' must be a list");
+    for (const auto& l : links) {
+      transfer_link t;
+      t.tls = l["tls"] ? l["tls"].as<std::string>() : std::string();
+      t.bytes_per_s = num(l, "bytes_per_s", 0);
+      t.latency_s = num(l, "latency_s", 0);
+      if (!(t.bytes_per_s > 0) || !(t.latency_s >= 0))
+        throw std::invalid_argument("step profile: transfer '" + t.tls + "' needs bytes_per_s > 0 and latency_s >= 0");
+      m.transfer.push_back(t);
+    }
+  }
   return m;
 }
 

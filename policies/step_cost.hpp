@@ -126,6 +126,14 @@ struct step_parts {
   double fixed_s = 0;
 };
 
+/// A measured data-plane link between two processes (`dilaserve bench-migration --profile`,
+/// one per UCX transport): moving b bytes takes latency_s + b / bytes_per_s.
+struct transfer_link {
+  std::string tls;  // the UCX_TLS value it was measured with
+  double bytes_per_s = 0;
+  double latency_s = 0;
+};
+
 class step_cost_model {
  public:
   enum class form { roofline, linear };
@@ -151,6 +159,7 @@ class step_cost_model {
   std::string model;
   std::string source;
   memory_params memory;
+  std::vector<transfer_link> transfer;  // measured links, if the profile has a `transfer` list
 
  private:
   form form_ = form::roofline;

@@ -353,6 +353,38 @@ std::vector<std::string> read_api_keys(const checker& c, const YAML::Node& at, c
   return keys;
 }
 
+// The UCX_TLS names of UCX 1.13; whether this host has them is checked when a node starts UCX.
+const std::set<std::string>& ucx_transport_names() {
+  static const std::set<std::string> names{"all", "sm", "shm", "posix", "sysv", "mm", "cma", "knem", "xpmem", "self",
+                                           "tcp", "ib", "rc", "rc_v", "rc_x", "ud", "ud_v", "ud_x", "dc", "dc_x",
+                                           "rdmacm", "cuda", "cuda_copy", "cuda_ipc", "gdr_copy", "rocm"};
+  return names;
+}
+
+ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
+  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "timeout_ms"}, "ucx");
+  ucx_config u;
+  if (n["tls"]) {
+    u.tls = c.str(n["tls"], "ucx.tls");
+    std::stringstream parts(u.tls);
+    std::string name;
+    int count = 0;
+    while (std::getline(parts, name, ',')) {
+      ++count;
+      if (!ucx_transport_names().count(name))
+        c.fail(n["tls"], "ucx.tls: unknown UCX transport '" + name + "' (UCX_TLS names, e.g. tcp or shm,cma,tcp)");
+    }
+    if (count == 0 || u.tls.back() == ',') c.fail(n["tls"], "ucx.tls must name at least one transport");
+  }
+  if (n["net_devices"]) u.net_devices = c.str(n["net_devices"], "ucx.net_devices");
+  if (u.net_devices.empty()) c.fail(n["net_devices"], "ucx.net_devices must not be empty (\"all\" uses every device)");
+  if (n["rndv_threshold_bytes"])
+    u.rndv_threshold_bytes =
+        static_cast<std::size_t>(c.integer(n["rndv_threshold_bytes"], "ucx.rndv_threshold_bytes", 0, 1LL << 30));
+  if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
+  return u;
+}
+
 http_config parse_http(const checker& c, const YAML::Node& n, const std::string& base_dir) {
   c.check_keys(n, {"host", "port", "api_keys_file", "max_body_bytes", "max_concurrent", "metrics_public",
                    "request_timeout_s"},
@@ -407,7 +439,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
   if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
   c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
-                      "scheduler", "reconfigure", "launch", "caf", "http"},
+                      "scheduler", "reconfigure", "launch", "caf", "http", "ucx"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -498,6 +530,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
 
   if (auto caf = root["caf"]) flatten_caf(c, caf, "", cfg.caf_args);
   if (auto http = root["http"]) cfg.http = parse_http(c, http, base_dir);
+  if (auto ucx = root["ucx"]) cfg.ucx = parse_ucx(c, ucx);
   return cfg;
 }
 

@@ -102,6 +102,19 @@ struct reconfigure_settings {
   double switch_cost_ms = 20; // hysteresis: predicted mean latency must drop by this x changed / N
 };
 
+/// The UCX data plane between node processes (docs/config.md, "ucx"): KV caches and other
+/// large buffers travel over it, control stays on CAF.
+struct ucx_config {
+  std::string tls = "tcp";           // UCX_TLS: the transports UCX may use, e.g. "tcp" or "shm,cma,tcp"
+  std::string net_devices = "all";   // UCX_NET_DEVICES: "lo" keeps tcp on the loopback device
+  // Buffers up to this size go eagerly (copied through UCX's bounce buffers); larger ones by
+  // rendezvous into registered memory. 64 KiB: the smallest KV cache of the shipped model at
+  // one layer is above it, and below it one extra round trip costs more than the copy.
+  std::size_t rndv_threshold_bytes = 64 << 10;
+  // The deadline of one transfer: 10 s moves 256 MB at 25 MB/s, far below any transport here.
+  int timeout_ms = 10000;
+};
+
 struct cluster_config {
   std::string file;  // where it was loaded from (for messages)
   std::string name;
@@ -135,6 +148,7 @@ struct cluster_config {
   std::string launch_command = "ssh {host} {command}";
   std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
   http_config http;
+  ucx_config ucx;
 
   const node_config* find_node(const std::string& node_name) const;
   /// The CAF settings of the head and node processes: BASP drops a silent connection a second

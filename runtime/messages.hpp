@@ -55,6 +55,7 @@ using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using attach_atom = caf::atom_constant<caf::atom("attach")>;
 using migrate_atom = caf::atom_constant<caf::atom("migrate")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
+using ucx_atom = caf::atom_constant<caf::atom("ucx")>;  // a node's UCX worker address: register, look up
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -78,6 +79,11 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
            x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {
+  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.timeout_ms);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -111,13 +117,14 @@ struct join_reply {
   uint32_t incarnation = 1;  // how many times this node name has joined (names stay unique)
   scheduler_settings scheduler;  // the policy at join time, with the profile and quality text
   int32_t head_grace_ms = 0;     // how long the node waits for a lost head to come back (0: exit at once)
+  ucx_config ucx;                // the data plane every node starts
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
            x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler,
-           x.head_grace_ms);
+           x.head_grace_ms, x.ucx);
 }
 
 // -- directory -------------------------------------------------------------------------

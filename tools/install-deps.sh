@@ -15,7 +15,7 @@ for arg in "$@"; do
 done
 
 pkgs=(build-essential cmake ninja-build ccache pkg-config
-      libcaf-dev libucx-dev ucx-utils libyaml-cpp-dev libboost-test-dev
+      libcaf-dev libucx-dev ucx-utils libxxhash-dev libyaml-cpp-dev libboost-test-dev
       libopenblas-dev libcli11-dev nlohmann-json3-dev libssl-dev zlib1g-dev openssl python3
       libpcre2-dev libicu-dev python3-jinja2
       libcpp-httplib-dev prometheus-cpp-dev

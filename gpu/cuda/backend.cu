@@ -100,41 +100,37 @@ class cuda_kv_cache final : public kv_cache {
     carry_layer = 0;
   }
 
+  // bf16 on the wire as on the device: no conversion, half the bytes of f32.
   std::string export_bytes() const override {
     device_guard g(ctx_->device);
-    const std::size_t n = count();
-    std::vector<uint16_t> hk(n), hv(n);
-    if (n) {
-      DLS_CUDA(cudaMemcpyAsync(hk.data(), k_.get(), n * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream));
-      DLS_CUDA(cudaMemcpyAsync(hv.data(), v_.get(), n * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream));
+    const kv_dims d{layers_, rows_, width_, kv_dtype::bf16};
+    std::string out = kv_wire_buffer(d);
+    if (d.count()) {
+      char* dst = &out[kv_header_bytes];
+      DLS_CUDA(cudaMemcpyAsync(dst, k_.get(), d.plane_bytes(), cudaMemcpyDeviceToHost, ctx_->stream));
+      DLS_CUDA(cudaMemcpyAsync(dst + d.plane_bytes(), v_.get(), d.plane_bytes(), cudaMemcpyDeviceToHost, ctx_->stream));
       DLS_CUDA(cudaStreamSynchronize(ctx_->stream));
-    }
-    std::string out = kv_wire_buffer({layers_, rows_, width_});
-    auto* f = reinterpret_cast<unsigned char*>(&out[0]) + kv_header_bytes;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float a = bf16_to_f32(hk[i]), b = bf16_to_f32(hv[i]);
-      std::memcpy(f + i * sizeof(float), &a, sizeof(float));
-      std::memcpy(f + (n + i) * sizeof(float), &b, sizeof(float));
     }
     return out;
   }
 
-  void import_bytes(const std::string& bytes) override {
+  void import_bytes(std::string_view bytes) override {
     const kv_dims d = parse_kv_wire(bytes);
     const std::size_t n = d.count();
     layers_ = rows_ = width_ = -1;  // force a fresh allocation
     ensure(d.layers, d.rows, d.width);
     if (!n) return;
-    std::vector<uint16_t> hk(n), hv(n);
-    const auto* f = reinterpret_cast<const unsigned char*>(bytes.data()) + kv_header_bytes;
-    for (std::size_t i = 0; i < n; ++i) {
-      float a, b;
-      std::memcpy(&a, f + i * sizeof(float), sizeof(float));
-      std::memcpy(&b, f + (n + i) * sizeof(float), sizeof(float));
-      hk[i] = f32_to_bf16(a);
-      hv[i] = f32_to_bf16(b);
-    }
     device_guard g(ctx_->device);
+    if (d.dtype == kv_dtype::bf16) {  // straight from the wire buffer
+      const char* src = bytes.data() + kv_header_bytes;
+      DLS_CUDA(cudaMemcpyAsync(k_.get(), src, d.plane_bytes(), cudaMemcpyHostToDevice, ctx_->stream));
+      DLS_CUDA(cudaMemcpyAsync(v_.get(), src + d.plane_bytes(), d.plane_bytes(), cudaMemcpyHostToDevice, ctx_->stream));
+      DLS_CUDA(cudaStreamSynchronize(ctx_->stream));  // the caller may drop the bytes on return
+      return;
+    }
+    std::vector<uint16_t> hk(n), hv(n);  // an f32 cache (from the CPU backend) rounds to bf16
+    read_kv_plane(bytes, d, 0, hk.data());
+    read_kv_plane(bytes, d, 1, hv.data());
     DLS_CUDA(cudaMemcpyAsync(k_.get(), hk.data(), n * sizeof(bf16), cudaMemcpyHostToDevice, ctx_->stream));
     DLS_CUDA(cudaMemcpyAsync(v_.get(), hv.data(), n * sizeof(bf16), cudaMemcpyHostToDevice, ctx_->stream));
     DLS_CUDA(cudaStreamSynchronize(ctx_->stream));  // the host vectors die here

@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_lengths_are_refused) {
 }
 
 // Found by fuzz_kv_wire's review: dimensions whose product wraps around size_t matched a
-// 12-byte buffer, so the importer was asked for 2^61 floats.
+// header-only buffer, so the importer was asked for 2^61 floats.
 BOOST_AUTO_TEST_CASE(kv_wire_dimensions_must_match_the_buffer) {
   const kv_dims small{2, 3, 4};
   std::string ok = kv_wire_buffer(small);
@@ -132,7 +132,37 @@ BOOST_AUTO_TEST_CASE(kv_wire_dimensions_must_match_the_buffer) {
   const int32_t dims[3] = {1 << 20, 1 << 20, 1 << 21};  // 2 * 2^61 floats * 4 bytes = 2^64
   std::memcpy(&wrapped[0], dims, sizeof dims);
   BOOST_CHECK_THROW(parse_kv_wire(wrapped), std::invalid_argument);
-  BOOST_CHECK_THROW(parse_kv_wire(std::string(11, '\0')), std::invalid_argument);
+  BOOST_CHECK_THROW(parse_kv_wire(std::string(15, '\0')), std::invalid_argument);
+}
+
+// The wire keeps the cache's dtype: a bf16 buffer is half the bytes, reads back as f32 for the
+// CPU cache, and an unknown dtype code or an f32-sized payload under a bf16 header is refused.
+BOOST_AUTO_TEST_CASE(kv_wire_keeps_the_dtype_and_converts_on_read) {
+  const kv_dims d{1, 2, 2, kv_dtype::bf16};
+  std::string b = kv_wire_buffer(d);
+  BOOST_TEST(b.size() == kv_header_bytes + 2 * 4 * 2);
+  const uint16_t one = f32_to_bf16(1.5f), two = f32_to_bf16(-2.0f);
+  for (int i = 0; i < 8; ++i) std::memcpy(&b[kv_header_bytes + 2 * i], i < 4 ? &one : &two, 2);
+  const kv_dims got = parse_kv_wire(b);
+  BOOST_TEST((got.dtype == kv_dtype::bf16));
+  float k[4], v[4];
+  read_kv_plane(b, got, 0, k);
+  read_kv_plane(b, got, 1, v);
+  BOOST_TEST(k[3] == 1.5f);
+  BOOST_TEST(v[0] == -2.0f);
+  std::string f32 = kv_wire_buffer({1, 2, 2, kv_dtype::f32});
+  std::string lying = f32;
+  const int32_t bf16_code = 1;
+  std::memcpy(&lying[12], &bf16_code, 4);
+  BOOST_CHECK_THROW(parse_kv_wire(lying), std::invalid_argument);
+  const int32_t bad_code = 7;
+  std::memcpy(&f32[12], &bad_code, 4);
+  try {
+    parse_kv_wire(f32);
+    BOOST_FAIL("an unknown dtype was accepted");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()).find("unknown dtype code 7") != std::string::npos);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_params_are_refused) {

@@ -3,6 +3,8 @@
 
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
+#include "gpu/kv_reshard.hpp"
+#include "gpu/kv_wire.hpp"
 #include "gpu/layer_segments.hpp"
 #include "gpu/tp_runner.hpp"
 
@@ -345,4 +347,49 @@ BOOST_AUTO_TEST_CASE(layer_segments_cut_where_a_range_starts_or_ends) {
   BOOST_REQUIRE_EQUAL(segs.size(), 1u);
   BOOST_TEST((segs[0].all && segs[0].l0 == 0 && segs[0].l1 == 4));
   BOOST_TEST(plan_layer_segments({}, 4).empty());
+}
+
+// A request that moves mid-block between TP degrees takes its KV cache along, re-sharded by
+// heads: TP 2 -> TP 1 and TP 1 -> TP 2 both finish with the tokens of an unmoved run.
+BOOST_AUTO_TEST_CASE(kv_cache_reshards_between_tp_degrees_mid_block) {
+  auto m = small_model();
+  const int head_dim = m->config.head_dim();
+  const auto p = params(commit_rule::threshold, cache_mode::dual, 24, 8);
+  const canvas start = canvas::start(prompt(9, 5), p, 1, 0);
+  engine solo(make_cpu_backend(m));
+  const canvas whole = run(solo, start);
+  {  // TP 2 -> TP 1
+    tp_runner two(m, 2);
+    const auto h = two.admit(start);
+    for (int i = 0; i < 3; ++i) two.step({h});
+    BOOST_REQUIRE(!two.view(h).at_refresh_boundary());
+    const std::string k0 = two.slot(0, h).cache->export_bytes(), k1 = two.slot(1, h).cache->export_bytes();
+    auto joined = reshard_kv({k0, k1}, 1, head_dim);
+    BOOST_REQUIRE(joined.size() == 1u);
+    engine one(make_cpu_backend(m));
+    auto t = one.admit(canvas::from_bytes(two.view(h).to_bytes()));
+    t.cache->import_bytes(joined[0]);
+    while (!t.c.finished) one.step({&t});
+    BOOST_TEST((t.c.ids == whole.ids));
+    BOOST_TEST(t.c.steps == whole.steps);
+  }
+  {  // TP 1 -> TP 2
+    engine one(make_cpu_backend(m));
+    auto s = one.admit(start);
+    for (int i = 0; i < 3; ++i) one.step({&s});
+    BOOST_REQUIRE(!s.c.at_refresh_boundary());
+    const std::string kv = s.cache->export_bytes();
+    auto parts = reshard_kv({kv}, 2, head_dim);
+    BOOST_REQUIRE(parts.size() == 2u);
+    tp_runner two(m, 2);
+    const auto h = two.admit(canvas::from_bytes(s.c.to_bytes()));
+    for (int r = 0; r < 2; ++r) two.slot(r, h).cache->import_bytes(parts[static_cast<std::size_t>(r)]);
+    while (!two.view(h).finished) two.step({h});
+    BOOST_TEST((two.view(h).ids == whole.ids));
+    BOOST_TEST(two.view(h).steps == whole.steps);
+    // Joining the halves again gives back the TP 1 bytes exactly.
+    BOOST_TEST(reshard_kv({parts[0], parts[1]}, 1, head_dim)[0] == kv);
+  }
+  BOOST_CHECK_THROW(reshard_kv({std::string_view(kv_wire_buffer({2, 3, head_dim * 3}))}, 2, head_dim),
+                    std::invalid_argument);
 }

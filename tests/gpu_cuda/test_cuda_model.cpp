@@ -7,6 +7,7 @@
 #include "cuda_test_support.hpp"
 #include "model_fixture.hpp"
 
+#include "gpu/kv_wire.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
 
@@ -313,6 +314,9 @@ BOOST_AUTO_TEST_CASE(kv_cache_export_import_round_trips_and_interoperates_with_c
   (void)gb->logits(c, c.next_step(), *gc);
   const std::string bytes = gc->export_bytes();
   BOOST_TEST(gc->bytes() > 0u);
+  // The device's own dtype on the wire: bf16, the size of the device cache.
+  BOOST_TEST((parse_kv_wire(bytes).dtype == kv_dtype::bf16));
+  BOOST_TEST(bytes.size() == kv_header_bytes + gc->bytes());
   auto gc2 = gb->make_cache();
   gc2->import_bytes(bytes);
   BOOST_TEST(gc2->export_bytes() == bytes);
@@ -324,6 +328,10 @@ BOOST_AUTO_TEST_CASE(kv_cache_export_import_round_trips_and_interoperates_with_c
   auto lc = cb->logits(c, p, *cc);
   BOOST_TEST(rel_l2(lg, lc) < logits_tolerance);
   BOOST_CHECK_THROW(gc2->import_bytes(bytes.substr(0, bytes.size() - 1)), std::invalid_argument);
+  // An f32 cache from the CPU imports too (rounded to bf16) and decodes alike.
+  auto gc3 = gb->make_cache();
+  gc3->import_bytes(cc->export_bytes());
+  BOOST_TEST(rel_l2(gb->logits(c, p, *gc3), lc) < logits_tolerance);
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_problem) {

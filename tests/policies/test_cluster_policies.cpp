@@ -338,3 +338,24 @@ BOOST_AUTO_TEST_CASE(each_policy_switches_the_documented_mechanisms) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// Mid-block, the measured link decides between moving the KV cache and one refresh at the
+// destination: a fast link moves it, a slow one rebuilds, and the figures come from the profile.
+BOOST_AUTO_TEST_CASE(kv_transfer_or_recompute_follows_the_measured_link) {
+  const auto m = policy::parse_step_cost_profile(
+      "kind: linear\nlinear: {1: {per_query_row_s: 0.001}}\n"
+      "transfer: [{tls: tcp, bytes_per_s: 1.0e9, latency_s: 1.0e-4}, {tls: slow, bytes_per_s: 1.0e6, latency_s: 0}]\n");
+  BOOST_REQUIRE(m.transfer.size() == 2u);
+  const double kv = 16.0 * (1 << 20);
+  const auto fast = policy::compare_kv_move(kv, m.transfer[0], m, 1, 1024, 32);
+  BOOST_TEST(fast.transfer_s == 1e-4 + kv / 1e9, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(fast.recompute_s == (1024 - 32) * 1e-3, boost::test_tools::tolerance(1e-9));  // refresh - reuse rows
+  BOOST_TEST(fast.transfer);
+  const auto slow = policy::compare_kv_move(kv, m.transfer[1], m, 1, 1024, 32);
+  BOOST_TEST(!slow.transfer);
+  BOOST_CHECK_THROW(policy::compare_kv_move(kv, m.transfer[0], m, 4, 1024, 32), std::invalid_argument);
+  BOOST_CHECK_THROW(policy::compare_kv_move(kv, policy::transfer_link{}, m, 1, 1024, 32), std::invalid_argument);
+  BOOST_CHECK_THROW(policy::parse_step_cost_profile("kind: linear\nlinear: {1: {fixed_s: 0.001}}\n"
+                                                    "transfer: [{tls: tcp, bytes_per_s: 0}]\n"),
+                    std::invalid_argument);
+}

@@ -64,6 +64,10 @@ BOOST_AUTO_TEST_CASE(twenty_concurrent_requests_on_two_nodes) {
     }
     if (a["kind"] == "tp_group")
       BOOST_TEST(a["details"]["degree"].get<int>() == (a["node"] == "node0" ? 2 : 1));
+    if (a["kind"] == "node") {  // each node registered its UCX worker address at join
+      BOOST_TEST(a["details"]["ucx"]["tls"] == "shm,cma,tcp");
+      BOOST_TEST(a["details"]["ucx"]["address_bytes"].get<int>() > 0);
+    }
   }
   // Filters work the way `ray list actors` filters do.
   auto workers1 = c.json_cli({"actors", "--kind", "worker", "--node", "node1"});

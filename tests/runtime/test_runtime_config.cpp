@@ -99,6 +99,17 @@ BOOST_AUTO_TEST_CASE(up_prints_the_one_line_error) {
   BOOST_TEST(r.err == "dilaserve: error: " + path + ":6:33: error: node 'a' devices.count must be an integer\n");
 }
 
+// A UCX transport this host lacks stops the node at start, and `up` fails naming it.
+BOOST_AUTO_TEST_CASE(up_names_a_missing_ucx_transport) {
+  dls::test::scratch_dir dir;
+  auto path = dls::test::write_test_config(dir, "local.yaml", 0, "ucx: {tls: 'tcp,cuda_ipc', net_devices: lo}");
+  auto r = dls::test::run_cli({"up", path, "--state-dir", dir.file("state"), "--timeout", "60"});
+  BOOST_TEST(r.rc != 0);
+  BOOST_TEST(r.err.find("UCX transport 'cuda_ipc'") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find('\n') == r.err.size() - 1, "one line: " + r.err);
+  dls::test::run_cli({"down", "--state-dir", dir.file("state")});
+}
+
 BOOST_AUTO_TEST_CASE(auth_roles_tls_and_insecure_are_checked) {
   auto cfg = rt::parse_cluster_config(replace(good, "auth: {token: secret-token}",
                                               "auth: {token: secret-token, submit_token: submit-token-1, "

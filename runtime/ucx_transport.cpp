@@ -1,0 +1,562 @@
+#include "runtime/ucx_transport.hpp"
+
+#include "runtime/log.hpp"
+#include "runtime/ucx_frame.hpp"
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace dls::runtime {
+
+namespace {
+
+using clock = ucx_transport::clock;
+
+constexpr unsigned am_transfer_id = 1;  // the one active-message id of the data plane
+// The longest the progress thread sleeps without an event: deadlines are checked at least
+// this often, so a transfer is failed at most 50 ms after its deadline.
+constexpr int idle_wait_ms = 50;
+// Receive buffers kept registered while idle: two of the largest KV caches measured here
+// (256 MB) in flight plus slack; beyond it buffers are released.
+constexpr std::size_t idle_receive_bytes = std::size_t{768} << 20;
+// Unclaimed arrivals wait this long for their `receive`, in units of the transfer timeout.
+constexpr int unclaimed_timeouts = 2;
+// How long teardown waits for endpoints to close before destroying the worker anyway.
+constexpr auto close_grace = std::chrono::seconds(2);
+
+std::vector<std::string> split_names(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream parts(s);
+  for (std::string name; std::getline(parts, name, ',');)
+    if (!name.empty()) out.push_back(name);
+  return out;
+}
+
+// Shared-memory transports cannot report a dead peer (UCX 1.13 skips them for endpoints that
+// ask for peer-failure handling), so with them the endpoints run without it and a dead
+// sender shows as a missed deadline instead of an error from UCX.
+bool uses_shared_memory(const std::string& tls) {
+  static const std::set<std::string> shm{"all", "sm", "shm", "posix", "sysv", "mm", "cma", "knem", "xpmem"};
+  for (const auto& n : split_names(tls))
+    if (shm.count(n)) return true;
+  return false;
+}
+
+ucp_config_t* read_config(const std::string& tls, const std::string& devices) {
+  ucp_config_t* c = nullptr;
+  if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &c); s != UCS_OK)
+    throw ucx_error(std::string("UCX: cannot read its configuration: ") + ucs_status_string(s));
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{"TLS", &tls}, {"NET_DEVICES", &devices}}) {
+    if (ucs_status_t s = ucp_config_modify(c, key, value->c_str()); s != UCS_OK) {
+      ucp_config_release(c);
+      throw ucx_error(std::string("UCX: bad ") + key + " '" + *value + "': " + ucs_status_string(s));
+    }
+  }
+  return c;
+}
+
+ucp_context_h make_context(const std::string& tls, const std::string& devices, bool shared) {
+  ucp_config_t* c = read_config(tls, devices);
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  p.mt_workers_shared = shared ? 1 : 0;  // receive buffers are (de)registered from any thread
+  ucp_context_h ctx = nullptr;
+  const ucs_status_t s = ucp_init(&p, c, &ctx);
+  ucp_config_release(c);
+  if (s != UCS_OK) return nullptr;
+  return ctx;
+}
+
+// UCX starts with whatever part of UCX_TLS it has and only warns about the rest; a cluster
+// file that asks for a transport must get it, so each is tried alone first.
+void require_transports(const ucx_config& cfg) {
+  for (const auto& name : split_names(cfg.tls)) {
+    ucp_context_h ctx = make_context(name, cfg.net_devices, false);
+    if (!ctx)
+      throw ucx_error("UCX transport '" + name + "' (ucx.tls: " + cfg.tls + ", ucx.net_devices: " + cfg.net_devices +
+                      ") is not available on this host; `ucx_info -d` lists the ones that are");
+    ucp_cleanup(ctx);
+  }
+}
+
+struct send_op;
+struct recv_op;
+
+struct waiter {
+  clock::time_point deadline;
+  ucx_transport::receive_done done;
+};
+
+struct arrival {
+  std::string error;
+  ucx_payload payload;
+  clock::time_point expires;
+};
+
+}  // namespace
+
+struct ucx_transport::impl {
+  ucx_config cfg;
+  bool peer_errors = true;
+  ucp_context_h ctx = nullptr;
+  ucp_worker_h worker = nullptr;
+  int epfd = -1;
+  std::string address;
+  std::shared_ptr<ucx_buffer_pool> pool;
+  std::thread thread;
+
+  std::mutex mu;  // guards tasks and stopping
+  std::deque<std::function<void()>> tasks;
+  bool stopping = false;
+
+  // Owned by the progress thread.
+  std::map<std::string, ucp_ep_h> eps;
+  std::map<ucp_ep_h, std::string> peer_of;
+  std::set<send_op*> sends;
+  std::set<recv_op*> recvs;
+  std::map<uint64_t, waiter> waiting;
+  std::map<uint64_t, arrival> arrived;
+  std::vector<void*> closing;
+
+  explicit impl(const ucx_config& c);
+  ~impl();
+  void post(std::function<void()> task);
+  void loop();
+  void run_tasks();
+  void check_deadlines();
+  ucp_ep_h endpoint(const std::string& peer);
+  void drop_endpoint(ucp_ep_h ep, bool force);
+  void start_send(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
+                  clock::time_point deadline, send_done done);
+  void finish_send(send_op* op, ucs_status_t status);
+  void landed(uint64_t id, std::string error, ucx_payload payload);
+  ucs_status_t on_message(const void* header, std::size_t header_length, void* data, std::size_t length,
+                          const ucp_am_recv_param_t* param);
+  void finish_receive(recv_op* op, ucs_status_t status, std::size_t length);
+  void teardown();
+  std::string timeout_text() const { return std::to_string(cfg.timeout_ms) + " ms (ucx.timeout_ms)"; }
+};
+
+namespace {
+
+struct send_op {
+  ucx_frame_header header;  // UCX 1.13 may read the header after the send call returns
+  std::shared_ptr<const std::string> bytes;
+  ucx_transport::send_done done;
+  clock::time_point deadline;
+  std::string peer;
+  ucx_transport::impl* owner = nullptr;
+  bool reported = false;
+};
+
+struct recv_op {
+  ucx_frame_header header;
+  ucx_buffer_pool::buffer buffer;
+  ucx_transport::impl* owner = nullptr;
+};
+
+void on_sent(void* request, ucs_status_t status, void* user) {
+  auto* op = static_cast<send_op*>(user);
+  op->owner->finish_send(op, status);
+  ucp_request_free(request);
+}
+
+void on_landed(void* request, ucs_status_t status, std::size_t length, void* user) {
+  auto* op = static_cast<recv_op*>(user);
+  op->owner->finish_receive(op, status, length);
+  ucp_request_free(request);
+}
+
+ucs_status_t on_am(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                   const ucp_am_recv_param_t* param) {
+  return static_cast<ucx_transport::impl*>(arg)->on_message(header, header_length, data, length, param);
+}
+
+void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<ucx_transport::impl*>(arg);
+  log_line("ucx", std::string("a peer endpoint failed: ") + ucs_status_string(status));
+  // Not closed inside UCX's own callback: the next pass of the loop does it.
+  self->post([self, ep] { self->drop_endpoint(ep, true); });
+}
+
+}  // namespace
+
+ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(!uses_shared_memory(c.tls)) {
+  require_transports(cfg);
+  ctx = make_context(cfg.tls, cfg.net_devices, true);
+  if (!ctx) throw ucx_error("UCX could not start with ucx.tls: " + cfg.tls);
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the progress thread touches the worker
+  if (ucs_status_t s = ucp_worker_create(ctx, &wp, &worker); s != UCS_OK) {
+    ucp_cleanup(ctx);
+    throw ucx_error(std::string("UCX: cannot create a worker with ucx.tls: ") + cfg.tls + ": " + ucs_status_string(s));
+  }
+  auto fail = [&](const std::string& what, ucs_status_t s) {
+    if (epfd >= 0) ::close(epfd);
+    ucp_worker_destroy(worker);
+    ucp_cleanup(ctx);
+    throw ucx_error("UCX: " + what + ": " + ucs_status_string(s));
+  };
+  ucp_address_t* addr = nullptr;
+  std::size_t addr_len = 0;
+  if (ucs_status_t s = ucp_worker_get_address(worker, &addr, &addr_len); s != UCS_OK) fail("no worker address", s);
+  address.assign(reinterpret_cast<const char*>(addr), addr_len);
+  ucp_worker_release_address(worker, addr);
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  hp.id = am_transfer_id;
+  hp.cb = on_am;
+  hp.arg = this;
+  if (ucs_status_t s = ucp_worker_set_am_recv_handler(worker, &hp); s != UCS_OK) fail("cannot set the AM handler", s);
+  int efd = -1;
+  if (ucs_status_t s = ucp_worker_get_efd(worker, &efd); s != UCS_OK) fail("no event fd", s);
+  epfd = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (epfd < 0 || ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) != 0) fail("epoll on the worker's event fd", UCS_ERR_IO_ERROR);
+  pool = std::make_shared<ucx_buffer_pool>(ctx, idle_receive_bytes);
+  thread = std::thread([this] { loop(); });
+}
+
+ucx_transport::impl::~impl() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+  }
+  ucp_worker_signal(worker);
+  thread.join();
+  teardown();
+}
+
+void ucx_transport::impl::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    tasks.push_back(std::move(task));
+  }
+  ucp_worker_signal(worker);  // documented as callable from any thread
+}
+
+void ucx_transport::impl::run_tasks() {
+  std::deque<std::function<void()>> now;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    now.swap(tasks);
+  }
+  for (auto& t : now) t();
+}
+
+void ucx_transport::impl::loop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return;
+    }
+    run_tasks();
+    check_deadlines();
+    if (ucp_worker_progress(worker)) continue;
+    if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return;
+      if (!tasks.empty()) continue;
+    }
+    epoll_event ev{};
+    ::epoll_wait(epfd, &ev, 1, idle_wait_ms);
+  }
+}
+
+void ucx_transport::impl::check_deadlines() {
+  const auto now = clock::now();
+  for (auto it = waiting.begin(); it != waiting.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    auto done = std::move(it->second.done);
+    const uint64_t id = it->first;
+    it = waiting.erase(it);
+    done("ucx transfer " + std::to_string(id) + ": nothing arrived within its deadline", {});
+  }
+  for (auto it = arrived.begin(); it != arrived.end();)
+    it = it->second.expires <= now ? arrived.erase(it) : std::next(it);
+  std::set<std::string> stuck;
+  for (auto* op : sends) {
+    if (op->reported || op->deadline > now) continue;
+    op->reported = true;
+    op->done("ucx transfer " + std::to_string(op->header.transfer_id) + ": not delivered within its deadline");
+    stuck.insert(op->peer);
+  }
+  // Closing the endpoint cancels what is still in flight on it, which frees those sends.
+  for (const auto& peer : stuck)
+    if (auto it = eps.find(peer); it != eps.end()) drop_endpoint(it->second, true);
+}
+
+ucp_ep_h ucx_transport::impl::endpoint(const std::string& peer) {
+  if (auto it = eps.find(peer); it != eps.end()) return it->second;
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep.address = reinterpret_cast<const ucp_address_t*>(peer.data());
+  ep.err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  if (peer_errors) {
+    ep.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.err_handler.cb = on_ep_error;
+    ep.err_handler.arg = this;
+  }
+  ucp_ep_h h = nullptr;
+  if (ucs_status_t s = ucp_ep_create(worker, &ep, &h); s != UCS_OK)
+    throw ucx_error(std::string("ucx: cannot reach the peer with ucx.tls: ") + cfg.tls + ": " + ucs_status_string(s));
+  eps.emplace(peer, h);
+  peer_of.emplace(h, peer);
+  return h;
+}
+
+void ucx_transport::impl::drop_endpoint(ucp_ep_h ep, bool force) {
+  auto it = peer_of.find(ep);
+  if (it == peer_of.end()) return;  // already dropped
+  eps.erase(it->second);
+  peer_of.erase(it);
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  void* r = ucp_ep_close_nbx(ep, &p);
+  if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+}
+
+void ucx_transport::impl::start_send(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
+                                     clock::time_point deadline, send_done done) {
+  if (peer == address) {  // a hand-over inside this process: the receiver gets this very buffer
+    ucx_payload p{bytes, bytes->data(), bytes->size()};
+    landed(id, {}, std::move(p));
+    done({});
+    return;
+  }
+  ucp_ep_h ep = nullptr;
+  try {
+    ep = endpoint(peer);
+  } catch (const std::exception& e) {
+    done(e.what());
+    return;
+  }
+  auto* op = new send_op{make_frame_header(id, *bytes), std::move(bytes), std::move(done), deadline, peer, this};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = op->bytes->size() > cfg.rndv_threshold_bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
+  p.cb.send = on_sent;
+  p.user_data = op;
+  void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->bytes->data(), op->bytes->size(), &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    sends.insert(op);
+    return;
+  }
+  finish_send(op, UCS_PTR_STATUS(r));  // done at once, or failed at once
+}
+
+void ucx_transport::impl::finish_send(send_op* op, ucs_status_t status) {
+  if (!op->reported) {
+    op->reported = true;
+    if (status == UCS_OK)
+      op->done({});
+    else
+      op->done("ucx transfer " + std::to_string(op->header.transfer_id) + " failed: " + ucs_status_string(status));
+  }
+  sends.erase(op);
+  delete op;
+}
+
+void ucx_transport::impl::landed(uint64_t id, std::string error, ucx_payload payload) {
+  if (auto it = waiting.find(id); it != waiting.end()) {
+    auto done = std::move(it->second.done);
+    waiting.erase(it);
+    done(error, std::move(payload));
+    return;
+  }
+  const auto expires = clock::now() + unclaimed_timeouts * std::chrono::milliseconds(cfg.timeout_ms);
+  arrived[id] = arrival{std::move(error), std::move(payload), expires};
+}
+
+ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t header_length, void* data,
+                                             std::size_t length, const ucp_am_recv_param_t* param) {
+  const bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+  std::string error = check_frame_header(header, header_length, length);
+  if (!error.empty()) {
+    // Without a trustworthy header there is no transfer to report to; the log says why, and a
+    // rendezvous sender learns it from its send's status.
+    log_line("ucx", error);
+    return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+  }
+  ucx_frame_header h;
+  std::memcpy(&h, header, sizeof h);
+  ucx_buffer_pool::buffer b;
+  try {
+    b = pool->take(length);
+  } catch (const std::exception& e) {
+    landed(h.transfer_id, e.what(), {});
+    return rndv ? UCS_ERR_NO_MEMORY : UCS_OK;
+  }
+  if (!rndv) {
+    if (length) std::memcpy(b.data, data, length);  // eager data lives only during this call
+    auto payload = pool->as_payload(b, length);
+    landed(h.transfer_id, check_frame_payload(h, payload.view()), std::move(payload));
+    return UCS_OK;
+  }
+  auto* op = new recv_op{h, b, this};
+  ucp_request_param_t q{};
+  q.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL |
+                   UCP_OP_ATTR_FIELD_MEMH;
+  q.cb.recv_am = on_landed;
+  q.user_data = op;
+  q.memh = b.memh;
+  void* r = ucp_am_recv_data_nbx(worker, data, b.data, length, &q);
+  if (UCS_PTR_IS_ERR(r)) {
+    pool->give(b);
+    delete op;
+    landed(h.transfer_id, std::string("ucx transfer ") + std::to_string(h.transfer_id) +
+                              ": cannot receive: " + ucs_status_string(UCS_PTR_STATUS(r)), {});
+    return UCS_OK;
+  }
+  recvs.insert(op);
+  return UCS_INPROGRESS;
+}
+
+void ucx_transport::impl::finish_receive(recv_op* op, ucs_status_t status, std::size_t length) {
+  recvs.erase(op);
+  const uint64_t id = op->header.transfer_id;
+  if (status != UCS_OK) {
+    pool->give(op->buffer);
+    landed(id, "ucx transfer " + std::to_string(id) + " failed while arriving (the sender or its link failed): " +
+                   ucs_status_string(status), {});
+  } else {
+    auto payload = pool->as_payload(op->buffer, length);
+    landed(id, check_frame_payload(op->header, payload.view()), std::move(payload));
+  }
+  delete op;
+}
+
+void ucx_transport::impl::teardown() {
+  // The progress thread has stopped; this thread owns the worker now. Tasks posted after the
+  // last pass still run, so every callback is answered.
+  run_tasks();
+  std::vector<ucp_ep_h> open;
+  for (auto& [ep, peer] : peer_of) open.push_back(ep);
+  for (auto ep : open) drop_endpoint(ep, true);
+  const auto until = clock::now() + close_grace;
+  for (;;) {
+    ucp_worker_progress(worker);
+    std::vector<void*> still;
+    for (void* r : closing) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS)
+        still.push_back(r);
+      else
+        ucp_request_free(r);
+    }
+    closing.swap(still);
+    if ((closing.empty() && sends.empty()) || clock::now() > until) break;
+  }
+  for (void* r : closing) ucp_request_free(r);
+  for (auto* op : std::set<send_op*>(sends)) {
+    if (!op->reported) op->done("ucx transfer " + std::to_string(op->header.transfer_id) + ": the transport stopped");
+    delete op;
+  }
+  sends.clear();
+  for (auto& [id, w] : waiting) w.done("ucx transfer " + std::to_string(id) + ": the transport stopped", {});
+  waiting.clear();
+  arrived.clear();
+  std::set<recv_op*> left;
+  left.swap(recvs);
+  ucp_worker_destroy(worker);  // cancels receives a dead peer will never finish
+  for (auto* op : left) {
+    pool->give(op->buffer);
+    delete op;
+  }
+  pool->close();
+  ::close(epfd);
+  ucp_cleanup(ctx);
+}
+
+// -- the public face ----------------------------------------------------------------------
+
+ucx_transport::ucx_transport(const ucx_config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
+ucx_transport::~ucx_transport() = default;
+
+const std::string& ucx_transport::address() const { return impl_->address; }
+const ucx_config& ucx_transport::config() const { return impl_->cfg; }
+
+void ucx_transport::send(const std::string& peer_address, uint64_t id, std::shared_ptr<const std::string> bytes,
+                         clock::time_point deadline, send_done done) {
+  if (!bytes) throw std::invalid_argument("ucx_transport::send: no buffer");
+  auto* self = impl_.get();
+  self->post([self, peer_address, id, bytes = std::move(bytes), deadline, done = std::move(done)]() mutable {
+    self->start_send(peer_address, id, std::move(bytes), deadline, std::move(done));
+  });
+}
+
+void ucx_transport::receive(uint64_t id, clock::time_point deadline, receive_done done) {
+  auto* self = impl_.get();
+  self->post([self, id, deadline, done = std::move(done)]() mutable {
+    if (auto it = self->arrived.find(id); it != self->arrived.end()) {
+      auto a = std::move(it->second);
+      self->arrived.erase(it);
+      done(a.error, std::move(a.payload));
+      return;
+    }
+    if (self->waiting.count(id)) {
+      done("ucx transfer " + std::to_string(id) + ": already awaited", {});
+      return;
+    }
+    self->waiting.emplace(id, waiter{deadline, std::move(done)});
+  });
+}
+
+std::string ucx_transport::send_wait(const std::string& peer_address, uint64_t id,
+                                     std::shared_ptr<const std::string> bytes) {
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto result = done->get_future();
+  send(peer_address, id, std::move(bytes), clock::now() + std::chrono::milliseconds(impl_->cfg.timeout_ms),
+       [done](const std::string& e) { done->set_value(e); });
+  return result.get();  // the progress thread answers by the deadline at the latest
+}
+
+ucx_transport::received ucx_transport::receive_wait(uint64_t id) {
+  auto done = std::make_shared<std::promise<received>>();
+  auto result = done->get_future();
+  receive(id, clock::now() + std::chrono::milliseconds(impl_->cfg.timeout_ms),
+          [done](const std::string& e, ucx_payload p) { done->set_value({e, std::move(p)}); });
+  return result.get();
+}
+
+std::string ucx_transport::describe_lanes(const std::string& peer_address) {
+  auto* self = impl_.get();
+  auto done = std::make_shared<std::promise<std::string>>();
+  auto result = done->get_future();
+  self->post([self, peer_address, done] {
+    try {
+      ucp_ep_h ep = self->endpoint(peer_address);
+      char* text = nullptr;
+      std::size_t size = 0;
+      FILE* f = ::open_memstream(&text, &size);
+      ucp_ep_print_info(ep, f);
+      std::fclose(f);
+      std::string out(text, size);
+      std::free(text);
+      done->set_value(out);
+    } catch (const std::exception& e) {
+      done->set_value(e.what());
+    }
+  });
+  return result.get();
+}
+
+}  // namespace dls::runtime

@@ -1,0 +1,69 @@
+#pragma once
+// The UCX data plane of one process: one UCP context and worker, progressed by a thread of
+// its own so that no CAF scheduler thread ever waits on the network. Peers are named by
+// their worker address (exchanged over CAF through the head); a buffer goes to a peer under
+// a transfer id, and the receiver asks for that id. Small buffers go eagerly, large ones by
+// rendezvous into registered receive buffers; every buffer carries a checksum, and every
+// transfer has a deadline. A transfer to this process's own address is a hand-over: the
+// receiver gets the sender's buffer, nothing is copied.
+#include "runtime/cluster_config.hpp"
+#include "runtime/ucx_buffers.hpp"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace dls::runtime {
+
+/// UCX could not start as configured; the message names the transport or step that failed.
+class ucx_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ucx_transport {
+ public:
+  using clock = std::chrono::steady_clock;
+  /// Called on the progress thread with "" when the buffer may be released, or the reason.
+  using send_done = std::function<void(const std::string& error)>;
+  /// Called on the progress thread with "" and the checked bytes, or the reason.
+  using receive_done = std::function<void(const std::string& error, ucx_payload payload)>;
+
+  /// Starts UCX with `cfg.tls`; throws ucx_error naming a transport this host lacks.
+  explicit ucx_transport(const ucx_config& cfg);
+  ~ucx_transport();
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  /// This worker's address, for peers' `send`.
+  const std::string& address() const;
+  const ucx_config& config() const;
+
+  /// Sends `bytes` to the worker at `peer_address` as transfer `id`. The buffer is kept alive
+  /// until `done` runs. Callbacks never block; they run on the progress thread.
+  void send(const std::string& peer_address, uint64_t id, std::shared_ptr<const std::string> bytes,
+            clock::time_point deadline, send_done done);
+  /// Waits for transfer `id` (which may already have arrived) until `deadline`.
+  void receive(uint64_t id, clock::time_point deadline, receive_done done);
+
+  /// Blocking forms for threads that may wait (tests, benchmarks, a worker's own thread);
+  /// the deadline is now + the configured timeout.
+  std::string send_wait(const std::string& peer_address, uint64_t id, std::shared_ptr<const std::string> bytes);
+  struct received {
+    std::string error;
+    ucx_payload payload;
+  };
+  received receive_wait(uint64_t id);
+
+  /// The transport lanes UCX chose towards a peer (ucp_ep_print_info), for logs and benchmarks.
+  std::string describe_lanes(const std::string& peer_address);
+
+  struct impl;  // public only so UCX's C callbacks in the .cpp can name it
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace dls::runtime

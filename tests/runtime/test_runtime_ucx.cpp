@@ -1,0 +1,176 @@
+#define BOOST_TEST_MODULE runtime_ucx
+// The UCX data plane: two processes on 127.0.0.1 move a real mid-block KV cache and the
+// destination decodes on token-identically (tcp and shared memory); a hand-over inside one
+// process copies nothing; a killed source ends the receiver's wait cleanly; corrupt,
+// truncated and unknown frames are refused with a reason; a missing transport is named.
+#include "ucx_test_support.hpp"
+
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/model.hpp"
+#include "runtime/cluster_config.hpp"
+#include "runtime/process.hpp"
+#include "runtime/ucx_frame.hpp"
+#include "runtime/ucx_transport.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+namespace rt = dls::runtime;
+namespace gpu = dls::gpu;
+using dls::test::to_hex;
+
+namespace {
+
+const std::string model_dir = std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
+
+rt::ucx_config local(const std::string& tls, int timeout_ms = 10000) {
+  rt::ucx_config c;
+  c.tls = tls;
+  c.net_devices = "lo";
+  c.timeout_ms = timeout_ms;
+  return c;
+}
+
+std::string log_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("dls-ucx-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / (name + ".log")).string();
+}
+
+void move_kv_and_continue(const std::string& tls) {
+  rt::ucx_transport t(local(tls));
+  auto child = rt::spawn_background({DLS_UCX_PEER, "move-kv", tls, to_hex(t.address()), model_dir},
+                                    log_path("move-kv-" + tls));
+  const std::string line = rt::wait_ready(child, 120000);
+  BOOST_REQUIRE_MESSAGE(line.rfind("steps ", 0) == 0, "the source failed: " + line);
+  BOOST_REQUIRE(rt::wait_exit(child.pid, 30000));
+  std::istringstream in(line);
+  std::string word;
+  int steps = 0;
+  std::size_t kv_bytes = 0;
+  in >> word >> steps >> word >> kv_bytes >> word;
+  std::vector<int32_t> unmoved;
+  for (int32_t id; in >> id;) unmoved.push_back(id);
+
+  auto canvas = t.receive_wait(1);
+  auto kv = t.receive_wait(2);
+  BOOST_REQUIRE_MESSAGE(canvas.error.empty(), canvas.error);
+  BOOST_REQUIRE_MESSAGE(kv.error.empty(), kv.error);
+  BOOST_TEST(kv.payload.size == kv_bytes);
+  auto model = gpu::load_model(model_dir);
+  gpu::engine e(gpu::make_cpu_backend(model));
+  auto s = e.admit(gpu::canvas::from_bytes(std::string(canvas.payload.view())));
+  BOOST_REQUIRE(!s.c.at_refresh_boundary());  // mid-block: without the cache it could not go on
+  s.cache->import_bytes(kv.payload.view());
+  while (!s.c.finished) e.step({&s});
+  BOOST_TEST((s.c.ids == unmoved));
+  BOOST_TEST(s.c.steps == steps);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_mid_block_kv_cache_moves_over_tcp_and_decoding_continues_identically) {
+  move_kv_and_continue("tcp");
+}
+
+BOOST_AUTO_TEST_CASE(a_mid_block_kv_cache_moves_over_shared_memory_and_decoding_continues_identically) {
+  move_kv_and_continue("shm,cma,tcp");
+}
+
+BOOST_AUTO_TEST_CASE(a_hand_over_inside_one_process_copies_nothing) {
+  rt::ucx_transport t(local("tcp"));
+  auto buf = std::make_shared<const std::string>(1 << 20, 'k');
+  BOOST_TEST(t.send_wait(t.address(), 9, buf).empty());
+  auto got = t.receive_wait(9);
+  BOOST_TEST(got.error.empty());
+  BOOST_TEST(static_cast<const void*>(got.payload.data) == static_cast<const void*>(buf->data()));
+  BOOST_TEST(got.payload.size == buf->size());
+}
+
+BOOST_AUTO_TEST_CASE(a_source_killed_during_a_transfer_ends_the_wait_cleanly) {
+  const int timeout_ms = 3000;
+  rt::ucx_transport t(local("tcp", timeout_ms));
+  // 256 MB over loopback tcp takes a good fraction of a second here, the kill a millisecond.
+  auto child = rt::spawn_background({DLS_UCX_PEER, "send-big", "tcp", to_hex(t.address()), std::to_string(256u << 20)},
+                                    log_path("send-big"));
+  BOOST_REQUIRE(rt::wait_ready(child, 60000) == "sending");
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(child.pid, SIGKILL);
+  BOOST_REQUIRE(rt::wait_exit(child.pid, 10000));
+  auto got = t.receive_wait(3);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_MESSAGE("receiver: " << got.error << " after " << waited << " s");
+  BOOST_TEST(!got.error.empty());
+  BOOST_TEST(got.payload.size == 0u);
+  BOOST_TEST(waited < timeout_ms / 1000.0 + 2.0);  // its deadline plus the progress thread's tick, never a hang
+  // The transport still works after the failure.
+  BOOST_TEST(t.send_wait(t.address(), 4, std::make_shared<const std::string>("after")).empty());
+  BOOST_TEST(t.receive_wait(4).payload.view() == "after");
+}
+
+BOOST_AUTO_TEST_CASE(nothing_arriving_misses_the_deadline_with_a_reason) {
+  rt::ucx_transport t(local("tcp", 200));
+  auto got = t.receive_wait(77);
+  BOOST_TEST(got.error.find("transfer 77") != std::string::npos);
+  BOOST_TEST(got.error.find("deadline") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_truncated_and_foreign_frames_are_refused_with_a_reason) {
+  const std::string payload(4096, 'p');
+  const auto h = rt::make_frame_header(5, payload);
+  BOOST_TEST(rt::check_frame_header(&h, sizeof h, payload.size()).empty());
+  BOOST_TEST(rt::check_frame_payload(h, payload).empty());
+  BOOST_TEST(rt::check_frame_header(&h, sizeof h, 100).find("truncated, 100 of 4096 bytes") != std::string::npos);
+  BOOST_TEST(rt::check_frame_header(&h, 8, payload.size()).find("header of 8 bytes") != std::string::npos);
+  auto foreign = h;
+  foreign.magic = 0;
+  BOOST_TEST(rt::check_frame_header(&foreign, sizeof foreign, payload.size()).find("bad magic") != std::string::npos);
+  std::string flipped = payload;
+  flipped[1234] ^= 1;
+  BOOST_TEST(rt::check_frame_payload(h, flipped).find("checksum mismatch") != std::string::npos);
+  // A KV cache whose frame was fine but whose bytes do not describe a cache is refused too.
+  auto model = gpu::load_model(model_dir);
+  auto cache = gpu::make_cpu_backend(model)->make_cache();
+  BOOST_CHECK_THROW(cache->import_bytes(payload), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_transport_this_host_lacks_is_named) {
+  try {
+    rt::ucx_transport t(local("tcp,cuda_ipc"));
+    BOOST_FAIL("UCX started without cuda_ipc");
+  } catch (const rt::ucx_error& e) {
+    BOOST_TEST(std::string(e.what()).find("'cuda_ipc'") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
+  const std::string base = "name: t\nauth: {token: ucx-test-token}\nhead: {host: 127.0.0.1, port: 0}\nnodes: [{name: n0, devices: {kind: cpu, count: 1}, groups: [1]}]\n"
+                           "model: {path: /tmp}\n";
+  auto cfg = rt::parse_cluster_config(base + "ucx: {tls: 'shm,cma,tcp', net_devices: lo, rndv_threshold_bytes: 4096, timeout_ms: 500}\n",
+                                      "t.yaml", "/tmp");
+  BOOST_TEST(cfg.ucx.tls == std::string("shm,cma,tcp"));
+  BOOST_TEST(cfg.ucx.rndv_threshold_bytes == 4096u);
+  BOOST_TEST(cfg.ucx.timeout_ms == 500);
+  const auto plain = rt::parse_cluster_config(base, "t.yaml", "/tmp");
+  BOOST_TEST(plain.ucx.tls == std::string("tcp"));
+  auto refused = [&](const std::string& ucx, const std::string& why) {
+    try {
+      rt::parse_cluster_config(base + ucx, "t.yaml", "/tmp");
+      BOOST_ERROR("accepted: " + ucx);
+    } catch (const rt::config_error& e) {
+      BOOST_TEST_MESSAGE(e.what());
+      BOOST_TEST(std::string(e.what()).find(why) != std::string::npos, e.what());
+    }
+  };
+  refused("ucx: {tls: 'tcp,warp'}\n", "unknown UCX transport 'warp'");
+  refused("ucx: {tls: 'tcp,'}\n", "at least one");
+  refused("ucx: {tsl: tcp}\n", "unknown key 'tsl'");
+  refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
+}

@@ -1,0 +1,77 @@
+// The source process of the UCX tests: decodes a real request to the middle of a block and
+// sends its canvas and KV cache to the test process over UCX, or sends one large buffer and
+// is killed by the test while it travels.
+//   ucx_kv_peer move-kv TLS PEER_HEX MODEL --ready-fd N   ready line: the unmoved run's tokens
+//   ucx_kv_peer send-big TLS PEER_HEX BYTES --ready-fd N  ready line once the send is posted
+#include "ucx_test_support.hpp"
+
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+#include "runtime/process.hpp"
+#include "runtime/ucx_transport.hpp"
+
+#include <future>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace rt = dls::runtime;
+namespace gpu = dls::gpu;
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  int ready_fd = -1;
+  if (args.size() >= 2 && args[args.size() - 2] == "--ready-fd") {
+    ready_fd = std::stoi(args.back());
+    args.resize(args.size() - 2);
+  }
+  if (args.size() != 4) {
+    std::cerr << "usage: ucx_kv_peer move-kv|send-big TLS PEER_HEX MODEL|BYTES --ready-fd N\n";
+    return 2;
+  }
+  try {
+    rt::ucx_config cfg;
+    cfg.tls = args[1];
+    cfg.net_devices = "lo";
+    rt::ucx_transport t(cfg);
+    const std::string peer = dls::test::from_hex(args[2]);
+    if (args[0] == "send-big") {
+      auto buf = std::make_shared<const std::string>(std::stoull(args[3]), 'x');
+      std::promise<std::string> sent;
+      t.send(peer, 3, buf, rt::ucx_transport::clock::now() + std::chrono::milliseconds(cfg.timeout_ms),
+             [&](const std::string& e) { sent.set_value(e); });
+      rt::signal_ready(ready_fd, "sending");
+      sent.get_future().get();  // the test kills this process before this returns
+      return 0;
+    }
+    auto model = gpu::load_model(args[3]);
+    auto tok = gpu::load_tokenizer(args[3]);
+    gpu::decode_params p;
+    p.gen_length = 32;
+    p.block_length = 8;
+    p.threshold = 0.99;  // few commits per step, so the first block takes several steps
+    p.cache = gpu::cache_mode::dual;
+    gpu::engine e(gpu::make_cpu_backend(model));
+    auto s = e.admit(gpu::canvas::start(tok->encode("A8341.+962.....="), p, model->config.mask_id, model->config.eos_id));
+    // Past the first block's refresh: the KV cache is needed to go on.
+    while (!s.c.finished && s.c.at_refresh_boundary()) e.step({&s});
+    if (s.c.finished) throw std::runtime_error("the request finished before it was mid-block");
+    auto canvas = std::make_shared<const std::string>(s.c.to_bytes());
+    auto kv = std::make_shared<const std::string>(s.cache->export_bytes());
+    for (auto [id, bytes] : {std::pair{uint64_t{1}, canvas}, std::pair{uint64_t{2}, kv}}) {
+      const std::string error = t.send_wait(peer, id, bytes);
+      if (!error.empty()) throw std::runtime_error(error);
+    }
+    while (!s.c.finished) e.step({&s});
+    std::string line = "steps " + std::to_string(s.c.steps) + " kv " + std::to_string(kv->size()) + " ids";
+    for (auto id : s.c.ids) line += " " + std::to_string(id);
+    rt::signal_ready(ready_fd, line);
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "ucx_kv_peer: " << e.what() << "\n";
+    rt::signal_ready(ready_fd, std::string("error: ") + e.what());
+    return 1;
+  }
+}
