@@ -6,6 +6,7 @@
 #include "actors/node_parts.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
+#include "dilaserve/self_child.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/model_config.hpp"
 #include "gpu/safetensors.hpp"
@@ -103,24 +104,7 @@ tp_timing time_refresh(caf::actor_system& sys, std::shared_ptr<const dls::gpu::m
 
 // -- (2)-(4) a live local cluster --------------------------------------------------------
 
-int run_child(std::vector<std::string> args) {
-  args.insert(args.begin(), rt::self_executable());
-  std::vector<char*> c;
-  for (auto& a : args) c.push_back(a.data());
-  c.push_back(nullptr);
-  std::fflush(stdout);
-  int pid = ::fork();
-  if (pid == 0) {
-    // The cluster's own chatter (up/down) would interleave with the report.
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::execv(c[0], c.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+int run_child(std::vector<std::string> args) { return dls::cli::run_self(std::move(args)); }
 
 template <class... Ts>
 json request(rt::cluster_session& s, Ts&&... xs) {
