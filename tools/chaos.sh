@@ -152,7 +152,12 @@ caf:
 EOF
 [ -z "$DEAD_AFTER_MS" ] || echo "heartbeat: {interval_ms: 500, dead_after_ms: $DEAD_AFTER_MS}" >> "$CFG"
 LOAD=$OUT/load.jsonl
-python3 "$ROOT/tools/trace_replay.py" --trace "$ROOT/../shared/traces/azure_llm_2023_code.csv" \
+# The whole Azure code trace where the workspace has it, else the excerpt the repository ships
+# (its first 400 arrivals; the replay starts it over past its end). CHAOS_TRACE picks another.
+TRACE=${CHAOS_TRACE:-$ROOT/../shared/traces/azure_llm_2023_code.csv}
+[ -f "$TRACE" ] || TRACE=$ROOT/configs/sim/traces/azure_llm_2023_code_first400.csv
+log "trace: $TRACE"
+python3 "$ROOT/tools/trace_replay.py" --trace "$TRACE" \
   --prompts "$ROOT/models/tiny-llada/eval.jsonl" --rate "$RATE" --seconds "$LOAD_S" > "$LOAD" ||
   { echo "chaos: cannot build the replay" >&2; exit 2; }
 LAST_AT=$(tail -1 "$LOAD" | python3 -c 'import json,sys; print(json.load(sys.stdin)["at_s"])')
