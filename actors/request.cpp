@@ -137,7 +137,10 @@ void finish(req_ptr self, rt::answer a) {
   st.group_handle = nullptr;
   publish(self);
   self->send(st.supervisor, rt::finished_atom::value, st.id);
-  self->quit();
+  // A request refused at once can end before the head's directory has answered its
+  // registration; it stays until that answer, so that its row is marked DEAD and not left
+  // counted in flight for ever.
+  if (st.dir_id != 0) self->quit();
 }
 
 // Resumes the request elsewhere from its last snapshot. Messages the old group may
@@ -203,10 +206,18 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
   rt::actor_info row{0, "request", "request-" + std::to_string(id), "head", static_cast<int32_t>(::getpid()),
                      "ALIVE", 0, details(st)};
   self->request(st.core, std::chrono::seconds(10), rt::register_atom::value, row)
-      .then([=](uint64_t dir_id) {
-        self->state.dir_id = dir_id;
-        publish(self);
-      });
+      .then(
+          [=](uint64_t dir_id) {
+            self->state.dir_id = dir_id;
+            publish(self);
+            if (self->state.done) self->quit();
+          },
+          [=](caf::error& e) {
+            rt::log_line("request-" + std::to_string(self->state.id),
+                         "the directory did not register it: " + to_string(e));
+            self->state.dir_id = 0;
+            if (self->state.done) self->quit();
+          });
   self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
   // A group retired by a regroup exits with user_shutdown after handing its requests
   // over; any other end of the current group (crash, lost node) means re-placing.
