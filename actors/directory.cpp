@@ -25,12 +25,33 @@ void directory::update(uint64_t id, const std::string& state, const std::string&
   if (!details.empty()) row.details = details;
   if (!ends) return;
   auto d = nlohmann::json::parse(row.details, nullptr, false);
-  if (d.is_object() && d.value("status", "") == "FINISHED")
-    ++finished_;
-  else
-    ++failed_;
+  count_end(id, d.is_object() && d.value("status", "") == "FINISHED", now);
+}
+
+void directory::count_end(uint64_t id, bool answered, clock::time_point now) {
+  ++(answered ? finished_ : failed_);
   finished_rows_.emplace_back(id, now);
   evict_over_count();
+}
+
+void directory::update_request(uint64_t request_id, const std::string& state, const std::string& details,
+                               bool answered, int32_t pid, clock::time_point now) {
+  auto live = live_requests_.find(request_id);
+  runtime::actor_info* row = nullptr;
+  uint64_t id = 0;
+  if (live == live_requests_.end()) {
+    id = add({0, "request", "request-" + std::to_string(request_id), "head", pid, "ALIVE", 0, details});
+    live = live_requests_.emplace(request_id, id).first;
+  } else {
+    id = live->second;
+  }
+  row = &rows_.at(id);
+  if (state == "RESTARTING" && row->state != "RESTARTING") ++row->restarts;
+  row->state = state;
+  row->details = details;
+  if (state != "DEAD") return;
+  live_requests_.erase(live);
+  count_end(id, answered, now);
 }
 
 void directory::evict_over_count() {

@@ -36,6 +36,11 @@ class directory {
   /// oldest finished rows out.
   void update(uint64_t id, const std::string& state, const std::string& details, clock::time_point now = clock::now());
 
+  /// A request actor's row, by request id: created (kind request, on the head, process `pid`)
+  /// by its first update. `answered`: with state DEAD, counted as finished rather than failed.
+  void update_request(uint64_t request_id, const std::string& state, const std::string& details, bool answered,
+                      int32_t pid, clock::time_point now = clock::now());
+
   /// Removes finished request rows older than the retention age; returns how many.
   std::size_t expire(clock::time_point now = clock::now());
 
@@ -50,11 +55,13 @@ class directory {
 
  private:
   void evict_over_count();
+  void count_end(uint64_t id, bool answered, clock::time_point now);
 
   runtime::directory_retention retention_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, runtime::actor_info> rows_;
   std::deque<std::pair<uint64_t, clock::time_point>> finished_rows_;  // oldest first
+  std::map<uint64_t, uint64_t> live_requests_;  // request id -> row id, until the request ends
   uint64_t requests_ = 0, finished_ = 0, failed_ = 0;
 };
 

@@ -1,6 +1,7 @@
 // The head core: membership (join, heartbeats, DEAD detection), the actor directory,
 // and cluster status. The step loop never passes through here.
 #include "actors/directory.hpp"
+#include "actors/head_messages.hpp"
 #include "actors/liveness.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
@@ -299,6 +300,10 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
       [=](rt::detail_atom, uint64_t id, const std::string& state, const std::string& details) {
         if (!from_head(self)) return;
         self->state.dir.update(id, state, details);
+      },
+      [=](request_row_atom, uint64_t request_id, const std::string& state, const std::string& details, bool answered) {
+        if (!from_head(self)) return;
+        self->state.dir.update_request(request_id, state, details, answered, static_cast<int32_t>(::getpid()));
       },
       [=](rt::beat_atom, const std::string& node) {
         auto it = self->state.nodes.find(node);

@@ -2,6 +2,7 @@
 // Messages between a TP group and its workers. They never leave the node process (the
 // group and its workers always share it, as the shared-memory all-reduce requires),
 // so they carry pointers and engine structs without serialization.
+#include "actors/answer_text.hpp"
 #include "actors/device_pool.hpp"
 #include "actors/policy_view.hpp"
 #include "gpu/allreduce.hpp"
@@ -52,7 +53,7 @@ struct step_outcome {
   int64_t steps = 0;
   int64_t committed = 0;
   canvas_progress progress;     // what the policies read of the canvas after this step
-  std::string canvas;           // set at a refresh boundary or when finished
+  std::string canvas;           // set when a block completed at a refresh boundary (the snapshot)
   std::vector<int32_t> answer;  // set when a block completed or the request finished
 };
 
@@ -82,7 +83,7 @@ struct group_handover {
   canvas_progress progress;
   int64_t committed = 0;
   int64_t steps = 0;
-  std::size_t streamed_chars = 0;
+  answer_text text;  // the answer decoded so far
   int32_t streamed_blocks = 0;
   std::string from;
 };

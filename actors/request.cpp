@@ -1,6 +1,7 @@
 // One actor per request, living at the head so it survives any node. It owns the
 // lifecycle, the deadline, the last canvas snapshot (taken at a refresh boundary) and
 // the answer to the client; it streams finished blocks as they arrive.
+#include "actors/head_messages.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
@@ -23,7 +24,6 @@ namespace {
 
 struct request_state {
   uint64_t id = 0;
-  uint64_t dir_id = 0;
   rt::submit_spec spec;
   double threshold = 0;       // current τ (the group's controller moves it unless pinned)
   bool pinned = false;        // the client chose τ
@@ -50,7 +50,9 @@ struct request_state {
   std::string status = "QUEUED";
   std::string node;
   std::string group;
-  caf::actor group_handle;  // monitored: a group that crashes must not take the request along
+  // Where cancels go. Not monitored: the supervisor watches each group once and re-places
+  // the requests of one that ends, instead of every request watching its group.
+  caf::actor group_handle;
   bool done = false;
   rt::answer result;
   std::vector<caf::response_promise> waiting;
@@ -83,19 +85,20 @@ std::string details(const request_state& st) {
   return j.dump();
 }
 
+// The directory row is keyed by the request id: the first update creates it, so no answer is
+// awaited and a request refused at once still leaves a row that is counted.
 void publish(req_ptr self) {
-  if (self->state.dir_id == 0) return;
+  const auto& st = self->state;
   // RESTARTING while it waits to resume elsewhere after losing its node.
-  auto state = self->state.done ? "DEAD" : self->state.status == "REPLACING" ? "RESTARTING" : "ALIVE";
-  self->send(self->state.core, rt::detail_atom::value, self->state.dir_id, std::string(state), details(self->state));
+  auto state = st.done ? "DEAD" : st.status == "REPLACING" ? "RESTARTING" : "ALIVE";
+  self->send(st.core, request_row_atom::value, st.id, std::string(state), details(st), st.done && st.result.ok);
 }
 
-rt::work_item make_item(req_ptr self) {
-  auto& st = self->state;
+rt::work_item make_item(const request_state& st, caf::actor self) {
   rt::work_item w;
   w.request_id = st.id;
   w.epoch = st.epoch;
-  w.request = caf::actor_cast<caf::actor>(self);
+  w.request = std::move(self);
   w.prompt = st.spec.prompt;
   w.threshold = st.threshold;
   w.threshold_pinned = st.pinned;
@@ -105,6 +108,7 @@ rt::work_item make_item(req_ptr self) {
   w.gen_length = st.gen_length;
   w.canvas = st.canvas;
   w.kv_canvas = st.kv_canvas;
+  w.stream = st.spec.stream;
   return w;
 }
 
@@ -131,16 +135,10 @@ void finish(req_ptr self, rt::answer a) {
   }
   for (auto& rp : st.waiting) rp.deliver(a);
   st.waiting.clear();
-  // The monitor on a group that outlives us holds our address, and with it this actor's
-  // memory, for as long as that group runs.
-  if (st.group_handle) self->demonitor(st.group_handle);
   st.group_handle = nullptr;
   publish(self);
   self->send(st.supervisor, rt::finished_atom::value, st.id);
-  // A request refused at once can end before the head's directory has answered its
-  // registration; it stays until that answer, so that its row is marked DEAD and not left
-  // counted in flight for ever.
-  if (st.dir_id != 0) self->quit();
+  self->quit();
 }
 
 // Resumes the request elsewhere from its last snapshot. Messages the old group may
@@ -153,14 +151,13 @@ void replace(req_ptr self, const std::string& why, bool again = false) {
   ++st.moves;
   st.status = "REPLACING";
   st.group.clear();
-  if (st.group_handle) self->demonitor(st.group_handle);
   st.group_handle = nullptr;
   rt::log_line("request-" + std::to_string(st.id),
                why + "; re-placing from " +
                    (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
                                       : "a canvas at step " + std::to_string(st.steps)));
   publish(self);
-  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
+  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self->state, caf::actor_cast<caf::actor>(self)));
 }
 
 // The supervisor (await, replace) is local; placements, snapshots, blocks and answers come from
@@ -172,10 +169,12 @@ bool from_group(req_ptr self) {
 
 bool from_head(req_ptr self) { return sender_is_local(self, "request"); }
 
-caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                      caf::actor core, caf::actor supervisor, peer_registry_ptr peers, rt::head_journal_ptr journal,
-                      std::shared_ptr<const rt::journal_request> recovered) {
-  auto& st = self->state;
+// A request's state at arrival (or, for one a restarted head found in its log, at recovery).
+std::shared_ptr<request_state> initial_state(uint64_t id, rt::submit_spec spec, const rt::engine_defaults& defaults,
+                                             caf::actor core, caf::actor supervisor, peer_registry_ptr peers,
+                                             rt::head_journal_ptr journal, const rt::journal_request* recovered) {
+  auto out = std::make_shared<request_state>();
+  auto& st = *out;
   st.id = id;
   st.peers = std::move(peers);
   st.journal = std::move(journal);
@@ -203,30 +202,14 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
   st.spec = std::move(spec);
   st.core = std::move(core);
   st.supervisor = std::move(supervisor);
-  rt::actor_info row{0, "request", "request-" + std::to_string(id), "head", static_cast<int32_t>(::getpid()),
-                     "ALIVE", 0, details(st)};
-  self->request(st.core, std::chrono::seconds(10), rt::register_atom::value, row)
-      .then(
-          [=](uint64_t dir_id) {
-            self->state.dir_id = dir_id;
-            publish(self);
-            if (self->state.done) self->quit();
-          },
-          [=](caf::error& e) {
-            rt::log_line("request-" + std::to_string(self->state.id),
-                         "the directory did not register it: " + to_string(e));
-            self->state.dir_id = 0;
-            if (self->state.done) self->quit();
-          });
-  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self));
-  // A group retired by a regroup exits with user_shutdown after handing its requests
-  // over; any other end of the current group (crash, lost node) means re-placing.
-  self->set_down_handler([=](caf::down_msg& dm) {
-    auto& st = self->state;
-    if (!st.group_handle || dm.source != st.group_handle.address()) return;
-    if (dm.reason == caf::exit_reason::user_shutdown) return;
-    replace(self, "group " + st.group + " ended (" + to_string(dm.reason) + ")");
-  });
+  return out;
+}
+
+// The supervisor places the first work item itself (started_request::first_item), so the
+// request actor only announces its row.
+caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial) {
+  self->state = *initial;
+  publish(self);
   return {
       [=](rt::await_atom) -> caf::result<caf::message> {
         if (!from_head(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
@@ -244,9 +227,7 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         if (!st.group.empty() && st.group != group) ++st.moves;
         st.node = node;
         st.group = group;
-        if (st.group_handle) self->demonitor(st.group_handle);
         st.group_handle = caf::actor_cast<caf::actor>(self->current_sender());
-        if (st.group_handle) self->monitor(st.group_handle);
         st.status = "RUNNING";
         self->send(st.supervisor, rt::placed_atom::value, st.id, group);
         publish(self);
@@ -291,10 +272,9 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
         ++st.moves;
         st.status = "MIGRATING";
         st.group.clear();
-        if (st.group_handle) self->demonitor(st.group_handle);
         st.group_handle = nullptr;
         publish(self);
-        auto item = make_item(self);
+        auto item = make_item(self->state, caf::actor_cast<caf::actor>(self));
         item.moved_from = h.from;
         self->send(st.supervisor, rt::enqueue_atom::value, std::move(item), h.to);
       },
@@ -368,6 +348,13 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
       // snapshot. An older epoch is a placement it already left. While REPLACING, the
       // supervisor picked a group of a node whose death it had not heard of yet, and it
       // forgets that placement when it tells us: ignoring this would lose the request.
+      // The group of placement `epoch` ended otherwise than by a regroup (the supervisor
+      // watches the groups).
+      [=](rt::replace_atom, uint32_t epoch, const std::string& why) {
+        if (!from_head(self)) return;
+        if (epoch != self->state.epoch) return;
+        replace(self, why);
+      },
       [=](rt::replace_atom, const std::string& node, uint32_t epoch) {
         if (!from_head(self)) return;
         const auto& st = self->state;
@@ -379,13 +366,15 @@ caf::behavior request(req_ptr self, uint64_t id, rt::submit_spec spec, rt::engin
 
 }  // namespace
 
-caf::actor spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
-                         caf::actor core, caf::actor supervisor, peer_registry_ptr peers, rt::head_journal_ptr journal,
-                         const rt::journal_request* recovered) {
-  std::shared_ptr<const rt::journal_request> rec;
-  if (recovered) rec = std::make_shared<const rt::journal_request>(*recovered);
-  return sys.spawn(request, id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers),
-                   std::move(journal), std::move(rec));
+started_request spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
+                              caf::actor core, caf::actor supervisor, peer_registry_ptr peers,
+                              rt::head_journal_ptr journal, const rt::journal_request* recovered) {
+  auto initial = initial_state(id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers),
+                               std::move(journal), recovered);
+  started_request out;
+  out.actor = sys.spawn(request, std::shared_ptr<const request_state>(initial));
+  out.first_item = make_item(*initial, out.actor);
+  return out;
 }
 
 }  // namespace dls::actors

@@ -55,9 +55,13 @@ caf::actor spawn_migrator(caf::actor_system& sys, caf::actor core, caf::actor su
 /// `peers` nullptr: it takes progress only from actors of its own process.
 /// `journal`: its snapshots and its end are logged there. `recovered`: a request a restarted
 /// head found in its log (arrival, last canvas); nullptr for a new one.
-caf::actor spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
-                         runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor,
-                         peer_registry_ptr peers = nullptr, runtime::head_journal_ptr journal = nullptr,
-                         const runtime::journal_request* recovered = nullptr);
+struct started_request {
+  caf::actor actor;
+  runtime::work_item first_item;  // what the supervisor places: the request does not ask it to
+};
+started_request spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
+                              runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor,
+                              peer_registry_ptr peers = nullptr, runtime::head_journal_ptr journal = nullptr,
+                              const runtime::journal_request* recovered = nullptr);
 
 }  // namespace dls::actors

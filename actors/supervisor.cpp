@@ -7,6 +7,7 @@
 #include "policies/overload.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
+#include "runtime/group_load.hpp"
 #include "runtime/log.hpp"
 
 #include <caf/all.hpp>
@@ -127,21 +128,32 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
   g->queued += 1;
   st.requests[item.request_id].group = g->info.name;
   st.requests[item.request_id].epoch = item.epoch;
-  auto group_name = g->info.name;
-  auto id = item.request_id;
-  auto copy = item;
-  self->request(g->info.handle, std::chrono::seconds(60), rt::enqueue_atom::value, std::move(item))
-      .then([](bool) { /* admitted; the group tells the request actor */ },
-            [=](caf::error& e) {
-              auto it = self->state.requests.find(id);
-              if (it == self->state.requests.end() || it->second.group != group_name) return;
-              // The group vanished (node lost or regrouped) before admitting it:
-              // place it again rather than lose it.
-              rt::log_line("supervisor", "group " + group_name + " did not admit request " +
-                                             std::to_string(id) + " (" + to_string(e) + "); placing again");
-              self->state.groups.erase(group_name);
-              place(self, copy);
-            });
+  // No answer is awaited: the group tells the request actor, a drained group sends the item
+  // back, and a group that ends takes the re-placement path of its requests (group_ended).
+  self->send(g->info.handle, rt::enqueue_atom::value, std::move(item));
+}
+
+// A group ended. A regroup retires groups with user_shutdown after handing their requests over;
+// any other end (crash, lost connection) re-places what was placed there, each request from
+// its last snapshot. Its node's death, if that is the cause, may come first or later: the
+// request's epoch makes the second notice a no-op.
+void group_ended(sup_ptr self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto g = std::find_if(st.groups.begin(), st.groups.end(),
+                        [&](const auto& kv) { return kv.second.info.handle.address() == dm.source; });
+  if (g == st.groups.end()) return;
+  const auto name = g->first;
+  st.groups.erase(g);
+  if (dm.reason == caf::exit_reason::user_shutdown) return;
+  int moved = 0;
+  const auto why = "group " + name + " ended (" + to_string(dm.reason) + ")";
+  for (auto& [id, r] : st.requests)
+    if (r.group == name && r.actor) {
+      self->send(r.actor, rt::replace_atom::value, r.epoch, why);
+      r.group.clear();
+      ++moved;
+    }
+  rt::log_line("supervisor", why + "; re-placing " + std::to_string(moved) + " requests");
 }
 
 // Under overload a request with an SLO is refused here, before the head spends a request
@@ -161,17 +173,6 @@ std::optional<rt::answer> refusal_at_placement(supervisor_state& st, const rt::s
   a.tag = spec.tag;
   a.group = g->info.name;
   return a;
-}
-
-// What a group's load report says about its load shedding; the directory also shows the
-// requests refused here on its behalf.
-void note_shedding(group_slot& g, json& details) {
-  g.sheds = details.value("sheds", false);
-  g.backlog_s = details.value("backlog_s", 0.0);
-  g.grace = details.value("shed_grace", 1.0);
-  g.lowest_tau = details.value("lowest_tau", 1.0);
-  g.tau_ref = details.value("tau_ref", 1.0);
-  details["refused_at_placement"] = g.refused_here;
 }
 
 // Everything but load reports comes from the head's own actors (endpoint, request actors,
@@ -200,10 +201,11 @@ void resume_recovered(sup_ptr self) {
   const auto& rec = st.journal->recovered();
   st.next_id = std::max(st.next_id, rec.next_id);
   for (const auto& [id, r] : rec.live) {
-    auto req = spawn_request(self->system(), id, r.spec, st.defaults, st.core, caf::actor_cast<caf::actor>(self),
-                             st.peers, st.journal, &r);
-    st.requests[id] = {req, "", 0, r.key};
+    auto started = spawn_request(self->system(), id, r.spec, st.defaults, st.core,
+                                 caf::actor_cast<caf::actor>(self), st.peers, st.journal, &r);
+    st.requests[id] = {started.actor, "", 0, r.key};
     if (!r.key.empty()) st.by_key[r.key] = id;
+    place(self, std::move(started.first_item));
   }
   if (!rec.live.empty())
     rt::log_line("supervisor", "resuming " + std::to_string(rec.live.size()) +
@@ -225,10 +227,11 @@ caf::actor start_request(sup_ptr self, uint64_t id, rt::submit_spec spec) {
                          static_cast<int>(spec.prompt.size()),
                          spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
   if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
-  auto req = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core, caf::actor_cast<caf::actor>(self),
-                           st.peers, st.journal);
-  st.requests[id] = {req, "", 0, key};
-  return req;
+  auto started = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core,
+                               caf::actor_cast<caf::actor>(self), st.peers, st.journal);
+  st.requests[id] = {started.actor, "", 0, key};
+  place(self, std::move(started.first_item));
+  return started.actor;
 }
 
 rt::answer refusal_of(uint64_t id, const rt::submit_spec& spec, const std::string& why) {
@@ -249,6 +252,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
   self->state.policy = std::move(policy);
   self->state.journal = std::move(journal);
   resume_recovered(self);
+  self->set_down_handler([=](caf::down_msg& dm) { group_ended(self, dm); });
   self->set_exit_handler([=](caf::exit_msg& m) {
     // Request actors are only referenced from here; take them down with us so the
     // actor system can shut down.
@@ -327,6 +331,15 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!local(self)) return;
         self->state.requests[item.request_id].actor = item.request;
+        place(self, std::move(item));
+      },
+      // A drained group (about to be replaced by a regroup) did not take the item: place it again.
+      [=](rt::drain_atom, rt::work_item& item) {
+        if (!from_node(self)) return;
+        auto& st = self->state;
+        auto r = st.requests.find(item.request_id);
+        if (r == st.requests.end() || r->second.epoch != item.epoch || !r->second.actor) return;
+        item.request = r->second.actor;  // the one the head knows, not what the node sent back
         place(self, std::move(item));
       },
       // A migrating request resumes on the group its migration chose.
@@ -411,27 +424,40 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           if (r->second.actor) self->send(r->second.actor, rt::cancel_atom::value);
         }
       },
-      [=](rt::load_atom, const std::string& group, double work, int32_t queued, const std::string& stats) {
+      [=](rt::load_atom, const std::string& group, const rt::group_load& load) {
         if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
-        it->second.work = work;
-        it->second.queued = queued;
-        json details{{"degree", it->second.info.degree}, {"devices", it->second.info.devices}, {"queue", queued},
-                     {"queued_tokens", work}};
-        if (auto s = json::parse(stats, nullptr, false); s.is_object()) details.update(s);
-        note_shedding(it->second, details);
-        self->send(self->state.core, rt::detail_atom::value, it->second.info.id, std::string{}, details.dump());
+        auto& g = it->second;
+        g.work = load.work;
+        g.queued = load.queued;
+        g.sheds = load.sheds;
+        g.backlog_s = load.backlog_s;
+        g.grace = load.shed_grace;
+        g.lowest_tau = load.lowest_tau;
+        g.tau_ref = load.tau_ref;
+        auto details = load.to_json();
+        details["degree"] = g.info.degree;
+        details["devices"] = g.info.devices;
+        details["refused_at_placement"] = g.refused_here;
+        self->send(self->state.core, rt::detail_atom::value, g.info.id, std::string{}, details.dump());
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
         if (!local(self)) return;
         auto& st = self->state;
-        for (auto it = st.groups.begin(); it != st.groups.end();)
-          it = it->second.info.node == node ? st.groups.erase(it) : std::next(it);
+        for (auto it = st.groups.begin(); it != st.groups.end();) {
+          if (it->second.info.node != node) {
+            ++it;
+            continue;
+          }
+          self->demonitor(it->second.info.handle);
+          it = st.groups.erase(it);
+        }
         for (auto& g : groups) {
           group_slot slot;
           slot.info = g;
           st.groups[g.name] = slot;
+          self->monitor(g.handle);
           // A group starts with the policy of the cluster file; tell it if `policy set` changed it.
           if (st.policy != st.initial_policy) self->send(g.handle, rt::policy_atom::value, st.policy);
         }

@@ -5,6 +5,7 @@
 // shared-memory all-reduce and end with identical canvases, so rank 0's outcome is the
 // group's. The group then streams finished blocks, snapshots canvases at refresh
 // boundaries, and answers.
+#include "actors/answer_text.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
 #include "actors/peer_roles.hpp"
@@ -12,6 +13,7 @@
 #include "policies/group_step.hpp"
 #include "policies/overload.hpp"
 #include "policies/presets.hpp"
+#include "runtime/group_load.hpp"
 #include "runtime/log.hpp"
 #include "runtime/step_histogram.hpp"
 
@@ -44,8 +46,8 @@ struct queued_request {
   bool boundary = true;
   int64_t committed = 0;
   int64_t steps = 0;
-  std::size_t streamed_chars = 0;
-  int32_t streamed_blocks = 0;
+  answer_text text;             // the answer decoded so far
+  int32_t streamed_blocks = 0;  // chunks numbered so far (a resumed request goes on from its block)
   std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
 };
 
@@ -153,19 +155,31 @@ void report_load(group_ptr self) {
   for (auto& [id, q] : st.queue) work += static_cast<double>(q.meta.gen_length - q.committed);
   // Step totals ride along so the directory (and bench-runtime) can show the share of
   // step time spent in actor messaging rather than in the engine.
-  nlohmann::json stats{{"steps", st.steps},           {"step_wall_s", st.wall_seconds},
-                       {"engine_s", st.engine_seconds}, {"policy_s", st.policy_seconds}, {"policy_cpu_s", st.policy_cpu_seconds},
-                       {"decisions", st.decisions},     {"policy", st.policy.name},
-                       {"tau_cap", st.view.tau_cap},    {"step_overhead_s", st.overhead_s},
-                       {"step_time_s", {{"refresh", st.refresh_steps.to_json()}, {"reuse", st.reuse_steps.to_json()}}},
-                       {"refused", st.refused},         {"lowest_tau", st.lowest_tau},
-                       {"first_tau_lowered_s", st.first_lowered_s}, {"first_refused_s", st.first_refused_s},
-                       {"backlog_s", st.backlog_s},     {"tau_ref", st.policy.thr.tau_max},
-                       {"shed_grace", st.policy.sched.missed_grace},
-                       {"sheds", st.policy.refuse_overload && st.cost.has_value()},
-                       {"migrations_in", st.migrations_in}, {"migrations_out", st.migrations_out}};
-  self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, work,
-             static_cast<int32_t>(st.queue.size()), stats.dump());
+  rt::group_load l;
+  l.work = work;
+  l.queued = static_cast<int32_t>(st.queue.size());
+  l.steps = st.steps;
+  l.step_wall_s = st.wall_seconds;
+  l.engine_s = st.engine_seconds;
+  l.policy_s = st.policy_seconds;
+  l.policy_cpu_s = st.policy_cpu_seconds;
+  l.decisions = st.decisions;
+  l.policy = st.policy.name;
+  l.tau_cap = st.view.tau_cap;
+  l.step_overhead_s = st.overhead_s;
+  l.refresh = st.refresh_steps;
+  l.reuse = st.reuse_steps;
+  l.refused = st.refused;
+  l.lowest_tau = st.lowest_tau;
+  l.first_tau_lowered_s = st.first_lowered_s;
+  l.first_refused_s = st.first_refused_s;
+  l.backlog_s = st.backlog_s;
+  l.tau_ref = st.policy.thr.tau_max;
+  l.shed_grace = st.policy.sched.missed_grace;
+  l.sheds = st.policy.refuse_overload && st.cost.has_value();
+  l.migrations_in = st.migrations_in;
+  l.migrations_out = st.migrations_out;
+  self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
 
 void remove(group_ptr self, uint64_t id) {
@@ -189,11 +203,14 @@ void kick(group_ptr self);
 
 // The answer text of a canvas's completed blocks: what its earlier groups have streamed, so a
 // resumed request streams only what follows.
-std::size_t streamed_chars_of(const gpu::tokenizer& tok, const gpu::canvas& c) {
+// The text of a resumed canvas's completed blocks: streamed before, so not streamed again.
+answer_text streamed_text_of(const gpu::tokenizer& tok, const gpu::canvas& c) {
   auto ids = c.answer();
   const auto done = static_cast<std::size_t>(std::max(0, c.block_begin() - c.prompt_len));
   if (!c.finished && ids.size() > done) ids.resize(done);
-  return tok.decode(ids).size();
+  answer_text t(tok);
+  t.advance(ids);
+  return t;
 }
 
 // Queues a request this group admitted on its workers (fresh, resumed or handed over).
@@ -324,16 +341,17 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     q.live.progress = o.progress;
     const auto& req = q.meta.request;
     if (!o.answer.empty() || o.report.finished) {
-      auto text = st.setup.tokenizer->decode(o.answer);
-      if (text.size() > q.streamed_chars) {
-        rt::block_chunk chunk{q.meta.request_id, 0, q.streamed_blocks++, text.substr(q.streamed_chars)};
-        q.streamed_chars = text.size();
-        self->send(req, rt::block_atom::value, q.meta.epoch, chunk);
+      auto fresh = q.text.advance(o.answer);
+      if (o.report.finished) fresh += q.text.finish();
+      if (!fresh.empty()) {
+        // Only a streaming client reads the chunks; the others get the whole text at the end.
+        rt::block_chunk chunk{q.meta.request_id, 0, q.streamed_blocks++, std::move(fresh)};
+        if (q.meta.stream) self->send(req, rt::block_atom::value, q.meta.epoch, chunk);
       }
       if (o.report.finished) {
         st.ledger.finish();
-        rt::run_result r{text, static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed), st.setup.node,
-                         st.setup.name};
+        rt::run_result r{q.text.text(), static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed),
+                         st.setup.node, st.setup.name};
         self->send(req, rt::finished_atom::value, q.meta.epoch, r);
         remove(self, o.id);
         changed = true;
@@ -438,7 +456,7 @@ void depart(group_ptr self, queued_request q) {
     h.progress = moved->live.progress;
     h.committed = moved->committed;
     h.steps = moved->steps;
-    h.streamed_chars = moved->streamed_chars;
+    h.text = std::move(moved->text);
     h.streamed_blocks = moved->streamed_blocks;
     h.from = st.setup.name;
     self->request(order.to_handle, std::chrono::seconds(10), handover_atom::value, std::move(h))
@@ -657,18 +675,20 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
                                                                             [=](caf::error&) { done(); });
   }
   return {
-      [=](rt::enqueue_atom, rt::work_item& item) -> caf::result<bool> {
-        if (!sender_from(self, self->state.setup.head_node, "tp_group"))
-          return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
+      [=](rt::enqueue_atom, rt::work_item& item) {
+        if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
         auto& st = self->state;
         // A drained group is about to be replaced: the supervisor places the item again.
-        if (st.drained) return caf::make_error(caf::sec::request_receiver_down);
+        if (st.drained) {
+          self->send(st.setup.supervisor, rt::drain_atom::value, std::move(item));
+          return;
+        }
         const auto& cfg = st.setup.model->config;
         std::string bytes;
         std::string problem;
         canvas_progress progress;
         std::string kv_bytes;
-        std::size_t streamed = 0;
+        answer_text streamed(*st.setup.tokenizer);
         try {
           gpu::canvas c;
           if (item.canvas.empty()) {
@@ -689,7 +709,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
             } else if (!c.at_refresh_boundary()) {
               throw std::invalid_argument("canvas is not at a refresh boundary");
             }
-            streamed = streamed_chars_of(*st.setup.tokenizer, c);
+            streamed = streamed_text_of(*st.setup.tokenizer, c);
           }
           bytes = c.to_bytes();
           progress = progress_of(c);
@@ -698,7 +718,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         }
         if (!problem.empty()) {
           self->send(item.request, rt::failed_atom::value, item.epoch, "rejected: " + problem);
-          return true;
+          return;
         }
         // A first placement from the prompt may be refused under overload; a request that
         // already ran somewhere (resumed, re-placed or moved) is accepted work and never is.
@@ -713,11 +733,10 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         if (!item.moved_from.empty()) st.migrations_in += 1;
         auto& q = add_request(self, std::move(item), progress);
         if (first_placement) st.fresh.push_back(q.live.id);
-        q.streamed_chars = streamed;
+        q.text = std::move(streamed);
         q.streamed_blocks = progress.block;
         report_load(self);
         kick(self);
-        return true;
       },
       [=](step_atom) {
         if (sender_is_local(self, "tp_group")) run_step(self);
@@ -766,7 +785,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         auto& q = add_request(self, std::move(h.meta), h.progress);
         q.committed = h.committed;
         q.steps = h.steps;
-        q.streamed_chars = h.streamed_chars;
+        q.text = std::move(h.text);
         q.streamed_blocks = h.streamed_blocks;
         report_load(self);
         kick(self);

@@ -74,8 +74,11 @@ step_result run_step(worker_state& st, const step_order& order) {
     o.steps = c.steps;
     o.committed = c.committed;
     o.progress = progress_of(c);
-    if (o.boundary || c.finished) o.canvas = c.to_bytes();
-    if (c.finished || (c.step_in_block == 0 && reports[i].committed > 0)) o.answer = c.answer();
+    // A block just completed (or the answer did). Recovery resumes from the canvas of such a
+    // boundary, so that is the only snapshot the head gets: one per block, not one per refresh.
+    const bool block_done = c.finished || (c.step_in_block == 0 && reports[i].committed > 0);
+    if (block_done) o.answer = c.answer();
+    if (block_done && !c.finished && o.boundary) o.canvas = c.to_bytes();
     out.outcomes.push_back(std::move(o));
   }
   return out;

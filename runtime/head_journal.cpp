@@ -59,6 +59,30 @@ answer answer_of(const json& j) {
   return a;
 }
 
+void apply_accepted(journal_state& st, journal_request r) {
+  st.next_id = std::max(st.next_id, r.id + 1);
+  if (!r.key.empty()) st.live_by_key[r.key] = r.id;
+  auto id = r.id;
+  st.live[id] = std::move(r);
+}
+
+void apply_snapshot(journal_state& st, uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+  auto it = st.live.find(id);
+  if (it == st.live.end()) return;  // it finished before this snapshot was written
+  it->second.canvas = canvas;
+  it->second.steps = steps;
+  it->second.tokens = tokens;
+}
+
+void apply_finished(journal_state& st, uint64_t id, std::string key, answer a, std::size_t kept) {
+  if (auto it = st.live.find(id); it != st.live.end()) {
+    if (!it->second.key.empty()) st.live_by_key.erase(it->second.key);
+    st.live.erase(it);
+  }
+  st.next_id = std::max(st.next_id, id + 1);
+  keep_finished(st, std::move(key), std::move(a), kept);
+}
+
 std::string prepare_log(const std::string& dir, bool recover) {
   fs::create_directories(dir);
   auto path = (fs::path(dir) / "head.wal").string();
@@ -96,6 +120,8 @@ std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_
 }
 
 std::string encode_finished(uint64_t id, const std::string& key, const answer& a) {
+  // Only a keyed request's answer is ever read back (a client re-attaching by its key).
+  if (key.empty()) return to_cbor({{"t", "done"}, {"id", id}, {"key", key}});
   return to_cbor({{"t", "done"}, {"id", id}, {"key", key}, {"answer", answer_json(a)}});
 }
 
@@ -138,26 +164,15 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.canvas = chars_of(j.at("canvas"));
       r.steps = j.at("steps").get<int32_t>();
       r.tokens = j.at("tokens").get<int32_t>();
-      st.next_id = std::max(st.next_id, r.id + 1);
-      if (!r.key.empty()) st.live_by_key[r.key] = r.id;
-      auto id = r.id;
-      st.live[id] = std::move(r);
+      apply_accepted(st, std::move(r));
     } else if (type == "snap") {
-      auto it = st.live.find(j.at("id").get<uint64_t>());
-      if (it == st.live.end()) return;  // it finished before this snapshot was written
-      it->second.canvas = chars_of(j.at("canvas"));
-      it->second.steps = j.at("steps").get<int32_t>();
-      it->second.tokens = j.at("tokens").get<int32_t>();
+      apply_snapshot(st, j.at("id").get<uint64_t>(), chars_of(j.at("canvas")), j.at("steps").get<int32_t>(),
+                     j.at("tokens").get<int32_t>());
     } else if (type == "done") {
       auto id = j.at("id").get<uint64_t>();
       auto key = j.at("key").get<std::string>();
-      auto a = answer_of(j.at("answer"));
-      if (auto it = st.live.find(id); it != st.live.end()) {
-        if (!it->second.key.empty()) st.live_by_key.erase(it->second.key);
-        st.live.erase(it);
-      }
-      st.next_id = std::max(st.next_id, id + 1);
-      keep_finished(st, std::move(key), std::move(a), finished_kept);
+      auto a = key.empty() ? answer{} : answer_of(j.at("answer"));
+      apply_finished(st, id, std::move(key), std::move(a), finished_kept);
     } else if (type == "join") {
       st.joins[j.at("node").get<std::string>()] = j.at("joins").get<uint32_t>();
     } else if (type == "layout") {
@@ -224,6 +239,12 @@ void head_journal::append(const std::string& payload, bool sync) {
   compact_if_due();
 }
 
+void head_journal::append_applied(const std::string& payload, bool sync, const std::function<void()>& apply) {
+  wal_.append(payload, sync);
+  apply();
+  compact_if_due();
+}
+
 void head_journal::compact_if_due() {
   if (wal_.size() <= compact_at_) return;
   auto records = checkpoint_records(state_);
@@ -234,7 +255,8 @@ void head_journal::compact_if_due() {
 
 void head_journal::accepted(const journal_request& r, bool sync_now) {
   std::lock_guard<std::mutex> lk(mu_);
-  append(encode_accepted(r), sync_now);
+  if (r.id == 0) throw journal_error("request id 0");
+  append_applied(encode_accepted(r), sync_now, [&] { apply_accepted(state_, r); });
 }
 
 void head_journal::sync() {
@@ -265,14 +287,17 @@ void head_journal::port(int port) {
 void head_journal::snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
   std::lock_guard<std::mutex> lk(mu_);
   if (!state_.live.count(id)) return;
-  append(encode_snapshot(id, canvas, steps, tokens), false);
+  append_applied(encode_snapshot(id, canvas, steps, tokens), false,
+                 [&] { apply_snapshot(state_, id, canvas, steps, tokens); });
 }
 
 void head_journal::finished(uint64_t id, const answer& a) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = state_.live.find(id);
   if (it == state_.live.end()) return;
-  append(encode_finished(id, it->second.key, a), false);
+  auto key = it->second.key;
+  append_applied(encode_finished(id, key, a), false,
+                 [&] { apply_finished(state_, id, key, key.empty() ? answer{} : a, finished_kept_); });
 }
 
 std::optional<answer> head_journal::finished_answer(const std::string& key) const {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,6 +104,9 @@ class head_journal {
 
  private:
   void append(const std::string& payload, bool sync);
+  // The same for the per-request records, which change the state by `apply` rather than by
+  // decoding what was just encoded.
+  void append_applied(const std::string& payload, bool sync, const std::function<void()>& apply);
   void compact_if_due();
 
   mutable std::mutex mu_;

@@ -1,5 +1,7 @@
 #include "runtime/messages.hpp"
 
+#include "runtime/group_load.hpp"
+
 namespace dls::runtime {
 
 void add_message_types(caf::actor_system_config& cfg) {
@@ -22,7 +24,9 @@ void add_message_types(caf::actor_system_config& cfg) {
       .add_message_type<group_report>("dls_group_report")
       .add_message_type<client_reply>("dls_client_reply")
       .add_message_type<head_actor>("dls_head_actor")
-      .add_message_type<gate_actor>("dls_gate_actor");
+      .add_message_type<gate_actor>("dls_gate_actor")
+      .add_message_type<step_histogram>("dls_step_histogram")
+      .add_message_type<group_load>("dls_group_load");
 }
 
 }  // namespace dls::runtime

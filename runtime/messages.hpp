@@ -259,13 +259,14 @@ struct work_item {
   /// refresh ran on, from which the destination rebuilds the cache exactly.
   std::vector<char> kv_canvas;
   std::string moved_from;         // the group it migrates from; empty for any other placement
+  bool stream = false;            // the client reads the answer block by block
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
-           x.kv_canvas, x.moved_from);
+           x.kv_canvas, x.moved_from, x.stream);
 }
 
 // -- migration -------------------------------------------------------------------------

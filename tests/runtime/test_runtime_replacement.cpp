@@ -5,8 +5,10 @@
 #define BOOST_TEST_MODULE test_runtime_replacement
 #include <boost/test/unit_test.hpp>
 
+#include "actors/head_messages.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/caf_setup.hpp"
+#include "runtime/group_load.hpp"
 #include "runtime/messages.hpp"
 
 #include <caf/all.hpp>
@@ -23,9 +25,8 @@ namespace {
 
 // The head core's directory, as far as requests and the supervisor use it.
 caf::behavior core_stub(caf::event_based_actor*) {
-  auto next = std::make_shared<uint64_t>(1);
   return {
-      [=](rt::register_atom, rt::actor_info&) -> uint64_t { return (*next)++; },
+      [=](dls::actors::request_row_atom, uint64_t, const std::string&, const std::string&, bool) {},
       [=](rt::detail_atom, uint64_t, const std::string&, const std::string&) {},
   };
 }
@@ -34,10 +35,9 @@ caf::behavior core_stub(caf::event_based_actor*) {
 // (a crash reason, not the user_shutdown of a regroup).
 caf::behavior dying_group(caf::event_based_actor* self, std::string node, std::string name) {
   return {
-      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+      [=](rt::enqueue_atom, rt::work_item& w) {
         self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
         self->send_exit(self, caf::exit_reason::remote_link_unreachable);
-        return true;
       },
   };
 }
@@ -47,11 +47,10 @@ caf::behavior dying_group(caf::event_based_actor* self, std::string node, std::s
 caf::behavior dying_group_reported(caf::event_based_actor* self, caf::actor supervisor, std::string node,
                                    std::string name) {
   return {
-      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+      [=](rt::enqueue_atom, rt::work_item& w) {
         self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
         self->send(supervisor, rt::node_dead_atom::value, node);
         self->send_exit(self, caf::exit_reason::remote_link_unreachable);
-        return true;
       },
   };
 }
@@ -71,7 +70,7 @@ caf::behavior late_group(caf::event_based_actor* self, caf::actor supervisor, st
 caf::behavior good_group(caf::event_based_actor* self, std::string node, std::string name,
                          std::shared_ptr<std::atomic<int>> admitted) {
   return {
-      [=](rt::enqueue_atom, rt::work_item& w) -> bool {
+      [=](rt::enqueue_atom, rt::work_item& w) {
         ++*admitted;
         self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
         rt::run_result r;
@@ -81,7 +80,6 @@ caf::behavior good_group(caf::event_based_actor* self, std::string node, std::st
         r.node = node;
         r.group = name;
         self->send(w.request, rt::finished_atom::value, w.epoch, r);
-        return true;
       },
   };
 }
@@ -122,7 +120,10 @@ outcome submit_one(const std::function<std::vector<rt::group_info>(caf::actor_sy
     auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
     self->send(sup, rt::groups_atom::value, std::string("n1"), n1_groups(sys, sup));
     self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
-    self->send(sup, rt::load_atom::value, std::string("n0/z"), 1000.0, int32_t{8}, std::string("{}"));
+    rt::group_load busy;
+    busy.work = 1000.0;
+    busy.queued = 8;
+    self->send(sup, rt::load_atom::value, std::string("n0/z"), busy);
     rt::submit_spec spec;
     spec.prompt = "p";
     self->request(sup, std::chrono::seconds(20), rt::submit_atom::value, spec)

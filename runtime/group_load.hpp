@@ -1,0 +1,72 @@
+#pragma once
+// A TP group's load and step totals, reported to the supervisor when its queue changes. It
+// travels typed: the supervisor reads the fields placement and shedding need, and the JSON the
+// directory shows is written once, at the head.
+#include "runtime/step_histogram.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace dls::runtime {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, step_histogram& x) {
+  return f(caf::meta::type_name("dls_step_histogram"), x.counts, x.count, x.sum_s);
+}
+
+struct group_load {
+  double work = 0;     // remaining answer tokens queued
+  int32_t queued = 0;  // requests queued
+  uint64_t steps = 0;
+  double step_wall_s = 0, engine_s = 0, policy_s = 0, policy_cpu_s = 0;
+  uint64_t decisions = 0;
+  std::string policy;
+  double tau_cap = 0, step_overhead_s = 0;
+  step_histogram refresh, reuse;
+  // Load shedding: refusals, when tau was first lowered and the first refusal came (group
+  // clock, -1: not yet), the backlog, the reference tau and the grace in SLO windows.
+  uint64_t refused = 0;
+  double lowest_tau = 1, first_tau_lowered_s = -1, first_refused_s = -1, backlog_s = 0, tau_ref = 1,
+         shed_grace = 1;
+  bool sheds = false;
+  uint64_t migrations_in = 0, migrations_out = 0;
+
+  /// The directory's view (the keys docs/embedding.md lists for a tp_group row).
+  nlohmann::json to_json() const {
+    return {{"queue", queued},
+            {"queued_tokens", work},
+            {"steps", steps},
+            {"step_wall_s", step_wall_s},
+            {"engine_s", engine_s},
+            {"policy_s", policy_s},
+            {"policy_cpu_s", policy_cpu_s},
+            {"decisions", decisions},
+            {"policy", policy},
+            {"tau_cap", tau_cap},
+            {"step_overhead_s", step_overhead_s},
+            {"step_time_s", {{"refresh", refresh.to_json()}, {"reuse", reuse.to_json()}}},
+            {"refused", refused},
+            {"lowest_tau", lowest_tau},
+            {"first_tau_lowered_s", first_tau_lowered_s},
+            {"first_refused_s", first_refused_s},
+            {"backlog_s", backlog_s},
+            {"tau_ref", tau_ref},
+            {"shed_grace", shed_grace},
+            {"sheds", sheds},
+            {"migrations_in", migrations_in},
+            {"migrations_out", migrations_out}};
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, group_load& x) {
+  return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.policy_s,
+           x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
+           x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
+           x.migrations_in, x.migrations_out);
+}
+
+}  // namespace dls::runtime
