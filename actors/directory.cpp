@@ -34,29 +34,42 @@ void directory::count_end(uint64_t id, bool answered, clock::time_point now) {
   evict_over_count();
 }
 
-void directory::update_request(uint64_t request_id, const std::string& state, const std::string& details,
-                               bool answered, int32_t pid, clock::time_point now) {
+uint64_t directory::update_request(uint64_t request_id, const std::string& state, request_details details,
+                                   bool answered, int32_t pid, clock::time_point now) {
   auto live = live_requests_.find(request_id);
-  runtime::actor_info* row = nullptr;
   uint64_t id = 0;
+  // A request's first update is never its end: an end for a request not live here repeats one.
+  if (live == live_requests_.end() && state == "DEAD") return 0;
   if (live == live_requests_.end()) {
-    id = add({0, "request", "request-" + std::to_string(request_id), "head", pid, "ALIVE", 0, details});
+    id = add({0, "request", "request-" + std::to_string(request_id), "head", pid, "ALIVE", 0, ""});
     live = live_requests_.emplace(request_id, id).first;
   } else {
     id = live->second;
   }
-  row = &rows_.at(id);
+  auto* row = &rows_.at(id);
+  row->details.clear();
   if (state == "RESTARTING" && row->state != "RESTARTING") ++row->restarts;
   row->state = state;
-  row->details = details;
-  if (state != "DEAD") return;
+  request_details_[id] = std::move(details);
+  if (state != "DEAD") return id;
   live_requests_.erase(live);
   count_end(id, answered, now);
+  return id;
+}
+
+void directory::erase(uint64_t id) {
+  rows_.erase(id);
+  request_details_.erase(id);
+}
+
+const request_details* directory::request_of(uint64_t row_id) const {
+  auto it = request_details_.find(row_id);
+  return it == request_details_.end() ? nullptr : &it->second;
 }
 
 void directory::evict_over_count() {
   while (finished_rows_.size() > static_cast<std::size_t>(retention_.finished_requests)) {
-    rows_.erase(finished_rows_.front().first);
+    erase(finished_rows_.front().first);
     finished_rows_.pop_front();
   }
 }
@@ -66,7 +79,7 @@ std::size_t directory::expire(clock::time_point now) {
   auto cutoff = now - std::chrono::seconds(retention_.finished_age_s);
   std::size_t n = 0;
   while (!finished_rows_.empty() && finished_rows_.front().second < cutoff) {
-    rows_.erase(finished_rows_.front().first);
+    erase(finished_rows_.front().first);
     finished_rows_.pop_front();
     ++n;
   }
@@ -96,7 +109,10 @@ runtime::actor_info* directory::find(uint64_t id) {
 std::vector<runtime::actor_info> directory::list() const {
   std::vector<runtime::actor_info> out;
   out.reserve(rows_.size());
-  for (const auto& kv : rows_) out.push_back(kv.second);
+  for (const auto& [id, row] : rows_) {
+    out.push_back(row);
+    if (auto* d = request_of(id)) out.back().details = d->to_json().dump();
+  }
   return out;
 }
 

@@ -3,6 +3,7 @@
 // A finished request or a dead worker stays visible with state DEAD; finished requests
 // leave it after the configured retention (count and age), so the head's memory does not
 // grow with the number of requests served, and only their counts remain.
+#include "actors/head_messages.hpp"
 #include "runtime/messages.hpp"
 
 #include <chrono>
@@ -38,8 +39,13 @@ class directory {
 
   /// A request actor's row, by request id: created (kind request, on the head, process `pid`)
   /// by its first update. `answered`: with state DEAD, counted as finished rather than failed.
-  void update_request(uint64_t request_id, const std::string& state, const std::string& details, bool answered,
+  /// Returns the row id; 0 for an end repeated after the row ended (ignored).
+  uint64_t update_request(uint64_t request_id, const std::string& state, request_details details, bool answered,
                       int32_t pid, clock::time_point now = clock::now());
+  /// A request row's details, typed; nullptr for any other row.
+  const request_details* request_of(uint64_t row_id) const;
+  /// The rows as stored: a request row's `details` is empty (request_of has them).
+  const std::map<uint64_t, runtime::actor_info>& rows() const { return rows_; }
 
   /// Removes finished request rows older than the retention age; returns how many.
   std::size_t expire(clock::time_point now = clock::now());
@@ -49,6 +55,7 @@ class directory {
 
   const runtime::actor_info* find(uint64_t id) const;
   runtime::actor_info* find(uint64_t id);
+  /// Every row, request rows with their details written out as JSON.
   std::vector<runtime::actor_info> list() const;
   std::size_t size() const { return rows_.size(); }
   request_counts requests() const;
@@ -56,12 +63,14 @@ class directory {
  private:
   void evict_over_count();
   void count_end(uint64_t id, bool answered, clock::time_point now);
+  void erase(uint64_t id);
 
   runtime::directory_retention retention_;
   uint64_t next_id_ = 1;
   std::map<uint64_t, runtime::actor_info> rows_;
   std::deque<std::pair<uint64_t, clock::time_point>> finished_rows_;  // oldest first
   std::map<uint64_t, uint64_t> live_requests_;  // request id -> row id, until the request ends
+  std::map<uint64_t, request_details> request_details_;  // by row id
   uint64_t requests_ = 0, finished_ = 0, failed_ = 0;
 };
 

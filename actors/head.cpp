@@ -105,24 +105,23 @@ std::string status_json(const head_state& st) {
   }
   j["groups"] = json::array();
   auto live = json::array();  // in-flight requests with their policy state
-  for (const auto& row : st.dir.list()) {
+  for (const auto& [id, row] : st.dir.rows()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
       auto d = json::parse(row.details, nullptr, false);
       json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
       if (d.is_object()) g.update(d);
       j["groups"].push_back(g);
-    } else if (row.kind == "request") {
-      auto d = json::parse(row.details, nullptr, false);
-      auto status = d.is_object() ? d.value("status", "") : "";
-      if (status != "FINISHED" && status != "FAILED" && d.is_object()) {
-        json r{{"id", row.id}, {"name", row.name}, {"status", status}};
+    } else if (const auto* d = st.dir.request_of(id)) {
+      if (d->status != "FINISHED" && d->status != "FAILED") {
+        auto all = d->to_json();
+        json r{{"id", row.id}, {"name", row.name}, {"status", d->status}};
         for (const char* k : {"tau", "slack_ms", "deadline_ms", "next_step", "group", "migrations"})
-          if (d.contains(k)) r[k] = d[k];
+          if (all.contains(k)) r[k] = all[k];
         live.push_back(r);
       }
     }
   }
-  for (const auto& row : st.dir.list())
+  for (const auto& [id, row] : st.dir.rows())
     if (row.kind == "reconfigurer" || row.kind == "migrator")
       if (auto d = json::parse(row.details, nullptr, false); d.is_object()) j[row.kind] = d;
   // Counted over the head's life: finished rows leave the directory after the retention.
@@ -301,9 +300,10 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (!from_head(self)) return;
         self->state.dir.update(id, state, details);
       },
-      [=](request_row_atom, uint64_t request_id, const std::string& state, const std::string& details, bool answered) {
+      [=](request_row_atom, uint64_t request_id, const std::string& state, request_details& details, bool answered) {
         if (!from_head(self)) return;
-        self->state.dir.update_request(request_id, state, details, answered, static_cast<int32_t>(::getpid()));
+        self->state.dir.update_request(request_id, state, std::move(details), answered,
+                                       static_cast<int32_t>(::getpid()));
       },
       [=](rt::beat_atom, const std::string& node) {
         auto it = self->state.nodes.find(node);

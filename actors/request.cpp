@@ -68,21 +68,26 @@ double elapsed_ms(const request_state& st) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - st.arrival).count();
 }
 
-std::string details(const request_state& st) {
-  json j{{"status", st.status}, {"tau", st.threshold},     {"tokens", st.tokens},
-         {"gen_length", st.gen_length}, {"steps", st.steps}, {"node", st.node},
-         {"group", st.group}, {"moves", st.moves}, {"migrations", st.migrations}};
-  if (!st.migration_log.empty()) j["migration_log"] = st.migration_log;
-  if (st.spec.slo_ms > 0) j["slo_ms"] = st.spec.slo_ms;
-  j["arrival_unix_ms"] = st.arrival_unix_ms;
-  j["tau_pinned"] = st.pinned;
-  if (st.min_threshold > 0) j["min_tau"] = st.min_threshold;
-  if (st.deadline_ms > 0) j["deadline_ms"] = st.deadline_ms;
-  if (!st.next_step.empty()) {
-    j["slack_ms"] = st.slack_ms;
-    j["next_step"] = st.next_step;
-  }
-  return j.dump();
+request_details details(const request_state& st) {
+  request_details d;
+  d.status = st.status;
+  d.tau = st.threshold;
+  d.tokens = st.tokens;
+  d.gen_length = st.gen_length;
+  d.steps = st.steps;
+  d.node = st.node;
+  d.group = st.group;
+  d.moves = st.moves;
+  d.migrations = st.migrations;
+  if (!st.migration_log.empty()) d.migration_log = st.migration_log;
+  d.slo_ms = st.spec.slo_ms;
+  d.arrival_unix_ms = st.arrival_unix_ms;
+  d.tau_pinned = st.pinned;
+  d.min_tau = st.min_threshold;
+  d.deadline_ms = st.deadline_ms;
+  d.slack_ms = st.slack_ms;
+  d.next_step = st.next_step;
+  return d;
 }
 
 // The directory row is keyed by the request id: the first update creates it, so no answer is

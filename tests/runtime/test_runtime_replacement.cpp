@@ -26,7 +26,7 @@ namespace {
 // The head core's directory, as far as requests and the supervisor use it.
 caf::behavior core_stub(caf::event_based_actor*) {
   return {
-      [=](dls::actors::request_row_atom, uint64_t, const std::string&, const std::string&, bool) {},
+      [=](dls::actors::request_row_atom, uint64_t, const std::string&, const dls::actors::request_details&, bool) {},
       [=](rt::detail_atom, uint64_t, const std::string&, const std::string&) {},
   };
 }

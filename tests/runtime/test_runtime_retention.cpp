@@ -15,10 +15,18 @@ using json = nlohmann::json;
 
 namespace {
 
-uint64_t add_request(directory& d) { return d.add({0, "request", "request", "head", 1, "ALIVE", 0, "{}"}); }
+// Rows as request actors make them: created by the first update, keyed by request id (here the
+// row ids and the request ids are the same sequence, as in a fresh head with no other rows).
+uint64_t add_request(directory& d, uint64_t request_id) {
+  dls::actors::request_details q;
+  q.status = "QUEUED";
+  return d.update_request(request_id, "ALIVE", q, false, 1);
+}
 
-void end_request(directory& d, uint64_t id, const std::string& status, directory::clock::time_point t) {
-  d.update(id, "DEAD", json{{"status", status}}.dump(), t);
+void end_request(directory& d, uint64_t request_id, const std::string& status, directory::clock::time_point t) {
+  dls::actors::request_details q;
+  q.status = status;
+  d.update_request(request_id, "DEAD", q, status == "FINISHED", 1, t);
 }
 
 int request_rows(const json& actors) {
@@ -36,9 +44,9 @@ BOOST_AUTO_TEST_CASE(count_retention_keeps_the_newest_finished_rows_and_every_co
   directory d(r);
   auto node = d.add({0, "node", "node0", "node0", 1, "ALIVE", 0, "{}"});
   auto t = directory::clock::now();
-  std::vector<uint64_t> ids;
-  for (int i = 0; i < 10; ++i) ids.push_back(add_request(d));
-  for (int i = 0; i < 8; ++i) end_request(d, ids[static_cast<std::size_t>(i)], i % 4 == 3 ? "FAILED" : "FINISHED", t);
+  std::vector<uint64_t> ids;  // row ids of requests 1..10
+  for (uint64_t i = 1; i <= 10; ++i) ids.push_back(add_request(d, i));
+  for (uint64_t i = 1; i <= 8; ++i) end_request(d, i, i % 4 == 0 ? "FAILED" : "FINISHED", t);
   auto c = d.requests();
   BOOST_TEST(c.finished == 6u);
   BOOST_TEST(c.failed == 2u);
@@ -49,8 +57,10 @@ BOOST_AUTO_TEST_CASE(count_retention_keeps_the_newest_finished_rows_and_every_co
   BOOST_TEST(d.find(ids[5]) != nullptr);  // the newest three finished stay
   BOOST_TEST(d.find(ids[9]) != nullptr);  // running ones are never evicted
   BOOST_TEST(d.find(node) != nullptr);
-  // A second DEAD for the same row is not counted again; unknown ids are ignored.
-  end_request(d, ids[7], "FINISHED", t);
+  // A second end of the same request is not counted again, nor does it make a row; unknown
+  // row ids are ignored.
+  end_request(d, 8, "FINISHED", t);
+  BOOST_TEST(d.size() == 1u + 2u + 3u);
   d.update(ids[0], "DEAD", "{}", t);
   BOOST_TEST(d.requests().finished == 6u);
   BOOST_TEST(d.requests().failed == 2u);
@@ -62,9 +72,9 @@ BOOST_AUTO_TEST_CASE(age_retention_expires_old_finished_rows) {
   r.finished_age_s = 60;
   directory d(r);
   auto t0 = directory::clock::now();
-  auto a = add_request(d), b = add_request(d), c = add_request(d);
-  end_request(d, a, "FINISHED", t0);
-  end_request(d, b, "FINISHED", t0 + std::chrono::seconds(30));
+  auto a = add_request(d, 1), b = add_request(d, 2), c = add_request(d, 3);
+  end_request(d, 1, "FINISHED", t0);
+  end_request(d, 2, "FINISHED", t0 + std::chrono::seconds(30));
   BOOST_TEST(d.expire(t0 + std::chrono::seconds(59)) == 0u);
   BOOST_TEST(d.expire(t0 + std::chrono::seconds(61)) == 1u);
   BOOST_TEST(d.find(a) == nullptr);
