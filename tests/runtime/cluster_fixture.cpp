@@ -251,4 +251,11 @@ bool eventually(double seconds, const std::function<bool()>& probe) {
   return false;
 }
 
+std::string node_state(const cluster& c, const std::string& node) {
+  const auto status = c.json_cli({"status"});
+  for (const auto& n : status["nodes"])
+    if (n["name"] == node) return n["state"];
+  return "";
+}
+
 }  // namespace dls::test

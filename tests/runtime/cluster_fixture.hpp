@@ -104,6 +104,9 @@ std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& pr
 std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems,
                                            double threshold = -1);
 
+/// A node's state in `status` (ALIVE, DEAD, ...); empty when the node is not listed.
+std::string node_state(const cluster& c, const std::string& node);
+
 /// Polls `probe` (a CLI query) until it returns true or `seconds` pass.
 bool eventually(double seconds, const std::function<bool()>& probe);
 

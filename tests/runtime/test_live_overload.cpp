@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE test_live_overload
 #include <boost/test/unit_test.hpp>
 
+#include "live_decision_fixture.hpp"
 #include "policies/group_step.hpp"
 #include "policies/overload.hpp"
 #include "policies/presets.hpp"
@@ -18,31 +19,6 @@ namespace pol = dls::policy;
 namespace rt = dls::runtime;
 
 namespace {
-
-pol::step_cost_model cost() {
-  // 1 ms per step plus 0.1 ms per request: a small linear profile on TP 1.
-  pol::linear_coeffs c;
-  c.fixed_s = 1e-3;
-  c.per_request_s = 1e-4;
-  return pol::step_cost_model::make_linear({{1, c}});
-}
-
-pol::quality_model quality() {
-  // Lower tau commits more tokens per step: 1 at 0.9, 4 at 0.7.
-  return pol::quality_model({{0.7, 0.6, 4.0}, {0.8, 0.7, 2.0}, {0.9, 0.75, 1.0}});
-}
-
-pol::request_view request(uint64_t id, double arrival, double deadline) {
-  pol::request_view r;
-  r.id = id;
-  r.arrival_s = arrival;
-  r.deadline_s = deadline;
-  r.tau = 0.9;
-  r.prompt_len = 4;
-  r.gen_len = 16;
-  r.block_len = 8;
-  return r;
-}
 
 pol::group_policy policy(const std::string& name, bool refuse, int max_active = 8) {
   pol::group_knobs k;
@@ -60,7 +36,7 @@ pol::group_snapshot burst(int n) {
   pol::group_snapshot g;
   g.group.tp = 1;
   for (int i = 1; i <= n; ++i) {
-    g.queued.push_back(request(static_cast<uint64_t>(i), 0.0, 0.05));
+    g.queued.push_back(dls::test::fresh_request(static_cast<uint64_t>(i), 0.0, 0.05));
     g.fresh.push_back(static_cast<uint64_t>(i));
   }
   return g;
@@ -69,8 +45,8 @@ pol::group_snapshot burst(int n) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_burst_far_above_capacity_is_partly_refused_after_tau_went_down) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto g = burst(400);
   const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
   BOOST_TEST(d.controlled);
@@ -96,16 +72,16 @@ BOOST_AUTO_TEST_CASE(a_burst_far_above_capacity_is_partly_refused_after_tau_went
 }
 
 BOOST_AUTO_TEST_CASE(normal_load_is_never_refused) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   // Four requests, each due 50 ms after arriving, while four others run: the group needs
   // well under that for all of them.
   pol::group_snapshot g;
   g.now_s = 1.0;
   g.group.tp = 1;
-  for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(request(i, 0.99, 1.04));
+  for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(dls::test::fresh_request(i, 0.99, 1.04));
   for (uint64_t i = 5; i <= 8; ++i) {
-    g.queued.push_back(request(i, 1.0, 1.05));
+    g.queued.push_back(dls::test::fresh_request(i, 1.0, 1.05));
     g.fresh.push_back(i);
   }
   const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
@@ -119,8 +95,8 @@ BOOST_AUTO_TEST_CASE(normal_load_is_never_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(only_requests_no_decision_has_seen_are_refused) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto g = burst(400);
   g.fresh.clear();
   const auto d = pol::decide_step(g, policy("dilaserve", true), &m, q);
@@ -135,7 +111,7 @@ BOOST_AUTO_TEST_CASE(only_requests_no_decision_has_seen_are_refused) {
 
 BOOST_AUTO_TEST_CASE(the_lowest_tau_counts_the_floor_and_the_pin) {
   const auto p = policy("dilaserve", true);
-  auto r = request(1, 0, 1);
+  auto r = dls::test::fresh_request(1, 0, 1);
   BOOST_TEST(pol::lowest_tau(r, p) == 0.7);
   r.tau_floor = 0.85;
   BOOST_TEST(pol::lowest_tau(r, p) == 0.85);
@@ -143,14 +119,14 @@ BOOST_AUTO_TEST_CASE(the_lowest_tau_counts_the_floor_and_the_pin) {
   r.tau = 0.9;
   BOOST_TEST(pol::lowest_tau(r, p) == 0.9);
   // Without tau control a request runs at the reference tau.
-  BOOST_TEST(pol::lowest_tau(request(2, 0, 1), policy("static", true)) == 0.9);
+  BOOST_TEST(pol::lowest_tau(dls::test::fresh_request(2, 0, 1), policy("static", true)) == 0.9);
   // A floor can make the difference: alone at tau 0.7 a request due in 8 ms (plus one window of
   // grace: 16 ms) fits (4 steps, 4.4 ms); held at 0.9 (16 steps, 17.6 ms) it does not.
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto g = burst(0);
-  g.active.push_back(request(9, 0, 1000));  // its one slot is taken: both stay queued
-  auto a = request(10, 0, 0.008), b = request(11, 0, 0.008);
+  g.active.push_back(dls::test::fresh_request(9, 0, 1000));  // its one slot is taken: both stay queued
+  auto a = dls::test::fresh_request(10, 0, 0.008), b = dls::test::fresh_request(11, 0, 0.008);
   b.tau_floor = 0.9;
   g.queued = {a, b};
   g.fresh = {10, 11};
@@ -160,8 +136,8 @@ BOOST_AUTO_TEST_CASE(the_lowest_tau_counts_the_floor_and_the_pin) {
 }
 
 BOOST_AUTO_TEST_CASE(without_the_knob_nothing_is_refused_and_static_stays_fcfs) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   for (const char* name : {"static", "deadline", "dilaserve"}) {
     auto g = burst(400);
     const auto d = pol::decide_step(g, policy(name, false), &m, q);
@@ -182,7 +158,7 @@ BOOST_AUTO_TEST_CASE(without_the_knob_nothing_is_refused_and_static_stays_fcfs) 
 }
 
 BOOST_AUTO_TEST_CASE(without_step_costs_nothing_is_refused) {
-  const auto q = quality();
+  const auto q = dls::test::small_quality();
   auto g = burst(400);
   const auto d = pol::decide_step(g, policy("dilaserve", true), nullptr, q);
   BOOST_TEST(d.refused.empty());
@@ -216,8 +192,8 @@ BOOST_AUTO_TEST_CASE(on_overload_parses_strictly) {
 }
 
 BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   const auto p = policy("dilaserve", true);
   pol::group_snapshot idle;
   BOOST_TEST(pol::backlog_s(idle, p, m, q) == 0.0);

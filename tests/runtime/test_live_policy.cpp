@@ -8,6 +8,7 @@
 #include "actors/policy_view.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/forecast.hpp"
+#include "live_decision_fixture.hpp"
 #include "policies/group_step.hpp"
 #include "policies/placement.hpp"
 #include "policies/presets.hpp"
@@ -47,31 +48,6 @@ bool same(const pol::request_view& a, const pol::request_view& b) {
          a.gen_len == b.gen_len && a.block_len == b.block_len && a.blocks_done == b.blocks_done &&
          a.steps_in_block == b.steps_in_block && a.masks_left_in_block == b.masks_left_in_block &&
          a.next_kind == b.next_kind && a.refresh_done == b.refresh_done && a.group == b.group;
-}
-
-pol::step_cost_model cost() {
-  // 1 ms per step plus 0.1 ms per request: a small linear profile on TP 1.
-  pol::linear_coeffs c;
-  c.fixed_s = 1e-3;
-  c.per_request_s = 1e-4;
-  return pol::step_cost_model::make_linear({{1, c}});
-}
-
-pol::quality_model quality() {
-  // Lower tau commits more tokens per step: 1 at 0.9, 4 at 0.7 (the shape of the measured curves).
-  return pol::quality_model({{0.7, 0.6, 4.0}, {0.8, 0.7, 2.0}, {0.9, 0.75, 1.0}});
-}
-
-pol::request_view fresh(uint64_t id, double arrival, double deadline) {
-  pol::request_view r;
-  r.id = id;
-  r.arrival_s = arrival;
-  r.deadline_s = deadline;
-  r.tau = 0.9;
-  r.prompt_len = 4;
-  r.gen_len = 16;
-  r.block_len = 8;
-  return r;
 }
 
 pol::group_policy policy_named(const std::string& name, int max_batch = 1) {
@@ -148,14 +124,14 @@ BOOST_AUTO_TEST_CASE(adapter_builds_what_a_hand_written_snapshot_holds) {
 }
 
 BOOST_AUTO_TEST_CASE(deadline_steps_the_urgent_request_first_static_does_not) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto make = [&] {
     pol::group_snapshot g;
     g.now_s = 1.0;
     g.group.tp = 1;
-    for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(fresh(i, 0.1 * i, 1000.0));
-    g.active.push_back(fresh(9, 0.9, 1.5));  // arrived last, due first
+    for (uint64_t i = 1; i <= 4; ++i) g.active.push_back(dls::test::fresh_request(i, 0.1 * i, 1000.0));
+    g.active.push_back(dls::test::fresh_request(9, 0.9, 1.5));  // arrived last, due first
     return g;
   };
   auto g = make();
@@ -167,13 +143,13 @@ BOOST_AUTO_TEST_CASE(deadline_steps_the_urgent_request_first_static_does_not) {
 }
 
 BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_below_a_floor) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   pol::group_snapshot g;
   g.now_s = 0.0;
   g.group.tp = 1;
   // Sixteen requests, each 16 steps at tau 0.9 but due in 25 ms: only tau 0.75 makes it.
-  for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(fresh(i, 0.0, 0.025));
+  for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(dls::test::fresh_request(i, 0.0, 0.025));
   g.queued[0].tau_pinned = true;
   g.queued[1].tau_floor = 0.8;
   auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
@@ -192,15 +168,15 @@ BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_bel
   // Alone with time to spare, tau returns to the reference.
   pol::group_snapshot lone;
   lone.group.tp = 1;
-  lone.active.push_back(fresh(20, 0.0, 10.0));
+  lone.active.push_back(dls::test::fresh_request(20, 0.0, 10.0));
   lone.active[0].tau = 0.7;
   pol::decide_step(lone, policy_named("dilaserve", 8), &m, q);
   BOOST_TEST(lone.active[0].tau == 0.9);
   // Static never moves tau off the reference, except for a pinned one.
   pol::group_snapshot st;
   st.group.tp = 1;
-  st.active.push_back(fresh(21, 0.0, 0.01));
-  st.active.push_back(fresh(22, 0.0, 0.01));
+  st.active.push_back(dls::test::fresh_request(21, 0.0, 0.01));
+  st.active.push_back(dls::test::fresh_request(22, 0.0, 0.01));
   st.active[1].tau = 0.5;
   st.active[1].tau_pinned = true;
   pol::decide_step(st, policy_named("static", 8), &m, q);
@@ -209,12 +185,12 @@ BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_bel
 }
 
 BOOST_AUTO_TEST_CASE(the_groups_accuracy_budget_limits_how_far_tau_falls) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto overloaded = [] {
     pol::group_snapshot g;
     g.group.tp = 1;
-    for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(fresh(i, 0.0, 0.025));
+    for (uint64_t i = 1; i <= 16; ++i) g.queued.push_back(dls::test::fresh_request(i, 0.0, 0.025));
     return g;
   };
   auto p = policy_named("dilaserve", 8);
@@ -243,25 +219,25 @@ BOOST_AUTO_TEST_CASE(the_groups_accuracy_budget_limits_how_far_tau_falls) {
 }
 
 BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their_boundary) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   pol::group_snapshot g;
   g.group.tp = 1;
   g.group.draining = true;
-  g.active.push_back(fresh(1, 0, 10));                 // next step is a refresh: waits
-  g.active.push_back(fresh(2, 0, 10));
+  g.active.push_back(dls::test::fresh_request(1, 0, 10));                 // next step is a refresh: waits
+  g.active.push_back(dls::test::fresh_request(2, 0, 10));
   g.active[1].steps_in_block = 1;
   g.active[1].masks_left_in_block = 4;
   g.active[1].next_kind = pol::step_kind::reuse;       // inside a block: steps on
-  g.queued.push_back(fresh(3, 0, 10));
+  g.queued.push_back(dls::test::fresh_request(3, 0, 10));
   const auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
   BOOST_TEST(d.admitted.empty());
   BOOST_TEST((d.batch == std::vector<uint64_t>{2}));
 }
 
 BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_definition) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   pol::batch_totals one;
   one.add(pol::step_item_of(pol::step_kind::reuse, 20, 8));
   const auto with = pol::with_step_overhead(m, 1, 0.002);
@@ -386,7 +362,7 @@ BOOST_AUTO_TEST_CASE(migration_adapter_feeds_plan_migrations_what_the_groups_rep
     }
     return g;
   };
-  const auto q = quality();
+  const auto q = dls::test::small_quality();
   auto in = act::migration_input_of({report("n0/g0", "n0", 12), report("n1/g0", "n1", 0)}, q);
   BOOST_REQUIRE_EQUAL(in.groups.size(), 2u);
   BOOST_TEST(in.names[0] == "n0/g0");
@@ -406,7 +382,7 @@ BOOST_AUTO_TEST_CASE(migration_adapter_feeds_plan_migrations_what_the_groups_rep
   pol::migration_config cfg;
   cfg.mode = pol::make_policy_set("migration").migration;
   BOOST_TEST((cfg.mode == pol::migration_mode::balance));
-  const auto m = cost();
+  const auto m = dls::test::small_cost();
   auto moves = pol::plan_migrations(in.groups, in.request_lists(), 0.0, m, q, cfg, pol::link_params{});
   BOOST_REQUIRE(!moves.empty());
   for (const auto& mv : moves) {

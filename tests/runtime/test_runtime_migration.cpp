@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "session_probe.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
 #include "runtime/process.hpp"
@@ -31,20 +32,9 @@ const char* two_by_two = R"(nodes:
   - {name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]}
   - {name: node1, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]})";
 
-// The directory, asked in this process: a CLI process per look is slower than the shipped
-// model's requests.
-std::vector<rt::actor_info> directory(rt::cluster_session& s) {
-  caf::scoped_actor self{s.system()};
-  std::vector<rt::actor_info> rows;
-  self->request(s.head(), std::chrono::seconds(10), rt::actors_atom::value)
-      .receive([&](std::vector<rt::actor_info>& r) { rows = std::move(r); },
-               [&](const caf::error& e) { throw std::runtime_error("actors: " + s.system().render(e)); });
-  return rows;
-}
-
 std::map<uint64_t, json> request_rows(rt::cluster_session& s, const std::string& state = "") {
   std::map<uint64_t, json> out;
-  for (const auto& a : directory(s)) {
+  for (const auto& a : dls::test::directory_of(s)) {
     if (a.kind != "request" || (!state.empty() && a.state != state)) continue;
     auto d = json::parse(a.details, nullptr, false);
     out[std::stoull(a.name.substr(a.name.find('-') + 1))] = d;
@@ -68,13 +58,6 @@ json status_of(rt::cluster_session& s) {
       .receive([&](std::string& t) { text = std::move(t); },
                [&](const caf::error& e) { throw std::runtime_error("status: " + s.system().render(e)); });
   return json::parse(text);
-}
-
-std::string node_state(const cluster& c, const std::string& node) {
-  auto status = c.json_cli({"status"});
-  for (auto& n : status["nodes"])
-    if (n["name"] == node) return n["state"];
-  return "";
 }
 
 }  // namespace
@@ -187,7 +170,7 @@ BOOST_AUTO_TEST_CASE(the_migration_policy_moves_a_backlog_to_a_node_that_joins_i
   // node1 leaves; node0 is paused while the whole burst is placed on it; node1 comes back idle.
   auto pid0 = c.pid_of("node0");
   ::kill(c.pid_of("node1"), SIGKILL);
-  BOOST_REQUIRE(dls::test::eventually(20, [&] { return node_state(c, "node1") == "DEAD"; }));
+  BOOST_REQUIRE(dls::test::eventually(20, [&] { return dls::test::node_state(c, "node1") == "DEAD"; }));
   ::kill(pid0, SIGSTOP);
   auto submit = c.cli_background(
       {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "240"});

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "session_probe.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
 #include "runtime/process.hpp"
@@ -17,41 +18,21 @@ namespace rt = dls::runtime;
 
 namespace {
 
-// Whether a request is decoding on `node` with at least one step done, from the head's actor
-// directory. It asks in this process over one session rather than through the CLI: under CPU
-// load a `dilaserve actors` process took a second or more to answer, longer than the shipped
-// model takes to decode a request, and the test could miss every request on node1.
-std::vector<rt::actor_info> directory(rt::cluster_session& s) {
-  caf::scoped_actor self{s.system()};
-  std::vector<rt::actor_info> rows;
-  self->request(s.head(), std::chrono::seconds(10), rt::actors_atom::value)
-      .receive([&](std::vector<rt::actor_info>& r) { rows = std::move(r); },
-               [&](const caf::error& e) { throw std::runtime_error("actors: " + s.system().render(e)); });
-  return rows;
-}
-
 std::size_t count_requests(rt::cluster_session& s, const std::string& state) {
   std::size_t k = 0;
-  for (const auto& a : directory(s)) k += a.kind == "request" && a.state == state;
+  for (const auto& a : dls::test::directory_of(s)) k += a.kind == "request" && a.state == state;
   return k;
 }
 std::size_t alive_requests(rt::cluster_session& s) { return count_requests(s, "ALIVE"); }
 std::size_t finished(rt::cluster_session& s) { return count_requests(s, "DEAD"); }
 
 bool running_on(rt::cluster_session& s, const std::string& node) {
-  for (const auto& a : directory(s)) {
+  for (const auto& a : dls::test::directory_of(s)) {
     if (a.kind != "request" || a.state != "ALIVE") continue;
     auto d = json::parse(a.details, nullptr, false);
     if (d.is_object() && d["node"] == node && d["status"] == "RUNNING" && d["steps"].get<int>() > 0) return true;
   }
   return false;
-}
-
-std::string node_state(const cluster& c, const std::string& node) {
-  auto status = c.json_cli({"status"});  // keep it alive: the loop walks into it
-  for (auto& n : status["nodes"])
-    if (n["name"] == node) return n["state"];
-  return "";
 }
 
 }  // namespace
@@ -100,7 +81,7 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
                                                           << " " << r.err << ")");
   }
   ::kill(pid1, SIGKILL);
-  BOOST_REQUIRE(dls::test::eventually(10, [&] { return node_state(c, "node1") == "DEAD"; }));
+  BOOST_REQUIRE(dls::test::eventually(10, [&] { return dls::test::node_state(c, "node1") == "DEAD"; }));
 
   auto r = submit.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
@@ -118,8 +99,8 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   BOOST_TEST(replaced >= 1);
 
   auto status = c.json_cli({"status"});
-  BOOST_TEST(node_state(c, "node1") == "DEAD");
-  BOOST_TEST(node_state(c, "node0") == "ALIVE");
+  BOOST_TEST(dls::test::node_state(c, "node1") == "DEAD");
+  BOOST_TEST(dls::test::node_state(c, "node0") == "ALIVE");
   BOOST_TEST(status["requests"]["finished"].get<int>() == static_cast<int>(n));
   for (auto& a : c.json_cli({"actors", "--node", "node1"})) BOOST_TEST(a["state"] == "DEAD");
   // Every re-placed request counts one restart in the directory.
