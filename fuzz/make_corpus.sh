@@ -10,7 +10,7 @@ build="${1:?usage: fuzz/make_corpus.sh BUILD_FUZZ_DIR [TOKENIZER_NODE_MODULES]}"
 node_modules="${2:-$root/tests/tokenizer/node/node_modules}"
 out="$root/fuzz/corpus"
 rm -rf "$out"
-mkdir -p "$out"/{cluster_config,safetensors,model_config,tokenizer_json,chat_template,canvas,kv_wire,submit_line,wal}
+mkdir -p "$out"/{cluster_config,safetensors,model_config,tokenizer_json,chat_template,canvas,kv_wire,submit_line,wal,http_request}
 
 # Cluster files: ".." and leading "/" are refused by the harness (see fuzz_cluster_config.cpp),
 # so relative paths lose their "../".
@@ -61,6 +61,20 @@ extra = [{"prompt": "12+7=", "threshold": 0.8, "min_threshold": 0.5, "gen_length
          {"prompt": "abc", "valid": ["x", "y"]}]
 for k, e in enumerate(extra):
     open(out + "/submit_line/flags-%d.jsonl" % k, "w").write(json.dumps(e))
+
+# HTTP bodies: the first byte picks the route (0 completions, 1 chat), as fuzz_http_request reads it.
+bodies = {
+    "completion": (0, {"model": "tiny-llada", "prompt": json.loads(lines[0])["prompt"], "max_tokens": 8}),
+    "chat-stream": (1, {"model": "tiny-llada", "messages": [{"role": "system", "content": "be brief"},
+                                                            {"role": "user", "content": "hi"}],
+                        "stream": True, "stream_options": {"include_usage": True}}),
+    "dlm-extras": (0, {"model": "tiny-llada", "prompt": "x", "threshold": 0.8, "min_threshold": 0.5,
+                       "gen_length": 16, "slo_ms": 500, "stop": ["\n", "."]}),
+    "extra-body": (0, {"model": "tiny-llada", "prompt": "x", "extra_body": {"deadline_ms": 200, "block_length": 8}}),
+    "unknown-model": (1, {"model": "other", "messages": []}),
+}
+for name, (route, body) in bodies.items():
+    open(out + "/http_request/" + name, "wb").write(bytes([route]) + json.dumps(body).encode())
 PY
 
 "$build/fuzz/fuzz_make_seeds" "$root/models/tiny-llada" "$out"

@@ -1,4 +1,5 @@
 #include "gateway/api_error.hpp"
+#include "gateway/json_text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +27,7 @@ std::string error_body(int status, const std::string& message, const std::string
   nlohmann::json e{{"message", message}, {"type", error_type(status)}};
   e["param"] = param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param);
   e["code"] = code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code);
-  return nlohmann::json{{"error", e}}.dump();
+  return json_text(nlohmann::json{{"error", e}});
 }
 
 }  // namespace dls::gateway

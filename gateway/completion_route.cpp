@@ -1,4 +1,5 @@
 #include "gateway/completion_route.hpp"
+#include "gateway/json_text.hpp"
 
 #include "gateway/answer_error.hpp"
 #include "gateway/api_error.hpp"
@@ -108,7 +109,7 @@ void serve_whole(gateway_context& ctx, prepared p, httplib::Response& res, clock
   auto body = completion_json(ids, filter.text(), finish_reason(filter, completion_tokens, p.req),
                               usage_json(p.prompt_tokens, completion_tokens), dlm_extras(a, p.req.slo_ms));
   res.status = 200;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 // One SSE response, driven by httplib's chunked content provider on the worker thread.
@@ -133,7 +134,7 @@ struct stream_session {
   bool first_block_seen = false;
 
   bool send(httplib::DataSink& sink, const json& j) {
-    auto text = sse_event(j.dump());
+    auto text = sse_event(json_text(j));
     return sink.write(text.data(), text.size());
   }
 

@@ -1,4 +1,5 @@
 #include "gateway/dashboard_route.hpp"
+#include "gateway/json_text.hpp"
 
 #include "gateway/api_error.hpp"
 #include "gateway/dashboard_page.hpp"
@@ -58,7 +59,7 @@ void add_dashboard_routes(httplib::Server& svr, gateway_context& ctx) {
       return;
     }
     json j{{"status", *status}, {"in_flight", in_flight(*rows)}, {"series", ctx.recent.series()}};
-    res.set_content(j.dump(), "application/json");
+    res.set_content(json_text(j), "application/json");
   });
 }
 

@@ -112,7 +112,8 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   json j;
   try {
     j = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double (1e999).
     throw api_error(400, std::string("the body is not valid JSON: ") + e.what(), "body");
   }
   if (!j.is_object()) throw api_error(400, "the body must be a JSON object", "body");

@@ -3,6 +3,7 @@
 #include "gateway/api_error.hpp"
 #include "gateway/completion_route.hpp"
 #include "gateway/dashboard_route.hpp"
+#include "gateway/json_text.hpp"
 #include "runtime/log.hpp"
 
 #include <httplib.h>
@@ -96,23 +97,23 @@ void add_routes(httplib::Server& svr, gateway_context& ctx) {
            guarded([&ctx](const httplib::Request& req, httplib::Response& res) { serve_completion(ctx, req, res, true); }));
   svr.Get("/v1/models", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
             json j{{"object", "list"}, {"data", json::array({model_object(ctx.facts)})}};
-            res.set_content(j.dump(), "application/json");
+            res.set_content(json_text(j), "application/json");
           }));
   svr.Get(R"(/v1/models/(.+))", guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
             if (req.matches[1] != ctx.facts.id)
               throw api_error(404, "The model '" + std::string(req.matches[1]) + "' does not exist", "model",
                               "model_not_found");
-            res.set_content(model_object(ctx.facts).dump(), "application/json");
+            res.set_content(json_text(model_object(ctx.facts)), "application/json");
           }));
   svr.Get("/v1/cluster", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
             auto j = ctx.view.refresh(status_timeout);
             if (!j) throw api_error(503, "the head did not answer a status query within 5 s");
-            res.set_content(j->dump(), "application/json");
+            res.set_content(json_text(*j), "application/json");
           }));
   svr.Get("/health", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
             bool live = ctx.view.has_live_group();
             res.status = live ? 200 : 503;
-            res.set_content(json{{"status", live ? "ok" : "no live TP group"}}.dump(), "application/json");
+            res.set_content(json_text(json{{"status", live ? "ok" : "no live TP group"}}), "application/json");
           }));
   add_dashboard_routes(svr, ctx);
   svr.Get("/metrics", guarded([&ctx](const httplib::Request&, httplib::Response& res) {

@@ -115,6 +115,23 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
   }
 }
 
+// Both found by fuzz_http_request: a body whose bytes are not UTF-8 made the error body itself
+// throw (the parse error quotes them), and a number too large for a double escaped as
+// nlohmann's out_of_range rather than a 400.
+BOOST_AUTO_TEST_CASE(bodies_with_invalid_utf8_or_huge_numbers_get_a_400_with_a_json_error) {
+  for (const std::string& body : {std::string("{\"model\": \"ot\xff\xfe\", \"prompt\": \"p\"}"),
+                                 std::string("{\"model\": \"tiny-llada\", \"prompt\": \"p\", \"slo_ms\": 77e2756}")}) {
+    try {
+      parse_completion(body, false, facts());
+      BOOST_FAIL("accepted: " + body);
+    } catch (const api_error& e) {
+      BOOST_TEST(e.status() == 400);
+      BOOST_TEST(e.param() == "body");
+      BOOST_TEST(json::accept(e.body()));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(stop_sequences_straddling_blocks_end_the_answer_identically) {
   auto f = chars({"END"}, 0);
   std::string out = f.push("abcdE");
