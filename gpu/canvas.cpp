@@ -37,7 +37,7 @@ bool canvas::at_refresh_boundary() const {
   return params.refresh_interval > 0 && step_in_block % params.refresh_interval == 0;
 }
 
-step_plan canvas::next_step() const {
+step_plan canvas::next_step(int logit_shift) const {
   step_plan p;
   p.block0 = block_begin();
   p.block1 = block_end();
@@ -48,7 +48,7 @@ step_plan canvas::next_step() const {
     p.q1 = length();
   } else {
     p.kind = step_kind::reuse;
-    p.q0 = p.block0;
+    p.q0 = std::max(0, p.block0 - logit_shift);
     p.q1 = params.cache == cache_mode::dual ? p.block1 : length();
   }
   return p;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 
@@ -21,6 +22,40 @@ void pin_blas_threads() {
 void matmul_xwt(const float* x, int rows, int in, int ldx, const float* w, int out, int ldw, float* y, int ldy) {
   if (rows == 0 || out == 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f, x, ldx, w, ldw, 0.0f, y, ldy);
+}
+
+// Bytes of f32 one panel of converted bf16 weights takes: large enough that OpenBLAS runs a
+// refresh's many rows at its large-N rate (256 output rows at d 4096), small enough to stay in L2/L3.
+constexpr std::size_t bf16_panel_bytes = std::size_t{4} << 20;
+
+void matmul_xwt_bf16(const float* x, int rows, int in, int ldx, const uint16_t* w, int out, int ldw, float* y,
+                     int ldy) {
+  if (rows == 0 || out == 0) return;
+  thread_local std::vector<float> panel;
+  const int step = std::max(1, static_cast<int>(bf16_panel_bytes / sizeof(float) / static_cast<std::size_t>(in)));
+  panel.resize(static_cast<std::size_t>(std::min(step, out)) * static_cast<std::size_t>(in));
+  for (int o0 = 0; o0 < out; o0 += step) {
+    const int n = std::min(step, out - o0);
+    for (int r = 0; r < n; ++r)
+      bf16_to_f32_row(w + static_cast<std::size_t>(o0 + r) * ldw, panel.data() + static_cast<std::size_t>(r) * in,
+                      static_cast<std::size_t>(in));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, in, 1.0f, x, ldx, panel.data(), in, 0.0f, y + o0,
+                ldy);
+  }
+}
+
+void bf16_to_f32_row(const uint16_t* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof(float));
+  }
+}
+
+void add_bias(float* y, int rows, int n, int ld, const float* bias) {
+  for (int r = 0; r < rows; ++r) {
+    float* yr = y + static_cast<std::size_t>(r) * ld;
+    for (int i = 0; i < n; ++i) yr[i] += bias[i];
+  }
 }
 
 void rmsnorm(const float* x, const float* w, float* y, int rows, int d, float eps) {
