@@ -5,6 +5,7 @@
 // They load through load_model, as a served model does; logits must match within 1e-4 and
 // temperature-0 decodes token for token, with the same refresh and reuse counts, in every cache
 // mode. Broken copies of them must fail to load with one line naming the file and the field.
+#include "gpu/checkpoint_writer.hpp"
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/kv_wire.hpp"
@@ -254,4 +255,35 @@ BOOST_AUTO_TEST_CASE(broken_checkpoints_fail_with_one_line_naming_the_file_and_f
     auto why = load_failure(t.dir());
     BOOST_TEST(contains(why, "missing tensor 'lm_head.weight'"), why);
   }
+}
+
+BOOST_AUTO_TEST_CASE(written_random_checkpoints_shard_and_load_like_published_ones) {
+  for (const char* shape : {"llada-8b", "dream-7b"}) {
+    model_config cfg = published_shape(shape);
+    // The published structure at test widths: Dream keeps its GQA ratio of 7 query heads per KV head.
+    cfg.d_model = cfg.arch == architecture::dream ? 112 : 64;
+    cfg.n_heads = cfg.arch == architecture::dream ? 14 : 4;
+    cfg.n_kv_heads = cfg.arch == architecture::dream ? 2 : 4;
+    cfg.mlp_hidden = 96;
+    cfg.vocab_size = 512;
+    cfg.mask_id = 500;
+    cfg.eos_id = 501;
+    cfg.n_layers = 2;
+    test::temp_dir d;
+    const auto sum = write_random_checkpoint(d.path, cfg, 5, 40000);
+    BOOST_TEST(sum.shards >= 3, shape);
+    auto m = load_model(d.path);
+    BOOST_TEST((m->config.arch == cfg.arch), shape);
+    BOOST_TEST(m->config.n_kv_heads == cfg.n_kv_heads, shape);
+    BOOST_TEST(m->config.parameter_count() * 2 == sum.weight_bytes, shape);
+    BOOST_TEST(m->head_bf16 != nullptr, shape);
+    engine e(make_cpu_backend(m));
+    decode_params p;
+    p.gen_length = 8;
+    p.block_length = 8;
+    auto s = e.admit(canvas::start({3, 4, 5, 6}, p, cfg.mask_id, cfg.eos_id));
+    while (!s.c.finished) e.step({&s});
+    BOOST_TEST(s.c.steps >= 1, shape);
+  }
+  BOOST_CHECK_THROW(published_shape("llama-70b"), std::invalid_argument);
 }
