@@ -2,8 +2,9 @@
 // CPU engine's refresh and dual-cache reuse steps on one canvas, and reports the median time and
 // query rows per second of each step kind, with the process's resident memory against the
 // checkpoint's weight bytes plus the KV cache. For 8B widths, on a reduced-depth random copy
-// (write-random-checkpoint --layers 2).
+// (write-random-checkpoint --layers 2). With --device cuda the memory line counts host memory only.
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/decode_options.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/validators.hpp"
 #include "gpu/cpu_backend.hpp"
@@ -29,6 +30,7 @@ struct bench_options {
   int block = 32;
   int reps = 3;
   bool json = false;
+  std::string device = "cpu";
 };
 
 // VmRSS or VmHWM of this process, in bytes.
@@ -64,7 +66,9 @@ int run_bench(const bench_options& o) {
   auto m = g::load_model(o.dir);
   const double load_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   const int64_t rss_loaded = status_bytes("VmRSS");
-  g::engine e(g::make_cpu_backend(m));
+  dls::cli::decode_flags flags;
+  flags.device = o.device;
+  g::engine e(flags.make_backend(m));
   const auto& c = m->config;
   g::decode_params p;
   p.gen_length = o.block;
@@ -134,6 +138,7 @@ dls::cli::register_command reg{"bench-checkpoint", [](CLI::App& app) {
   sub->add_option("--block", o->block, "Block (and answer) length")->check(dls::cli::positive);
   sub->add_option("--reps", o->reps, "Canvases to time (median)")->check(dls::cli::positive);
   sub->add_flag("--json", o->json, "One JSON object");
+  sub->add_option("--device", o->device, "engine backend: cpu, cuda or cuda:N");
   return std::function<int()>([o] { return run_bench(*o); });
 }};
 
