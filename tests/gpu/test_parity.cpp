@@ -10,6 +10,7 @@
 #include "gpu/engine.hpp"
 #include "gpu/kv_wire.hpp"
 #include "gpu/model.hpp"
+#include "gpu/tp_runner.hpp"
 #include "gpu/safetensors.hpp"
 #include "test_support.hpp"
 
@@ -286,4 +287,29 @@ BOOST_AUTO_TEST_CASE(written_random_checkpoints_shard_and_load_like_published_on
     BOOST_TEST(s.c.steps >= 1, shape);
   }
   BOOST_CHECK_THROW(published_shape("llama-70b"), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(dream_over_two_tensor_parallel_ranks_decodes_the_goldens) {
+  // Each rank holds one of the two KV heads, its query heads and their slices of the biases.
+  auto g = goldens("dream");
+  auto m = load_model(parity_dir + "/dream");
+  tp_runner two(m, 2);
+  int n = 0;
+  for (const auto& d : g["decodes"]) {
+    if (d["label"] != "tau0.9") continue;
+    decode_params p;
+    p.gen_length = d["gen_length"];
+    p.block_length = d["block_length"];
+    p.rule = parse_commit_rule(d["rule"]);
+    p.threshold = d["threshold"];
+    p.cache = parse_cache_mode(d["cache"]);
+    auto h = two.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
+                                     m->config.eos_id));
+    while (!two.view(h).finished) two.step({h});
+    BOOST_TEST((two.view(h).answer() == d["answer_ids"].get<std::vector<int32_t>>()), d["cache"].get<std::string>());
+    BOOST_TEST((two.view(1, h).ids == two.view(h).ids));
+    BOOST_TEST(two.view(h).steps == d["steps"].get<int64_t>());
+    ++n;
+  }
+  BOOST_TEST(n == 9);
 }
