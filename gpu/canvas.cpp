@@ -170,7 +170,8 @@ canvas canvas::from_bytes(const std::string& bytes) {
   c.params.gen_length = r.get<int32_t>("gen_length");
   c.params.block_length = r.get<int32_t>("block_length");
   auto rule = r.get<uint8_t>("rule");
-  if (rule > 2) throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
+  if (rule > static_cast<uint8_t>(commit_rule::entropy))
+    throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
   c.params.rule = static_cast<commit_rule>(rule);
   c.params.threshold = r.get<double>("threshold");
   c.params.steps_per_block = r.get<int32_t>("steps_per_block");

@@ -72,6 +72,7 @@ class cpu_backend final : public backend {
   shard_spec shard() const override { return shard_; }
   int layers() const override { return m_->config.n_layers; }
   int logit_shift() const override { return m_->config.logit_shift; }
+  bool scores(proposal_score) const override { return true; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cpu_kv_cache>(); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -102,7 +103,7 @@ class cpu_backend final : public backend {
       int row = it.plan.q0 + (src[j] - offsets_[owner[j]]) + c.logit_shift;
       auto pr = cpu::propose(logits_.data() + j * static_cast<std::size_t>(c.vocab_size), c.vocab_size,
                              it.c->mask_id, it.c->params.temperature, it.c->params.seed,
-                             static_cast<uint64_t>(it.c->steps), row);
+                             static_cast<uint64_t>(it.c->steps), row, score_of(it.c->params.rule));
       proposals[owner[j]].push_back({row, pr.token, pr.confidence});
     }
   }

@@ -128,7 +128,7 @@ double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token)
 }
 
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row) {
+                      uint64_t counter, int32_t row, proposal_score score_kind) {
   int32_t best = -1;
   double best_score = -std::numeric_limits<double>::infinity();
   float maxl = -std::numeric_limits<float>::infinity();
@@ -143,6 +143,32 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
     }
   }
   double sum = sum_exp_shifted(logits, n, maxl, suppressed);
+  if (score_kind == proposal_score::margin) {
+    // The two largest clean logits (the argmax above may carry noise).
+    float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
+    for (int i = 0; i < n; ++i) {
+      if (i == suppressed) continue;
+      if (logits[i] > l1) {
+        l2 = l1;
+        l1 = logits[i];
+      } else if (logits[i] > l2) {
+        l2 = logits[i];
+      }
+    }
+    const double p1 = std::exp(static_cast<double>(l1) - maxl) / sum;
+    const double p2 = std::isinf(l2) ? 0.0 : std::exp(static_cast<double>(l2) - maxl) / sum;
+    return {best, p1 - p2};
+  }
+  if (score_kind == proposal_score::neg_entropy) {
+    // sum p log p with p = e^(l - m) / Z: sum p (l - m) - log Z.
+    double acc = 0.0;
+    for (int i = 0; i < n; ++i) {
+      if (i == suppressed) continue;
+      const double z = static_cast<double>(logits[i]) - maxl;
+      acc += std::exp(z) * z;
+    }
+    return {best, acc / sum - std::log(sum)};
+  }
   double conf = std::exp(static_cast<double>(logits[best]) - maxl) / sum;
   return {best, conf};
 }

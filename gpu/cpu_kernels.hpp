@@ -1,6 +1,8 @@
 #pragma once
 // CPU kernels of the LLaDA forward, f32. Matrix products go through OpenBLAS; the rest are
 // plain loops the compiler vectorises. Tests check each against a naive reference.
+#include "gpu/decode_params.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -46,8 +48,10 @@ struct argmax_result {
   int32_t token;
   double confidence;
 };
+/// With `score` other than probability, `confidence` is instead p(top-1) - p(top-2) over the clean
+/// distribution, or its negative entropy sum p log p.
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row);
+                      uint64_t counter, int32_t row, proposal_score score = proposal_score::probability);
 
 /// A standard Gumbel variate from a counter-based hash, so sampling is reproducible across
 /// backends, TP ranks and migrations without carrying generator state.

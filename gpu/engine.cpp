@@ -52,6 +52,9 @@ std::vector<step_report> engine::step(const std::vector<request_slot*>& batch, c
       reports[i].finished = true;
       continue;
     }
+    if (!backend_->scores(score_of(s->c.params.rule)))
+      throw std::invalid_argument("the " + backend_->name() + " backend cannot rank by the " +
+                                  to_string(s->c.params.rule) + " rule's score");
     if (!s->cache) s->cache = backend_->make_cache();
     step_plan plan = s->c.next_step(backend_->logit_shift());
     if (plan.kind == step_kind::refresh) {

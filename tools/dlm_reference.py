@@ -192,9 +192,11 @@ class Reference:
 
 
 def select_commits(conf, rule, tau, quota, factor):
-    """conf: (confidence, position) of the block's masked positions; ties toward the lower position."""
+    """conf: (score, position) of the block's masked positions; ties toward the lower position.
+    margin and entropy (Dream's topk_margin and entropy algorithms) commit a quota per step like
+    quota, ranked by their own score."""
     order = sorted(conf, key=lambda cp: (-cp[0], cp[1]))
-    if rule == "quota":
+    if rule in ("quota", "margin", "entropy"):
         n = max(1, min(quota, len(order)))
     elif rule == "threshold":
         n = max(1, sum(1 for c, _ in order if c >= tau))
@@ -208,6 +210,16 @@ def select_commits(conf, rule, tau, quota, factor):
     else:
         raise ValueError(rule)
     return [p for _, p in order[:n]]
+
+
+def score(p, tok, rule):
+    """What a rule ranks positions by: the top-1 probability; p1 - p2 (margin); sum p log p (entropy)."""
+    if rule == "margin":
+        top = torch.topk(p, 2).values
+        return float(top[0] - top[1])
+    if rule == "entropy":
+        return float(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p)).sum())
+    return float(p[tok])
 
 
 @torch.no_grad()
@@ -246,7 +258,7 @@ def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0
                 if int(x[s + j]) == MASK:
                     tok = int(torch.argmax(rows[j]))
                     prop[s + j] = tok
-                    conf.append((float(probs[j, tok]), s + j))
+                    conf.append((score(probs[j], tok, rule), s + j))
             quota = m0 // spb + (1 if k_in < m0 % spb else 0)
             for p in select_commits(conf, rule, tau, quota, factor):
                 x[p] = prop[p]
@@ -341,7 +353,8 @@ def goldens(s, ref):
     decodes = []
     rules = [("quota", dict(rule="quota", steps_per_block=4)), ("one/step", dict(rule="quota")),
              ("tau0.9", dict(rule="threshold", tau=0.9)), ("tau0.5", dict(rule="threshold", tau=0.5)),
-             ("factor1", dict(rule="factor", factor=1.0))]
+             ("factor1", dict(rule="factor", factor=1.0)), ("margin", dict(rule="margin", steps_per_block=4)),
+             ("entropy", dict(rule="entropy", steps_per_block=4))]
     for p in prompts:
         for label, kw in rules:
             for cache in ("none", "prefix", "dual"):

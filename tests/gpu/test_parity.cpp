@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(decodes_match_pytorch_token_for_token_in_every_cache_mode) 
       reuse_steps += static_cast<int>(s.c.reuse_steps);
       ++n;
     }
-    BOOST_TEST(n == 45, name);
+    BOOST_TEST(n == 63, name);
     BOOST_TEST(reuse_steps > 0, name << ": the goldens exercise reuse steps");
   }
 }
@@ -312,4 +312,18 @@ BOOST_AUTO_TEST_CASE(dream_over_two_tensor_parallel_ranks_decodes_the_goldens) {
     ++n;
   }
   BOOST_TEST(n == 9);
+}
+
+BOOST_AUTO_TEST_CASE(dream_rules_travel_with_the_canvas_and_parse_by_name) {
+  for (auto rule : {commit_rule::margin, commit_rule::entropy}) {
+    decode_params p;
+    p.rule = rule;
+    p.steps_per_block = 4;
+    auto c = canvas::start({3, 4, 5}, p, 252, 248);
+    BOOST_TEST((canvas::from_bytes(c.to_bytes()).params.rule == rule));
+    BOOST_TEST((parse_commit_rule(to_string(rule)) == rule));
+  }
+  auto bytes = canvas::start({3}, decode_params{}, 252, 248).to_bytes();
+  bytes[4 + 4 + 4 * 5] = 9;  // the rule byte: after magic, version, prompt_len, mask, EOS, gen and block lengths
+  BOOST_CHECK_THROW(canvas::from_bytes(bytes), std::invalid_argument);
 }
