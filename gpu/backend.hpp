@@ -70,6 +70,11 @@ class backend {
   virtual shard_spec shard() const = 0;
   /// Transformer layers of the model, the unit of a layer-split refresh.
   virtual int layers() const = 0;
+  /// 1 when the logits of row p - 1 propose token p (Dream), 0 when row p's do (LLaDA); a reuse
+  /// step then also computes the row before the block (canvas::next_step).
+  virtual int logit_shift() const { return 0; }
+  /// Whether forward() can rank proposals by `s` (the margin and entropy rules need it).
+  virtual bool scores(proposal_score s) const { return s == proposal_score::probability; }
   virtual std::unique_ptr<kv_cache> make_cache() = 0;
   /// Runs every item's planned forward in one batch and fills proposals[i] with one entry per
   /// masked row of item i's current block (token after optional Gumbel noise, clean confidence);

@@ -37,7 +37,7 @@ bool canvas::at_refresh_boundary() const {
   return params.refresh_interval > 0 && step_in_block % params.refresh_interval == 0;
 }
 
-step_plan canvas::next_step() const {
+step_plan canvas::next_step(int logit_shift) const {
   step_plan p;
   p.block0 = block_begin();
   p.block1 = block_end();
@@ -48,7 +48,7 @@ step_plan canvas::next_step() const {
     p.q1 = length();
   } else {
     p.kind = step_kind::reuse;
-    p.q0 = p.block0;
+    p.q0 = std::max(0, p.block0 - logit_shift);
     p.q1 = params.cache == cache_mode::dual ? p.block1 : length();
   }
   return p;
@@ -170,7 +170,8 @@ canvas canvas::from_bytes(const std::string& bytes) {
   c.params.gen_length = r.get<int32_t>("gen_length");
   c.params.block_length = r.get<int32_t>("block_length");
   auto rule = r.get<uint8_t>("rule");
-  if (rule > 2) throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
+  if (rule > static_cast<uint8_t>(commit_rule::entropy))
+    throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
   c.params.rule = static_cast<commit_rule>(rule);
   c.params.threshold = r.get<double>("threshold");
   c.params.steps_per_block = r.get<int32_t>("steps_per_block");

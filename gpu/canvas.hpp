@@ -51,7 +51,10 @@ struct canvas {
   int block_end() const;
   /// True when the next step recomputes the whole sequence, so no KV cache needs to move.
   bool at_refresh_boundary() const;
-  step_plan next_step() const;
+  /// With `logit_shift` 1 (Dream: row p - 1 proposes token p) a reuse step's query rows start
+  /// one row before the block, so that the block's first token has its logits; that row's key
+  /// and value are recomputed and stored like the block's.
+  step_plan next_step(int logit_shift = 0) const;
   /// Commits the chosen proposals of the step just run and advances blocks; returns the count.
   int apply(const std::vector<row_proposal>& block_proposals);
   /// Answer tokens up to the first EOS (or undecided position).

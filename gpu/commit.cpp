@@ -18,7 +18,9 @@ std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rul
   });
   std::size_t n = 0;
   switch (rule) {
-    case commit_rule::quota: n = static_cast<std::size_t>(std::max(quota, 1)); break;
+    case commit_rule::quota:
+    case commit_rule::margin:
+    case commit_rule::entropy: n = static_cast<std::size_t>(std::max(quota, 1)); break;
     case commit_rule::threshold:
       while (n < masked.size() && masked[n].confidence >= threshold) ++n;
       break;

@@ -8,7 +8,8 @@
 namespace dls::gpu {
 
 /// The model's proposal for one masked position: its argmax token (after optional Gumbel
-/// noise) and the clean softmax probability of that token.
+/// noise) and the score its rule ranks by (score_of): the clean softmax probability of that
+/// token, or the top-1 minus top-2 probability, or the distribution's negative entropy.
 struct row_proposal {
   int32_t position = 0;  // canvas row
   int32_t token = 0;

@@ -71,6 +71,8 @@ class cpu_backend final : public backend {
   std::string name() const override { return "cpu"; }
   shard_spec shard() const override { return shard_; }
   int layers() const override { return m_->config.n_layers; }
+  int logit_shift() const override { return m_->config.logit_shift; }
+  bool scores(proposal_score) const override { return true; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cpu_kv_cache>(); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -84,7 +86,13 @@ class cpu_backend final : public backend {
       if (range_[i].second < c.n_layers) continue;  // a split refresh's inner range: no logits
       for (int r = it.plan.block0; r < it.plan.block1; ++r)
         if (it.c->ids[static_cast<std::size_t>(r)] == it.c->mask_id) {
-          src.push_back(offsets_[i] + (r - it.plan.q0));
+          // With the shift, row r - 1's logits propose token r; the plan must have computed it.
+          const int from = r - c.logit_shift;
+          if (from < it.plan.q0 || from >= it.plan.q1)
+            throw std::invalid_argument("step plan rows [" + std::to_string(it.plan.q0) + ", " +
+                                        std::to_string(it.plan.q1) + ") lack row " + std::to_string(from) +
+                                        ", whose logits propose token " + std::to_string(r));
+          src.push_back(offsets_[i] + (from - it.plan.q0));
           owner.push_back(i);
         }
     }
@@ -92,10 +100,10 @@ class cpu_backend final : public backend {
     proposals.assign(items.size(), {});
     for (std::size_t j = 0; j < src.size(); ++j) {
       const auto& it = items[owner[j]];
-      int row = it.plan.q0 + (src[j] - offsets_[owner[j]]);
+      int row = it.plan.q0 + (src[j] - offsets_[owner[j]]) + c.logit_shift;
       auto pr = cpu::propose(logits_.data() + j * static_cast<std::size_t>(c.vocab_size), c.vocab_size,
                              it.c->mask_id, it.c->params.temperature, it.c->params.seed,
-                             static_cast<uint64_t>(it.c->steps), row);
+                             static_cast<uint64_t>(it.c->steps), row, score_of(it.c->params.rule));
       proposals[owner[j]].push_back({row, pr.token, pr.confidence});
     }
   }
@@ -145,7 +153,10 @@ class cpu_backend final : public backend {
         int32_t id = it.c->ids[static_cast<std::size_t>(r)];
         if (id < 0 || id >= c.vocab_size) throw std::invalid_argument("token id out of the vocabulary");
         auto row = off + static_cast<std::size_t>(r - it.plan.q0);
-        std::memcpy(&x_[row * d], m_->wte + static_cast<std::size_t>(id) * d, sizeof(float) * d);
+        if (m_->wte)
+          std::memcpy(&x_[row * d], m_->wte + static_cast<std::size_t>(id) * d, sizeof(float) * d);
+        else
+          cpu::bf16_to_f32_row(m_->wte_bf16 + static_cast<std::size_t>(id) * d, &x_[row * d], static_cast<std::size_t>(d));
       }
     }
     all_.resize(items.size());
@@ -220,12 +231,17 @@ class cpu_backend final : public backend {
     const auto& w = m_->layers[static_cast<std::size_t>(l)];
     cpu::rmsnorm(x, w.attn_norm, h_.data(), R, d, c.rms_eps);
     const auto* pk = packed_.empty() ? nullptr : &packed_[static_cast<std::size_t>(l)];
-    product(h_.data(), R, d, w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d, pk ? &pk->q : nullptr,
-            q_.data(), qs);
-    product(h_.data(), R, d, w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->k : nullptr,
-            k_.data(), kvs);
-    product(h_.data(), R, d, w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d, pk ? &pk->v : nullptr,
-            v_.data(), kvs);
+    const auto q_off = static_cast<std::size_t>(sl_.h0) * hd_, kv_off = static_cast<std::size_t>(sl_.kvh0) * hd_;
+    product(h_.data(), R, d, mat(w.q_proj, w.bf16.q_proj, q_off * d), qs, d, d, pk ? &pk->q : nullptr, q_.data(), qs);
+    product(h_.data(), R, d, mat(w.k_proj, w.bf16.k_proj, kv_off * d), kvs, d, d, pk ? &pk->k : nullptr, k_.data(),
+            kvs);
+    product(h_.data(), R, d, mat(w.v_proj, w.bf16.v_proj, kv_off * d), kvs, d, d, pk ? &pk->v : nullptr, v_.data(),
+            kvs);
+    if (w.q_bias) {
+      cpu::add_bias(q_.data(), R, qs, qs, w.q_bias + q_off);
+      cpu::add_bias(k_.data(), R, kvs, kvs, w.k_bias + kv_off);
+      cpu::add_bias(v_.data(), R, kvs, kvs, w.v_bias + kv_off);
+    }
     cpu::rope(q_.data(), pos, R, sl_.heads, hd_, qs, c.rope_theta);
     cpu::rope(k_.data(), pos, R, sl_.kv_heads, hd_, kvs, c.rope_theta);
     for (std::size_t j = 0; j < act.size(); ++j) {
@@ -240,27 +256,50 @@ class cpu_backend final : public backend {
       cpu::attention(&q_[off * qs], T, qs, kl, vl, it.c->length(), kvs, sl_.heads, sl_.kv_heads, hd_, &o_[off * qs], qs,
                      scores_);
     }
-    product(o_.data(), R, qs, w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d, pk ? &pk->attn_out : nullptr,
-            y_.data(), d);
+    product(o_.data(), R, qs, mat(w.attn_out, w.bf16.attn_out, q_off), d, qs, d, pk ? &pk->attn_out : nullptr, y_.data(),
+            d);
     reduce_add(x, R * d);
     cpu::rmsnorm(x, w.ff_norm, h_.data(), R, d, c.rms_eps);
-    product(h_.data(), R, d, w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->ff_proj : nullptr,
-            g_.data(), fs);
-    product(h_.data(), R, d, w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d, pk ? &pk->up_proj : nullptr,
-            u_.data(), fs);
+    const auto f_off = static_cast<std::size_t>(sl_.f0);
+    product(h_.data(), R, d, mat(w.ff_proj, w.bf16.ff_proj, f_off * d), fs, d, d, pk ? &pk->ff_proj : nullptr, g_.data(),
+            fs);
+    product(h_.data(), R, d, mat(w.up_proj, w.bf16.up_proj, f_off * d), fs, d, d, pk ? &pk->up_proj : nullptr, u_.data(),
+            fs);
     cpu::swiglu(g_.data(), u_.data(), Rz * fs);
-    product(g_.data(), R, fs, w.ff_out + sl_.f0, d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr, y_.data(), d);
+    product(g_.data(), R, fs, mat(w.ff_out, w.bf16.ff_out, f_off), d, fs, c.mlp_hidden, pk ? &pk->ff_out : nullptr,
+            y_.data(), d);
     reduce_add(x, R * d);
+  }
+
+  // A weight matrix as the checkpoint holds it (f32 or bf16), from element `off` on.
+  struct wmat {
+    const float* f32 = nullptr;
+    const uint16_t* bf16 = nullptr;
+  };
+  static wmat mat(const float* f, const uint16_t* b, std::size_t off) {
+    return f ? wmat{f + off, nullptr} : wmat{nullptr, b + off};
   }
 
   // Y = X W^T for W [out, in] (ld ldw): the packed small-M kernel when this step has few rows and
   // the weights were packed, OpenBLAS otherwise (a refresh's L rows run at its large-M rate).
-  static void product(const float* x, int rows, int ldx, const float* w, int out, int in, int ldw,
+  static void product(const float* x, int rows, int ldx, wmat w, int out, int in, int ldw,
                       const cpu::packed_weights* pw, float* y, int ldy) {
     if (pw && rows >= 1 && rows <= cpu::packed_weights::max_rows)
       cpu::matmul_packed(x, rows, ldx, *pw, y, ldy);
+    else if (w.f32)
+      cpu::matmul_xwt(x, rows, in, ldx, w.f32, out, ldw, y, ldy);
     else
-      cpu::matmul_xwt(x, rows, in, ldx, w, out, ldw, y, ldy);
+      cpu::matmul_xwt_bf16(x, rows, in, ldx, w.bf16, out, ldw, y, ldy);
+  }
+
+  // The packed kernel reads f32 panels; a bf16 matrix is widened once into a temporary to pack it.
+  static cpu::packed_weights pack(wmat w, int out, int in, int ld) {
+    if (w.f32) return cpu::packed_weights(w.f32, out, in, ld);
+    std::vector<float> tmp(static_cast<std::size_t>(out) * ld);
+    for (int r = 0; r < out; ++r)
+      cpu::bf16_to_f32_row(w.bf16 + static_cast<std::size_t>(r) * ld, tmp.data() + static_cast<std::size_t>(r) * ld,
+                           static_cast<std::size_t>(in));
+    return cpu::packed_weights(tmp.data(), out, in, ld);
   }
 
   // The packed copy doubles the weights' memory, so it is made only for shards that fit the budget;
@@ -274,16 +313,18 @@ class cpu_backend final : public backend {
     const std::size_t per_layer = static_cast<std::size_t>(d) * (qs + 2 * kvs + qs + 3 * fs);
     const std::size_t total = sizeof(float) * (per_layer * c.n_layers + static_cast<std::size_t>(c.vocab_size) * d);
     if (total > pack_budget_bytes) return;
+    const auto q_off = static_cast<std::size_t>(sl_.h0) * hd_, kv_off = static_cast<std::size_t>(sl_.kvh0) * hd_;
+    const auto f_off = static_cast<std::size_t>(sl_.f0);
     for (const auto& w : m_->layers) {
-      packed_.push_back({cpu::packed_weights(w.q_proj + static_cast<std::size_t>(sl_.h0) * hd_ * d, qs, d, d),
-                         cpu::packed_weights(w.k_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d),
-                         cpu::packed_weights(w.v_proj + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, d),
-                         cpu::packed_weights(w.attn_out + static_cast<std::size_t>(sl_.h0) * hd_, d, qs, d),
-                         cpu::packed_weights(w.ff_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d),
-                         cpu::packed_weights(w.up_proj + static_cast<std::size_t>(sl_.f0) * d, fs, d, d),
-                         cpu::packed_weights(w.ff_out + sl_.f0, d, fs, c.mlp_hidden)});
+      packed_.push_back({pack(mat(w.q_proj, w.bf16.q_proj, q_off * d), qs, d, d),
+                         pack(mat(w.k_proj, w.bf16.k_proj, kv_off * d), kvs, d, d),
+                         pack(mat(w.v_proj, w.bf16.v_proj, kv_off * d), kvs, d, d),
+                         pack(mat(w.attn_out, w.bf16.attn_out, q_off), d, qs, d),
+                         pack(mat(w.ff_proj, w.bf16.ff_proj, f_off * d), fs, d, d),
+                         pack(mat(w.up_proj, w.bf16.up_proj, f_off * d), fs, d, d),
+                         pack(mat(w.ff_out, w.bf16.ff_out, f_off), d, fs, c.mlp_hidden)});
     }
-    packed_head_ = cpu::packed_weights(m_->head, c.vocab_size, d, d);
+    packed_head_ = pack(mat(m_->head, m_->head_bf16, 0), c.vocab_size, d, d);
   }
 
   void reduce_add(float* x, int n) {
@@ -301,8 +342,8 @@ class cpu_backend final : public backend {
                   sizeof(float) * d);
     cpu::rmsnorm(z_.data(), m_->ln_f, z_.data(), M, d, c.rms_eps);
     logits_.resize(static_cast<std::size_t>(M) * c.vocab_size);
-    product(z_.data(), M, d, m_->head, c.vocab_size, d, d, packed_head_.empty() ? nullptr : &packed_head_, logits_.data(),
-            c.vocab_size);
+    product(z_.data(), M, d, mat(m_->head, m_->head_bf16, 0), c.vocab_size, d, d,
+            packed_head_.empty() ? nullptr : &packed_head_, logits_.data(), c.vocab_size);
   }
 
   std::shared_ptr<const model> m_;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 
@@ -21,6 +22,40 @@ void pin_blas_threads() {
 void matmul_xwt(const float* x, int rows, int in, int ldx, const float* w, int out, int ldw, float* y, int ldy) {
   if (rows == 0 || out == 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in, 1.0f, x, ldx, w, ldw, 0.0f, y, ldy);
+}
+
+// Bytes of f32 one panel of converted bf16 weights takes: large enough that OpenBLAS runs a
+// refresh's many rows at its large-N rate (256 output rows at d 4096), small enough to stay in L2/L3.
+constexpr std::size_t bf16_panel_bytes = std::size_t{4} << 20;
+
+void matmul_xwt_bf16(const float* x, int rows, int in, int ldx, const uint16_t* w, int out, int ldw, float* y,
+                     int ldy) {
+  if (rows == 0 || out == 0) return;
+  thread_local std::vector<float> panel;
+  const int step = std::max(1, static_cast<int>(bf16_panel_bytes / sizeof(float) / static_cast<std::size_t>(in)));
+  panel.resize(static_cast<std::size_t>(std::min(step, out)) * static_cast<std::size_t>(in));
+  for (int o0 = 0; o0 < out; o0 += step) {
+    const int n = std::min(step, out - o0);
+    for (int r = 0; r < n; ++r)
+      bf16_to_f32_row(w + static_cast<std::size_t>(o0 + r) * ldw, panel.data() + static_cast<std::size_t>(r) * in,
+                      static_cast<std::size_t>(in));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, in, 1.0f, x, ldx, panel.data(), in, 0.0f, y + o0,
+                ldy);
+  }
+}
+
+void bf16_to_f32_row(const uint16_t* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof(float));
+  }
+}
+
+void add_bias(float* y, int rows, int n, int ld, const float* bias) {
+  for (int r = 0; r < rows; ++r) {
+    float* yr = y + static_cast<std::size_t>(r) * ld;
+    for (int i = 0; i < n; ++i) yr[i] += bias[i];
+  }
 }
 
 void rmsnorm(const float* x, const float* w, float* y, int rows, int d, float eps) {
@@ -93,7 +128,7 @@ double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token)
 }
 
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row) {
+                      uint64_t counter, int32_t row, proposal_score score_kind) {
   int32_t best = -1;
   double best_score = -std::numeric_limits<double>::infinity();
   float maxl = -std::numeric_limits<float>::infinity();
@@ -108,6 +143,32 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
     }
   }
   double sum = sum_exp_shifted(logits, n, maxl, suppressed);
+  if (score_kind == proposal_score::margin) {
+    // The two largest clean logits (the argmax above may carry noise).
+    float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
+    for (int i = 0; i < n; ++i) {
+      if (i == suppressed) continue;
+      if (logits[i] > l1) {
+        l2 = l1;
+        l1 = logits[i];
+      } else if (logits[i] > l2) {
+        l2 = logits[i];
+      }
+    }
+    const double p1 = std::exp(static_cast<double>(l1) - maxl) / sum;
+    const double p2 = std::isinf(l2) ? 0.0 : std::exp(static_cast<double>(l2) - maxl) / sum;
+    return {best, p1 - p2};
+  }
+  if (score_kind == proposal_score::neg_entropy) {
+    // sum p log p with p = e^(l - m) / Z: sum p (l - m) - log Z.
+    double acc = 0.0;
+    for (int i = 0; i < n; ++i) {
+      if (i == suppressed) continue;
+      const double z = static_cast<double>(logits[i]) - maxl;
+      acc += std::exp(z) * z;
+    }
+    return {best, acc / sum - std::log(sum)};
+  }
   double conf = std::exp(static_cast<double>(logits[best]) - maxl) / sum;
   return {best, conf};
 }

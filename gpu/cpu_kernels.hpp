@@ -1,6 +1,9 @@
 #pragma once
 // CPU kernels of the LLaDA forward, f32. Matrix products go through OpenBLAS; the rest are
 // plain loops the compiler vectorises. Tests check each against a naive reference.
+#include "gpu/decode_params.hpp"
+
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -11,6 +14,17 @@ void pin_blas_threads();
 
 /// Y[rows, out] (ld ldy) = X[rows, in] (ld ldx) * W^T, W row-major [out, in] with leading dim ldw.
 void matmul_xwt(const float* x, int rows, int in, int ldx, const float* w, int out, int ldw, float* y, int ldy);
+
+/// The same product against bf16 weights: W is converted to f32 a panel of output rows at a time
+/// into a per-thread scratch (a few MiB), so the model never exists in f32 as a whole.
+void matmul_xwt_bf16(const float* x, int rows, int in, int ldx, const uint16_t* w, int out, int ldw, float* y,
+                     int ldy);
+
+/// Converts n bf16 values to f32.
+void bf16_to_f32_row(const uint16_t* src, float* dst, std::size_t n);
+
+/// Adds bias[0, n) to each of `rows` rows of y (stride ld).
+void add_bias(float* y, int rows, int n, int ld, const float* bias);
 
 /// y = x * rsqrt(mean(x^2) + eps) * w, row by row.
 void rmsnorm(const float* x, const float* w, float* y, int rows, int d, float eps);
@@ -34,8 +48,10 @@ struct argmax_result {
   int32_t token;
   double confidence;
 };
+/// With `score` other than probability, `confidence` is instead p(top-1) - p(top-2) over the clean
+/// distribution, or its negative entropy sum p log p.
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row);
+                      uint64_t counter, int32_t row, proposal_score score = proposal_score::probability);
 
 /// A standard Gumbel variate from a counter-based hash, so sampling is reproducible across
 /// backends, TP ranks and migrations without carrying generator state.

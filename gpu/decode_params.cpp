@@ -20,8 +20,16 @@ const char* to_string(commit_rule r) {
     case commit_rule::quota: return "quota";
     case commit_rule::threshold: return "threshold";
     case commit_rule::factor: return "factor";
+    case commit_rule::margin: return "margin";
+    case commit_rule::entropy: return "entropy";
   }
   return "?";
+}
+
+proposal_score score_of(commit_rule r) {
+  if (r == commit_rule::margin) return proposal_score::margin;
+  if (r == commit_rule::entropy) return proposal_score::neg_entropy;
+  return proposal_score::probability;
 }
 
 const char* to_string(cache_mode c) {
@@ -39,7 +47,9 @@ commit_rule parse_commit_rule(const std::string& s) {
   if (s == "quota") return commit_rule::quota;
   if (s == "threshold") return commit_rule::threshold;
   if (s == "factor") return commit_rule::factor;
-  throw std::invalid_argument("unknown commit rule '" + s + "' (quota, threshold, factor)");
+  if (s == "margin") return commit_rule::margin;
+  if (s == "entropy") return commit_rule::entropy;
+  throw std::invalid_argument("unknown commit rule '" + s + "' (quota, threshold, factor, margin, entropy)");
 }
 
 cache_mode parse_cache_mode(const std::string& s) {

@@ -10,7 +10,15 @@ enum class commit_rule : uint8_t {
   quota,      // LLaDA low-confidence remasking: a fixed number per step (steps_per_block)
   threshold,  // Fast-dLLM: every token with confidence >= tau, plus the top-1
   factor,     // Fast-dLLM dynamic: largest n with c_i >= 1 - f/(i+1) for all i <= n
+  // Dream's sampler (alg topk_margin / entropy): a fixed number per step like quota, ranked by
+  // another score of each position's distribution than its top-1 probability.
+  margin,     // p(top-1) - p(top-2)
+  entropy,    // sum p log p (the negative entropy: the most certain position first)
 };
+
+/// The per-position score a rule ranks by (what row_proposal::confidence holds).
+enum class proposal_score : uint8_t { probability, margin, neg_entropy };
+proposal_score score_of(commit_rule r);
 
 /// Fast-dLLM approximate KV cache mode.
 enum class cache_mode : uint8_t {

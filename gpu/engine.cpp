@@ -27,7 +27,7 @@ std::string rebuild_problem(const canvas& c, const canvas& kv_source) {
 request_slot engine::admit_rebuilt(canvas c, const canvas& kv_source) {
   if (auto why = rebuild_problem(c, kv_source); !why.empty()) throw std::invalid_argument(why);
   request_slot s{std::move(c), backend_->make_cache()};
-  step_plan plan = kv_source.next_step();
+  step_plan plan = kv_source.next_step(backend_->logit_shift());
   plan.layer1 = backend_->layers();
   // The refresh's proposals are not applied: only the cache it leaves behind is wanted.
   std::vector<forward_item> items{{&kv_source, plan, s.cache.get()}};
@@ -52,8 +52,11 @@ std::vector<step_report> engine::step(const std::vector<request_slot*>& batch, c
       reports[i].finished = true;
       continue;
     }
+    if (!backend_->scores(score_of(s->c.params.rule)))
+      throw std::invalid_argument("the " + backend_->name() + " backend cannot rank by the " +
+                                  to_string(s->c.params.rule) + " rule's score");
     if (!s->cache) s->cache = backend_->make_cache();
-    step_plan plan = s->c.next_step();
+    step_plan plan = s->c.next_step(backend_->logit_shift());
     if (plan.kind == step_kind::refresh) {
       const int limit = layer_limits.empty() ? 0 : layer_limits[i];
       plan.layer0 = s->c.refresh_layers_done;

@@ -1,11 +1,22 @@
 #pragma once
-// Model facts read from a LLaDA-style HF config.json (LLaDA's own field names).
+// Model facts read from a Hugging Face config.json: LLaDA's own field names, or Dream's
+// (Qwen2 names, model_type "Dream").
 #include <cstdint>
 #include <string>
 
 namespace dls::gpu {
 
+/// The two checkpoint families the engine runs. They share the layer (pre-RMSNorm, RoPE with
+/// the half split, bidirectional attention, SwiGLU); Dream adds QKV bias, usually grouped-query
+/// attention, and keeps its autoregressive parent's shift: the logit at row p - 1 predicts token p.
+enum class architecture : uint8_t { llada, dream };
+const char* architecture_name(architecture a);
+
 struct model_config {
+  architecture arch = architecture::llada;
+  bool qkv_bias = false;    // q, k, v projections carry a bias (Dream)
+  bool tied_head = false;   // the LM head is the embedding matrix (tie_word_embeddings)
+  int logit_shift = 0;      // 1: the logits of row p - 1 propose token p (Dream)
   int d_model = 0;
   int n_layers = 0;
   int n_heads = 0;
@@ -24,12 +35,15 @@ struct model_config {
   int64_t parameter_count() const;
 };
 
-/// Parses `path` (config.json); throws load_error naming the file and field on a problem.
+/// Parses `path` (config.json); the family comes from "model_type" ("llada" or absent: LLaDA,
+/// "Dream": Dream); throws load_error naming the file and field on a problem.
 model_config load_model_config(const std::string& path);
 /// The same from config.json's text; `path` names it in errors.
 model_config parse_model_config(const std::string& text, const std::string& path);
 
 /// LLaDA-8B's shape (d 4096, 32 layers, 32 heads, MLP 12288, vocab 126464) for benchmarks.
 model_config llada_8b_config();
+/// Dream-v0-7B's shape (d 3584, 28 layers, 28 heads over 4 KV heads, MLP 18944, vocab 152064).
+model_config dream_7b_config();
 
 }  // namespace dls::gpu

@@ -219,7 +219,7 @@ engine_defaults parse_engine(const checker& c, const YAML::Node& n) {
     c.fail(n["block_length"] ? n["block_length"] : n,
            "engine.gen_length (" + std::to_string(e.gen_length) + ") must be a multiple of block_length (" +
                std::to_string(e.block_length) + ")");
-  if (n["commit"]) e.commit = c.one_of(n["commit"], "engine.commit", {"quota", "threshold", "factor"});
+  if (n["commit"]) e.commit = c.one_of(n["commit"], "engine.commit", {"quota", "threshold", "factor", "margin", "entropy"});
   if (n["threshold"]) e.threshold = c.real(n["threshold"], "engine.threshold", 0.0, 1.0);
   if (n["cache"]) e.cache = c.one_of(n["cache"], "engine.cache", {"none", "prefix", "dual"});
   if (n["refresh_interval"])

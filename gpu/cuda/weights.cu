@@ -22,6 +22,9 @@ constexpr std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
 
 /// Lays out every tensor in llada_tensor_shapes order and binds the pointers after allocation.
 std::shared_ptr<cuda_weights> allocate(const model_config& cfg, int device, std::vector<tensor_slot>& slots) {
+  if (cfg.arch != architecture::llada)
+    throw std::invalid_argument(std::string("the CUDA backend runs the LLaDA architecture only, not ") +
+                                architecture_name(cfg.arch) + " (QKV bias, logit shift); serve it on a CPU device");
   auto w = std::make_shared<cuda_weights>();
   w->config = cfg;
   w->device = device;
@@ -61,15 +64,27 @@ std::shared_ptr<cuda_weights> allocate(const model_config& cfg, int device, std:
   return w;
 }
 
-std::vector<const float*> host_pointers(const model& m) {
-  std::vector<const float*> p{m.wte};
+// Each tensor as the host model holds it: f32, or (a bf16 checkpoint's matrices) bf16.
+struct host_tensor {
+  const float* f32 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+
+std::vector<host_tensor> host_pointers(const model& m) {
+  std::vector<host_tensor> p{{m.wte, m.wte_bf16}};
   for (const auto& l : m.layers) {
-    for (const float* t : {l.attn_norm, l.q_proj, l.k_proj, l.v_proj, l.attn_out, l.ff_norm, l.ff_proj, l.up_proj,
-                           l.ff_out})
-      p.push_back(t);
+    p.push_back({l.attn_norm, nullptr});
+    p.push_back({l.q_proj, l.bf16.q_proj});
+    p.push_back({l.k_proj, l.bf16.k_proj});
+    p.push_back({l.v_proj, l.bf16.v_proj});
+    p.push_back({l.attn_out, l.bf16.attn_out});
+    p.push_back({l.ff_norm, nullptr});
+    p.push_back({l.ff_proj, l.bf16.ff_proj});
+    p.push_back({l.up_proj, l.bf16.up_proj});
+    p.push_back({l.ff_out, l.bf16.ff_out});
   }
-  p.push_back(m.ln_f);
-  p.push_back(m.head);
+  p.push_back({m.ln_f, nullptr});
+  p.push_back({m.head, m.head_bf16});
   return p;
 }
 
@@ -92,17 +107,20 @@ std::shared_ptr<const cuda_weights> upload_weights(const model& m, int device) {
     auto* base = w->storage.as<unsigned char>();
     for (std::size_t t = 0; t < slots.size(); ++t) {
       const auto& s = slots[t];
-      if (!host[t]) throw std::invalid_argument("upload_weights: the model has a null tensor");
+      if (!host[t].f32 && !host[t].bf16) throw std::invalid_argument("upload_weights: the model has a null tensor");
       for (std::size_t i = 0; i < s.count; i += chunk) {
         const std::size_t n = std::min(chunk, s.count - i);
         std::size_t bytes;
         if (s.f32) {
-          std::memcpy(staging, host[t] + i, n * sizeof(float));
+          std::memcpy(staging, host[t].f32 + i, n * sizeof(float));
           bytes = n * sizeof(float);
           DLS_CUDA(cudaMemcpy(base + s.offset + i * sizeof(float), staging, bytes, cudaMemcpyHostToDevice));
         } else {
           auto* dst = static_cast<uint16_t*>(staging);
-          for (std::size_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(host[t][i + j]);
+          if (host[t].bf16)
+            std::memcpy(dst, host[t].bf16 + i, n * sizeof(uint16_t));
+          else
+            for (std::size_t j = 0; j < n; ++j) dst[j] = f32_to_bf16(host[t].f32[i + j]);
           bytes = n * sizeof(uint16_t);
           DLS_CUDA(cudaMemcpy(base + s.offset + i * sizeof(bf16), staging, bytes, cudaMemcpyHostToDevice));
         }

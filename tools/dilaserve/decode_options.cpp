@@ -15,9 +15,9 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
   if (with_model) sub->add_option("--model", model, "model folder (config.json, tokenizer.json, *.safetensors)");
   sub->add_option("--threshold", threshold, "confidence threshold tau for the threshold rule")->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--one-per-step", one_per_step, "commit exactly one token per step (quota rule)");
-  sub->add_option("--rule", rule, "commit rule: threshold, quota or factor")
-      ->check(CLI::IsMember({"threshold", "quota", "factor"}));
-  sub->add_option("--steps-per-block", steps_per_block, "quota rule: steps per block (0 = block length)")
+  sub->add_option("--rule", rule, "commit rule: threshold, quota, factor, or Dream's margin or entropy")
+      ->check(CLI::IsMember({"threshold", "quota", "factor", "margin", "entropy"}));
+  sub->add_option("--steps-per-block", steps_per_block, "quota, margin and entropy rules: steps per block (0 = block length)")
       ->check(dls::cli::non_negative);
   sub->add_option("--factor", factor, "factor rule's f")->check(dls::cli::positive);
   sub->add_option("--block", block, "block length")->check(dls::cli::positive);
@@ -56,7 +56,7 @@ gpu::decode_params decode_flags::params(int default_gen_length) const {
 std::string decode_flags::label() const {
   std::ostringstream s;
   if (one_per_step) s << "one-per-step";
-  else if (rule == "quota") s << "quota(" << steps_per_block << "/block)";
+  else if (rule == "quota" || rule == "margin" || rule == "entropy") s << rule << "(" << steps_per_block << "/block)";
   else if (rule == "factor") s << "factor=" << factor;
   else s << "tau=" << threshold;
   s << " cache=" << cache << " block=" << block;
