@@ -229,7 +229,7 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
       auto best = static_cast<std::size_t>(where[i]);
       auto name = groups[best].name;
       self->request(groups[best].handle, std::chrono::seconds(30), rt::enqueue_atom::value, item)
-          .then([](bool) {},
+          .then([] {},
                 [=](caf::error& e) {
                   rt::log_line("node " + self->state.node, "moving a request to " + name + " failed: " + to_string(e));
                 });

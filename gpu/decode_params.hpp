@@ -1,5 +1,7 @@
 #pragma once
 // Per-request decoding knobs. The threshold may change between any two steps.
+#include "common/step_kind.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -27,7 +29,7 @@ enum class cache_mode : uint8_t {
   dual,    // reuse: queries = block only, prefix and suffix keys come from the cache
 };
 
-enum class step_kind : uint8_t { refresh, reuse };
+using common::step_kind;
 
 struct decode_params {
   int gen_length = 32;

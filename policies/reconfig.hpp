@@ -34,6 +34,7 @@
 // P partitions per node (10 for 8 devices in degrees {1,2,4,8}), U capacity units, |K|
 // degrees, B batch sizes and M length classes. At 1,024 devices (N = 128, P = 10, U = 2000,
 // T = 5): at most 12.8 M DP cell updates; docs/policies.md gives the measured time.
+#include "common/layout.hpp"
 #include "policies/quality.hpp"
 #include "policies/snapshot.hpp"
 #include "policies/step_cost.hpp"
@@ -42,7 +43,7 @@
 
 namespace dls::policy {
 
-using partition = std::vector<int>;  // TP degrees, non-increasing, summing to the node size
+using partition = common::tp_layout;  // TP degrees, non-increasing, summing to the node size
 
 /// All multisets of `degrees` summing to `devices`, largest parts first, in a fixed order.
 std::vector<partition> enumerate_partitions(int devices, std::vector<int> degrees);

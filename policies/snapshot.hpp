@@ -3,15 +3,14 @@
 // the simulator keeps its state in them directly, so both run the same decision code.
 // All times are seconds on the caller's clock (virtual in the simulator, wall in the runtime);
 // policies never read a clock themselves.
+#include "common/step_kind.hpp"
+
 #include <cstdint>
 #include <vector>
 
 namespace dls::policy {
 
-/// Kind of the next denoising step of a request under the approximate (dual) KV cache.
-/// A refresh is a full forward over the whole canvas (first step of every block); a reuse
-/// step computes only the block rows against the cached K/V.
-enum class step_kind : std::uint8_t { refresh = 0, reuse = 1 };
+using common::step_kind;
 
 /// One request as policies see it. Invariant: the request is in block `blocks_done`
 /// (0-based) with `masks_left_in_block` masked positions; its next step is a refresh iff

@@ -1,5 +1,7 @@
 #include "runtime/cluster_config.hpp"
 
+#include "common/layout.hpp"
+
 #include "policies/presets.hpp"
 #include "policies/quality.hpp"
 #include "policies/step_cost.hpp"
@@ -196,11 +198,8 @@ node_config parse_node(const checker& c, const YAML::Node& n, std::size_t index)
   node.devices = parse_devices(c, devs, ctx + " devices");
   if (n["groups"]) {
     node.groups = c.int_list(n["groups"], ctx + " groups", 1, 1024);
-    int used = 0;
-    for (int g : node.groups) used += g;
-    if (used > node.devices.slots())
-      c.fail(n["groups"], ctx + " groups use " + std::to_string(used) + " devices but the node has " +
-                              std::to_string(node.devices.slots()));
+    if (auto why = common::layout_problem(node.devices.slots(), node.groups); !why.empty())
+      c.fail(n["groups"], ctx + " " + why);
   } else {
     node.groups.assign(static_cast<std::size_t>(node.devices.slots()), 1);
   }

@@ -2,6 +2,7 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
+#include "common/layout.hpp"
 #include "runtime/request_limits.hpp"
 
 #include <cstddef>
@@ -31,7 +32,7 @@ struct node_config {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: the node picks a free port when it starts
   device_spec devices;
-  std::vector<int> groups;  // initial TP degrees, e.g. {2} or {1, 1}
+  common::tp_layout groups;  // initial TP degrees, e.g. {2} or {1, 1}
 };
 
 /// Decoding defaults that a request may override (τ per request).

@@ -1,5 +1,7 @@
 #include "sim/cluster.hpp"
 
+#include "common/layout.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -53,14 +55,12 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
     const int count = n["count"] ? n["count"].as<int>() : 1;
     const int devices = n["devices"].as<int>();
     policy::partition layout = n["layout"] ? n["layout"].as<std::vector<int>>() : policy::partition{1};
-    int sum = 0;
-    for (int tp : layout) {
+    if (auto why = common::layout_problem(devices, layout, /*whole*/ true); !why.empty())
+      throw std::invalid_argument("cluster: a node's layout does not fit: " + why);
+    for (int tp : layout)
       if (!c.cost.supports(tp))
         throw std::invalid_argument("cluster: layout uses TP " + std::to_string(tp) +
                                     ", which the profile does not cover");
-      sum += tp;
-    }
-    if (sum != devices) throw std::invalid_argument("cluster: a node's layout must sum to its devices");
     std::sort(layout.begin(), layout.end(), std::greater<int>());
     for (int i = 0; i < count; ++i) {
       c.node_devices.push_back(devices);
