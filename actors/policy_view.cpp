@@ -130,6 +130,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   ctx->knobs.tau_step = s.tau_step;
   ctx->knobs.accuracy_budget = s.accuracy_budget;
   ctx->knobs.refuse_overload = s.refuse_overload;
+  ctx->knobs.reject_on_miss = s.reject_on_miss;
   ctx->slo_scale = s.slo_scale;
   ctx->initial_policy = s.policy;
   return ctx;

@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
-           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.reject_on_miss, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
 
 template <class Inspector>
@@ -217,6 +217,9 @@ typename Inspector::result_type inspect(Inspector& f, block_chunk& x) {
 /// it by its deadline even at the lowest tau (load shedding, policies/overload.hpp); the HTTP
 /// gateway answers such a request 429.
 inline constexpr const char* overloaded_error = "overloaded: ";
+/// How an answer's error starts when a TP group refused a request with a strict SLO
+/// (scheduler.on_miss: reject) because it cannot meet its deadline (policy::refuse_if_late).
+inline constexpr const char* deadline_refused_error = "refused (on_miss: reject): ";
 
 struct answer {
   uint64_t request_id = 0;
