@@ -158,7 +158,26 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
   double mu = 0;
   for (const auto& p : thr.nodes)
     for (int tp : p) mu += perf.at(tp).max_rps;
-  if (mean_rate >= mu) return thr;  // sustained: the backlog grows whatever the layout
+  if (mean_rate >= mu) {
+    // Sustained: the backlog grows whatever the layout, so every request/s of throughput is
+    // used, and a regroup pays if the throughput gained over the horizon exceeds the
+    // throughput its waves take away (the burst test with every capacity below the load).
+    if (thr.changed_nodes > 0 && current.size() == node_devices.size()) {
+      double mu_cur = 0, mu_changed = 0;
+      bool have_current = true;
+      for (std::size_t i = 0; i < current.size(); ++i) {
+        if (current[i].empty()) have_current = false;
+        for (int tp : current[i]) {
+          mu_cur += perf.at(tp).max_rps;
+          if (current[i] != thr.nodes[i]) mu_changed += perf.at(tp).max_rps;
+        }
+      }
+      if (have_current)
+        thr.switch_layout = switch_pays(std::max(mean_rate, mu), mu_cur, 0, mu, 0, thr.changed_nodes, mu_changed, 0,
+                                         true, cfg);
+    }
+    return thr;
+  }
   auto plan = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::capacity_rps);
   plan.burst = true;
   bool have_current = current.size() == node_devices.size();

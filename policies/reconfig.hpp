@@ -58,7 +58,9 @@ struct reconfig_config {
   int capacity_units = 2000;
   // The switching test (switch_pays): a changed node serves nothing for regroup_s seconds
   // (drain and re-initialisation), at most nodes_at_once nodes regroup together (0: all that
-  // change), and a new layout is kept at least horizon_s seconds (the caller's dwell time).
+  // change), and the plan's gain counts for horizon_s seconds: the caller's dwell time, but no
+  // longer than the history the forecast comes from (a forecast from 5 s of arrivals is no
+  // evidence for the 55 s after them).
   double regroup_s = 2.0;
   double horizon_s = 60.0;
   int nodes_at_once = 0;
