@@ -31,6 +31,7 @@ policy::request_view view_of(const live_request& r) {
   v.tau = r.tau;
   v.tau_pinned = r.tau_pinned;
   v.tau_floor = r.tau_floor;
+  v.reject_on_miss = r.reject_on_miss;
   v.prompt_len = p.prompt_len;
   v.gen_len = p.gen_len;
   v.block_len = p.block_len;

@@ -108,6 +108,7 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.threshold = st.threshold;
   w.threshold_pinned = st.pinned;
   w.min_threshold = st.min_threshold;
+  w.reject_on_miss = st.spec.reject_on_miss;
   w.age_ms = elapsed_ms(st);
   w.deadline_ms = st.deadline_ms;
   w.gen_length = st.gen_length;

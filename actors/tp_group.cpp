@@ -238,6 +238,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   lr.tau = item.threshold;
   lr.tau_pinned = item.threshold_pinned;
   lr.tau_floor = item.min_threshold;
+  lr.reject_on_miss = item.reject_on_miss;
   item.canvas.clear();
   item.kv_canvas.clear();
   q.meta = std::move(item);
@@ -520,7 +521,12 @@ void run_step(group_ptr self) {
   const auto& active = st.running;
   const auto& queued = st.waiting;
   // A strict request is judged at its first decision, whatever else is due.
-  const bool need_queued = control_due || (st.policy.reject_on_miss && !st.fresh.empty()) ||
+  const bool strict_fresh =
+      std::any_of(st.fresh.begin(), st.fresh.end(), [&](uint64_t id) {
+        auto it = st.queue.find(id);
+        return it != st.queue.end() && (st.policy.reject_on_miss || it->second.live.reject_on_miss);
+      });
+  const bool need_queued = control_due || strict_fresh ||
                            (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
   std::vector<const live_request*> active_views, queued_views;
   for (auto* q : active) active_views.push_back(&q->live);

@@ -51,7 +51,7 @@ std::vector<refusal> reject_unreachable(const group_snapshot& g, const group_pol
   std::vector<request_view> before;
   before.reserve(g.queued.size());
   for (const auto& r : g.queued) {
-    if (std::find(g.fresh.begin(), g.fresh.end(), r.id) != g.fresh.end()) {
+    if ((p.reject_on_miss || r.reject_on_miss) && std::find(g.fresh.begin(), g.fresh.end(), r.id) != g.fresh.end()) {
       auto why = refuse_if_late(r, g.active, before, g.now_s, p.sched, q, cost, g.group.tp, lowest_tau(r, p));
       if (!why.empty()) {
         out.push_back({r.id, std::move(why)});
@@ -90,7 +90,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
                           const quality_model& q) {
   step_decision d;
   const int tp = g.group.tp;
-  if (p.reject_on_miss && cost && !g.fresh.empty()) {
+  if (cost && !g.fresh.empty()) {
     d.rejected = reject_unreachable(g, p, *cost, q);
     drop_from(g.queued, d.rejected);
   }

@@ -90,6 +90,15 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
   };
   BOOST_TEST(with("min_threshold", 1.5).second == "min_threshold");
   BOOST_TEST(with("min_threshold", 0.5).first == 0);  // a quality floor the scheduler keeps
+  BOOST_TEST(with("on_miss", "drop").second == "on_miss");
+  BOOST_TEST(with("on_miss", 1).second == "on_miss");
+  BOOST_TEST(with("on_miss", "reject").first == 0);  // a strict SLO (refused at once if unreachable)
+  {
+    auto b = base;
+    b["on_miss"] = "reject";
+    BOOST_TEST(parse_completion(b.dump(), false, facts()).reject_on_miss);
+    BOOST_TEST(!parse_completion(base.dump(), false, facts()).reject_on_miss);
+  }
   BOOST_TEST(with("priority", 3).second == "priority");
   BOOST_TEST(with("block_length", 4).second == "block_length");
   BOOST_TEST(with("temperature", 0.8).second == "temperature");

@@ -275,3 +275,18 @@ BOOST_AUTO_TEST_CASE(on_miss_parses_strictly) {
   BOOST_TEST(error.find("scheduler.on_miss") != std::string::npos, error);
   BOOST_TEST(error.find('\n') == std::string::npos);
 }
+
+// Per request: a client's strict SLO is refused the same way under a set without the knob,
+// and a request without it is not.
+BOOST_AUTO_TEST_CASE(a_strict_request_is_refused_without_the_cluster_wide_knob) {
+  const auto m = cost();
+  const auto q = quality();
+  auto g = burst(2);
+  for (auto& r : g.queued) r.deadline_s = 1e-4;  // neither can make it
+  g.queued[1].reject_on_miss = true;
+  const auto d = pol::decide_step(g, policy("dilaserve", false), &m, q);
+  BOOST_REQUIRE_EQUAL(d.rejected.size(), 1u);
+  BOOST_TEST(d.rejected[0].id == 2u);
+  BOOST_TEST(d.rejected[0].reason.find("alone at tau 0.70") != std::string::npos, d.rejected[0].reason);
+  BOOST_TEST(g.active.size() + g.queued.size() == 1u);  // the other is served late
+}

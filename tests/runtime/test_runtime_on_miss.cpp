@@ -104,3 +104,23 @@ BOOST_AUTO_TEST_CASE(requests_that_cannot_meet_their_deadline_are_refused_at_adm
   auto after = lone(60000);
   BOOST_TEST(after.rc == 0, after.err);
 }
+
+// Per request (`submit --on-miss reject`, the JSON field "on_miss" over HTTP) on a cluster that
+// serves late requests by default: only the strict request is refused.
+BOOST_AUTO_TEST_CASE(a_client_may_ask_for_a_strict_slo_per_request) {
+  cluster c("local.yaml", 0, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
+  auto problems = dls::test::eval_problems(1);
+  auto r = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", "1", "--on-miss", "reject", "--json"});
+  BOOST_TEST(r.rc != 0);
+  const auto refusal = json::parse(r.out);
+  BOOST_TEST(refusal.value("error", "").rfind(strict_prefix, 0) == 0, r.out);
+  auto late = c.cli({"submit", "--prompt", problems[0].prompt, "--slo-ms", "1", "--json"});
+  BOOST_TEST_REQUIRE(late.rc == 0, late.err);
+  const auto answer = json::parse(late.out);
+  BOOST_TEST(answer["ok"].get<bool>());
+  BOOST_TEST(!answer["slo_met"].get<bool>());  // served late, as on_miss: serve says
+  BOOST_TEST(group_of(c).value("rejected_on_miss", -1) == 1);
+  const auto bad = c.cli({"submit", "--prompt", "x", "--on-miss", "drop"});
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("--on-miss") != std::string::npos, bad.err);
+}
