@@ -216,8 +216,8 @@ BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
 // holds before it; refused before admission (never started), apart from load shedding, and
 // only among fresh requests; without the knob nothing is refused.
 BOOST_AUTO_TEST_CASE(strict_slos_are_refused_at_the_first_decision_as_the_simulator_does) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto p = policy("dilaserve", false);
   p.reject_on_miss = true;
   auto g = burst(400);
@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(strict_slos_are_refused_at_the_first_decision_as_the_simula
     if (why.empty())
       before.push_back(r);
     else
-      expected.push_back({r.id, why});
+      expected.emplace_back(r.id, why);
   }
   BOOST_REQUIRE(!expected.empty());
   BOOST_REQUIRE(expected.size() < 400u);
@@ -279,8 +279,8 @@ BOOST_AUTO_TEST_CASE(on_miss_parses_strictly) {
 // Per request: a client's strict SLO is refused the same way under a set without the knob,
 // and a request without it is not.
 BOOST_AUTO_TEST_CASE(a_strict_request_is_refused_without_the_cluster_wide_knob) {
-  const auto m = cost();
-  const auto q = quality();
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
   auto g = burst(2);
   for (auto& r : g.queued) r.deadline_s = 1e-4;  // neither can make it
   g.queued[1].reject_on_miss = true;
