@@ -31,6 +31,7 @@ policy::request_view view_of(const live_request& r) {
   v.tau = r.tau;
   v.tau_pinned = r.tau_pinned;
   v.tau_floor = r.tau_floor;
+  v.reject_on_miss = r.reject_on_miss;
   v.prompt_len = p.prompt_len;
   v.gen_len = p.gen_len;
   v.block_len = p.block_len;
@@ -130,6 +131,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   ctx->knobs.tau_step = s.tau_step;
   ctx->knobs.accuracy_budget = s.accuracy_budget;
   ctx->knobs.refuse_overload = s.refuse_overload;
+  ctx->knobs.reject_on_miss = s.reject_on_miss;
   ctx->slo_scale = s.slo_scale;
   ctx->initial_policy = s.policy;
   return ctx;

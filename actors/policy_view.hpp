@@ -40,6 +40,7 @@ struct live_request {
   double tau = 0.9;
   bool tau_pinned = false;
   double tau_floor = 0;
+  bool reject_on_miss = false;  // the client's strict SLO
   canvas_progress progress;
   int group = -1;
 };

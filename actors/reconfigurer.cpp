@@ -175,7 +175,10 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.threshold);
             levels.tau_step = st.cfg.scheduler.tau_step;
             rcfg.tau_levels = policy::tau_levels(levels);
-            rcfg.switch_cost_s = rc.switch_cost_ms / 1e3;
+            rcfg.regroup_s = rc.regroup_ms / 1e3;
+            // A forecast is evidence for as long as the history it comes from (reconfig.hpp).
+            rcfg.horizon_s = std::min({rc.min_dwell_ms / 1e3, rc.window_ms / 1e3, v[0] - arrivals.front().t_s});
+            rcfg.nodes_at_once = 1;  // one node at a time (below)
             rcfg.max_batch = st.cfg.engine.max_batch;
             rcfg.token_budget = st.cfg.scheduler.token_budget;
             const auto plan = policy::optimize_layout(devices, current, fc, *st.cost, *st.quality, rcfg);

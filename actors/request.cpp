@@ -108,6 +108,7 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.threshold = st.threshold;
   w.threshold_pinned = st.pinned;
   w.min_threshold = st.min_threshold;
+  w.reject_on_miss = st.spec.reject_on_miss;
   w.age_ms = elapsed_ms(st);
   w.deadline_ms = st.deadline_ms;
   w.gen_length = st.gen_length;
@@ -126,7 +127,8 @@ void finish(req_ptr self, rt::answer a) {
   a.threshold = st.threshold;
   a.moves = st.moves;
   a.tag = st.spec.tag;
-  a.slo_met = st.deadline_ms <= 0 || a.latency_ms <= st.deadline_ms;
+  // A failure (a refusal included) meets no SLO: attainment counts it as a miss.
+  a.slo_met = a.ok && (st.deadline_ms <= 0 || a.latency_ms <= st.deadline_ms);
   st.status = a.ok ? "FINISHED" : "FAILED";
   st.result = a;
   // Logged before the client hears it: a restarted head then hands a re-attaching client this

@@ -91,6 +91,7 @@ struct group_state {
   // that tau went down before anyone was refused.
   std::vector<uint64_t> fresh;
   uint64_t refused = 0;
+  uint64_t rejected_on_miss = 0;  // strict SLOs refused (on_miss: reject), apart from load shedding
   double lowest_tau = 1.0;  // the lowest unpinned tau of the last controlled decision
   double first_lowered_s = -1;
   double first_refused_s = -1;
@@ -170,6 +171,7 @@ void report_load(group_ptr self) {
   l.refresh = st.refresh_steps;
   l.reuse = st.reuse_steps;
   l.refused = st.refused;
+  l.rejected_on_miss = st.rejected_on_miss;
   l.lowest_tau = st.lowest_tau;
   l.first_tau_lowered_s = st.first_lowered_s;
   l.first_refused_s = st.first_refused_s;
@@ -236,6 +238,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   lr.tau = item.threshold;
   lr.tau_pinned = item.threshold_pinned;
   lr.tau_floor = item.min_threshold;
+  lr.reject_on_miss = item.reject_on_miss;
   item.canvas.clear();
   item.kv_canvas.clear();
   q.meta = std::move(item);
@@ -517,8 +520,14 @@ void run_step(group_ptr self) {
   // The queued requests matter to this decision only if one may be admitted or taus change.
   const auto& active = st.running;
   const auto& queued = st.waiting;
-  const bool need_queued =
-      control_due || (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
+  // A strict request is judged at its first decision, whatever else is due.
+  const bool strict_fresh =
+      std::any_of(st.fresh.begin(), st.fresh.end(), [&](uint64_t id) {
+        auto it = st.queue.find(id);
+        return it != st.queue.end() && (st.policy.reject_on_miss || it->second.live.reject_on_miss);
+      });
+  const bool need_queued = control_due || strict_fresh ||
+                           (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
   std::vector<const live_request*> active_views, queued_views;
   for (auto* q : active) active_views.push_back(&q->live);
   if (need_queued)
@@ -557,7 +566,15 @@ void run_step(group_ptr self) {
     ++st.refused;
     if (st.first_refused_s < 0) st.first_refused_s = now;
   }
-  if (!d.refused.empty()) report_load(self);
+  for (const auto& r : d.rejected) {
+    auto it = st.queue.find(r.id);
+    if (it == st.queue.end()) continue;
+    self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch,
+               std::string(rt::deadline_refused_error) + "group " + st.setup.name + ": " + r.reason);
+    remove(self, r.id);
+    ++st.rejected_on_miss;
+  }
+  if (!d.refused.empty() || !d.rejected.empty()) report_load(self);
   if (d.controlled) {
     // snap.active is the active list followed by the admitted ones; snap.queued the rest, in order.
     // st.running now lists them in that order too.
@@ -569,7 +586,7 @@ void run_step(group_ptr self) {
   st.view.tau_cap = d.tau_cap;
   st.step_s = d.step_s;
   // Refusals change the load the taus were chosen for: the next decision controls again.
-  if (!d.admitted.empty() || !d.refused.empty()) st.dirty = true;
+  if (!d.admitted.empty() || !d.refused.empty() || !d.rejected.empty()) st.dirty = true;
   // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
   if (d.controlled) {
     tell_progress(self, now, d.step_s, st.running);

@@ -59,6 +59,7 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
   p.spec.prompt = p.req.prompt;
   p.spec.threshold = p.req.threshold;
   p.spec.min_threshold = p.req.min_threshold;
+  p.spec.reject_on_miss = p.req.reject_on_miss;
   p.spec.slo_ms = p.req.slo_ms;
   p.spec.gen_length = p.req.gen_length;
   return p;

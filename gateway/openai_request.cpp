@@ -97,6 +97,9 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
       r.slo_ms = static_cast<int>(number(v, field, 1, max_slo_ms));
     } else if (k == "min_threshold") {
       r.min_threshold = number(v, field, 0.0, 1.0);
+    } else if (k == "on_miss") {
+      if (!v.is_string() || (v != "serve" && v != "reject")) bad(field, "must be \"serve\" or \"reject\"");
+      r.reject_on_miss = v == "reject";
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
         bad(field, "request priorities are not supported yet (only 0)");
@@ -126,7 +129,7 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
       "stream", "stream_options", "n", "top_p", "user", "frequency_penalty", "presence_penalty", "logprobs",
       "echo", "best_of", "suffix", "extra_body"};
   static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
-                                                "slo_ms", "deadline_ms", "priority"};
+                                                "slo_ms", "deadline_ms", "priority", "on_miss"};
   json extras = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (dlm_fields.count(it.key()))

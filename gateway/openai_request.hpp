@@ -28,6 +28,7 @@ struct completion_request {
   int gen_length = 0;        // what the cluster decodes (a multiple of block_length)
   double threshold = -1;     // τ, pinned for the request; < 0: the cluster's scheduler decides
   double min_threshold = -1;  // the floor the scheduler may not lower τ below; < 0: none
+  bool reject_on_miss = false;  // on_miss: "reject": refused at once if its deadline cannot be met
   int slo_ms = 0;
   bool stream = false;
   bool include_usage = false;

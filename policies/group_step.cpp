@@ -23,10 +23,45 @@ group_policy make_group_policy(const policy_set& set, const group_knobs& k) {
   p.thr.accuracy_budget = k.accuracy_budget;
   p.max_active = k.max_active;
   p.refuse_overload = k.refuse_overload;
+  p.reject_on_miss = k.reject_on_miss;
   return p;
 }
 
 namespace {
+
+// Removes the requests of `gone` (in queue order) from `queued`.
+void drop_from(std::vector<request_view>& queued, const std::vector<refusal>& gone) {
+  if (gone.empty()) return;
+  std::size_t w = 0, k = 0;
+  for (std::size_t i = 0; i < queued.size(); ++i) {
+    if (k < gone.size() && queued[i].id == gone[k].id) {
+      ++k;
+      continue;
+    }
+    queued[w++] = queued[i];
+  }
+  queued.resize(w);
+}
+
+// Strict SLOs: the fresh queued requests that cannot meet their deadline, in queue order, each
+// judged against the active requests and the queued ones before it that stay.
+std::vector<refusal> reject_unreachable(const group_snapshot& g, const group_policy& p, const step_cost_model& cost,
+                                        const quality_model& q) {
+  std::vector<refusal> out;
+  std::vector<request_view> before;
+  before.reserve(g.queued.size());
+  for (const auto& r : g.queued) {
+    if ((p.reject_on_miss || r.reject_on_miss) && std::find(g.fresh.begin(), g.fresh.end(), r.id) != g.fresh.end()) {
+      auto why = refuse_if_late(r, g.active, before, g.now_s, p.sched, q, cost, g.group.tp, lowest_tau(r, p));
+      if (!why.empty()) {
+        out.push_back({r.id, std::move(why)});
+        continue;
+      }
+    }
+    before.push_back(r);
+  }
+  return out;
+}
 
 group_load load_of(const std::vector<request_view>& reqs) {
   group_load l;
@@ -55,6 +90,10 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
                           const quality_model& q) {
   step_decision d;
   const int tp = g.group.tp;
+  if (cost && !g.fresh.empty()) {
+    d.rejected = reject_unreachable(g, p, *cost, q);
+    drop_from(g.queued, d.rejected);
+  }
   double step_s = step_estimate(g, p, cost, q, g.tau_cap);
   if (!g.group.draining && !g.queued.empty()) {
     admission_room room;
@@ -120,17 +159,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   }
   if (p.refuse_overload && cost && d.controlled && !g.group.draining) {
     d.refused = shed_fresh(g, g.fresh, p, *cost, q);
-    if (!d.refused.empty()) {
-      std::size_t w = 0, k = 0;
-      for (std::size_t i = 0; i < g.queued.size(); ++i) {
-        if (k < d.refused.size() && g.queued[i].id == d.refused[k].id) {
-          ++k;
-          continue;
-        }
-        g.queued[w++] = g.queued[i];
-      }
-      g.queued.resize(w);
-    }
+    drop_from(g.queued, d.refused);
   }
   d.step_s = step_s;
   // Candidates: every active request, or while draining only those inside a block.

@@ -29,6 +29,9 @@ struct group_knobs {
   /// Refuse newly queued requests the group cannot finish by their deadline even at tau_min
   /// (policies/overload.hpp); false: they wait (the FCFS behaviour of every set before).
   bool refuse_overload = false;
+  /// on_miss: reject (a strict SLO for every request): refuse at its first decision a newly
+  /// queued request that cannot meet its deadline (policy::refuse_if_late, as the simulator).
+  bool reject_on_miss = false;
 };
 
 struct group_policy {
@@ -37,6 +40,7 @@ struct group_policy {
   threshold_config thr;
   int max_active = 64;
   bool refuse_overload = false;  // group_knobs::refuse_overload
+  bool reject_on_miss = false;   // group_knobs::reject_on_miss
   bool tau_control() const { return thr.per_request || thr.load_cap; }
 };
 
@@ -78,6 +82,7 @@ struct step_decision {
   int infeasible = 0;                   // prefixes the cap could not rescue (0 without tau control)
   bool controlled = false;              // the tau controller ran (taus may have changed)
   std::vector<refusal> refused;         // removed from queued: the group cannot finish them in time
+  std::vector<refusal> rejected;        // removed from queued: strict SLO (on_miss: reject) unreachable
 };
 
 /// Decides the next step and applies it to `g`: admitted requests move from `queued` to the
@@ -87,6 +92,10 @@ struct step_decision {
 /// With refuse_overload and a cost model, the fresh queued requests it cannot finish in time
 /// even at their lowest tau are then refused (after the tau controller ran, so tau is lowered
 /// first) and leave `queued`.
+/// With reject_on_miss and a cost model, every fresh queued request is first checked by
+/// policy::refuse_if_late against the active requests and the queued ones before it (at its
+/// lowest tau); those that cannot meet their deadline leave `queued` as `rejected`, before
+/// admission, so a strict request is refused at its first decision and never started.
 /// Without a cost model (`cost` null: no profile) the group decides with order and token
 /// budget alone: no slack budget, no admission control, no tau control, no refusals.
 step_decision decide_step(group_snapshot& g, const group_policy& p, const step_cost_model* cost,

@@ -158,23 +158,75 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
   double mu = 0;
   for (const auto& p : thr.nodes)
     for (int tp : p) mu += perf.at(tp).max_rps;
-  if (mean_rate >= mu) return thr;  // sustained: the backlog grows whatever the layout
+  if (mean_rate >= mu) {
+    // Sustained: the backlog grows whatever the layout, so every request/s of throughput is
+    // used, and a regroup pays if the throughput gained over the horizon exceeds the
+    // throughput its waves take away (the burst test with every capacity below the load).
+    if (thr.changed_nodes > 0 && current.size() == node_devices.size()) {
+      double mu_cur = 0, mu_changed = 0;
+      bool have_current = true;
+      for (std::size_t i = 0; i < current.size(); ++i) {
+        if (current[i].empty()) have_current = false;
+        for (int tp : current[i]) {
+          mu_cur += perf.at(tp).max_rps;
+          if (current[i] != thr.nodes[i]) mu_changed += perf.at(tp).max_rps;
+        }
+      }
+      if (have_current)
+        thr.switch_layout = switch_pays(std::max(mean_rate, mu), mu_cur, 0, mu, 0, thr.changed_nodes, mu_changed, 0,
+                                         true, cfg);
+    }
+    return thr;
+  }
   auto plan = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::capacity_rps);
   plan.burst = true;
   bool have_current = current.size() == node_devices.size();
-  double cur_c = 0;
+  double cur_c = 0, changed_c = 0;
   for (std::size_t i = 0; i < current.size() && have_current; ++i) {
     if (current[i].empty()) have_current = false;
-    for (int tp : current[i]) cur_c += perf.at(tp).capacity_rps;
+    for (int tp : current[i]) {
+      cur_c += perf.at(tp).capacity_rps;
+      if (current[i] != plan.nodes[i]) changed_c += perf.at(tp).capacity_rps;
+    }
   }
-  if (have_current && plan.changed_nodes > 0) {
-    const double frac = static_cast<double>(plan.changed_nodes) / static_cast<double>(std::max<std::size_t>(1, node_devices.size()));
-    plan.switch_layout = plan.capacity_rps > cur_c * (1.0 + cfg.switch_attainment * frac);
-  }
+  if (have_current && plan.changed_nodes > 0)
+    plan.switch_layout = switch_pays(lambda, cur_c, 0, plan.capacity_rps, 0, plan.changed_nodes, changed_c, 0, true, cfg);
   return plan;
 }
 
 }  // namespace
+
+bool switch_pays(double lambda, double c_cur, double wl_cur, double c_new, double wl_new, int changed,
+                 double c_changed, double wl_changed, bool burst, const reconfig_config& cfg) {
+  if (changed <= 0) return false;
+  const int at_once = cfg.nodes_at_once > 0 ? std::min(cfg.nodes_at_once, changed) : changed;
+  const int waves = (changed + at_once - 1) / at_once;
+  const double t = waves * std::max(0.0, cfg.regroup_s);
+  // One wave takes at_once of the changed nodes away; their share of what the changed hold.
+  const double share = static_cast<double>(at_once) / changed;
+  const double c_wave = std::max(0.0, c_cur - share * c_changed);
+  const double wl_wave = std::max(0.0, wl_cur - share * wl_changed);
+  if (burst) {
+    if (!(lambda > 0)) return c_new > c_cur;
+    auto att = [&](double c) { return std::min(1.0, c / lambda); };
+    return cfg.horizon_s * (att(c_new) - att(c_cur)) > t * (att(c_cur) - att(c_wave));
+  }
+  // No load: the regroup delays nobody, and every later request gains.
+  if (!(lambda > 0)) return c_new > 0 && (c_cur <= 0 || wl_new / c_new < wl_cur / c_cur * (1 - 1e-9));
+  const double j_cur = mean_latency_j(wl_cur, c_cur, lambda);
+  const double j_new = mean_latency_j(wl_new, c_new, lambda);
+  const double gain = lambda * cfg.horizon_s * (j_cur - j_new);
+  double cost = 0;
+  if (lambda < c_wave) {
+    cost = lambda * t * std::max(0.0, mean_latency_j(wl_wave, c_wave, lambda) - j_cur);
+  } else {
+    // The reduced layout falls behind: the excess waits through the waves, then drains.
+    const double excess = (lambda - c_wave) * t;
+    if (c_new <= lambda) return false;
+    cost = excess * (t / 2 + excess / (2 * (c_new - lambda)));
+  }
+  return gain > cost;
+}
 
 reconfig_plan optimize_layout(const std::vector<int>& node_devices,
                               const std::vector<partition>& current, const forecast& load,
@@ -291,7 +343,7 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
     plan.latency_score = lambda > 0 ? mean_latency_j(wl, plan.capacity_rps, lambda)
                                     : (plan.capacity_rps > 0 ? wl / plan.capacity_rps : inf);
     // The current layout's score at this tau, for the hysteresis test.
-    double cur_c = 0, cur_wl = 0;
+    double cur_c = 0, cur_wl = 0, changed_c = 0, changed_wl = 0;
     bool have_current = current.size() == static_cast<std::size_t>(n_nodes);
     for (int i = 0; i < n_nodes && have_current; ++i) {
       const auto& p = current[static_cast<std::size_t>(i)];
@@ -302,6 +354,10 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
       const auto o = evaluate_partition(p, perf);
       cur_c += o.capacity;
       cur_wl += o.weighted_latency;
+      if (p != plan.nodes[static_cast<std::size_t>(i)]) {
+        changed_c += o.capacity;
+        changed_wl += o.weighted_latency;
+      }
     }
     plan.current_score = !have_current ? inf
                          : lambda > 0 ? (cur_c + 1e-12 >= lambda ? mean_latency_j(cur_wl, cur_c, lambda) : inf)
@@ -311,10 +367,10 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
     if (!have_current) {
       plan.switch_layout = true;
     } else if (plan.changed_nodes > 0) {
-      const double penalty = cfg.switch_cost_s * plan.changed_nodes / std::max(1, n_nodes);
       plan.switch_layout = plan.current_score == inf
                                ? plan.capacity_rps > cur_c
-                               : plan.latency_score + penalty < plan.current_score;
+                               : switch_pays(lambda, cur_c, cur_wl, plan.capacity_rps, wl, plan.changed_nodes,
+                                             changed_c, changed_wl, false, cfg);
     }
     return plan;
   }

@@ -15,8 +15,9 @@
 //   subject to  C = sum_i C(p_i, tau) >= lambda  (predicted attainment >= target everywhere)
 //   then minimize  J = (sum_g C_g l_g / C) / (1 - lambda / C)   (predicted mean latency)
 // where l_g is group g's mean isolated latency over the mix. A plan replaces the current
-// layout only if J_new + switch_cost_s x changed_nodes / N < J_current (hysteresis), or if
-// the current layout is infeasible.
+// layout only if what it gains over the time it will be kept (horizon_s) exceeds what the
+// regroup costs while the changed nodes serve nothing (switch_pays, below), or if the current
+// layout is infeasible and the plan has more capacity.
 //
 // Solution. Stage 1 enumerates the partitions exactly and evaluates each (degree, tau).
 // Stage 2, per tau level from best accuracy down, is an exact dynamic program over nodes on
@@ -27,7 +28,8 @@
 //  - a burst (the sustained rate load.mean_rate is below the saturated throughput of the
 //    fastest layout): the plan maximizes predicted attainment min(1, C / lambda), i.e. the SLO
 //    capacity C = sum C_g, at tau_min (exact per node: C is a sum over nodes); it replaces the
-//    current layout only if C grows by more than switch_attainment x changed / N (relative);
+//    current layout only if the attainment it gains over horizon_s exceeds the attainment lost
+//    while the changed nodes regroup (switch_pays);
 //  - sustained overload (mean_rate at or above that throughput): the backlog grows whatever the
 //    layout, so the plan maximizes saturated throughput sum mu_g at tau_min instead.
 // Cost: O(T (N P U + |K| (B + M log M))) time and O(N U) memory for T tau levels, N nodes,
@@ -54,12 +56,15 @@ struct reconfig_config {
   std::vector<double> tau_levels{0.9, 0.85, 0.8, 0.75, 0.7};  // best accuracy first
   double attainment_target = 0.9;  // fraction of arrivals predicted to meet the SLO
   double utilization_max = 0.9;    // never plan a group beyond this utilisation
-  double switch_cost_s = 0.02;     // hysteresis: J must drop by this x changed / N
   int capacity_units = 2000;
-  // Burst plans: C must grow by this x changed / N (relative). At 0.02, 1,024 GPUs at load 0.5
-  // regrouped every node twice in 150 s between two layouts rated within 3 % of each other
-  // (256 regroups, 99.41 %); at 0.05 once (128, 99.59 %), and 0.1 changes nothing more.
-  double switch_attainment = 0.05;
+  // The switching test (switch_pays): a changed node serves nothing for regroup_s seconds
+  // (drain and re-initialisation), at most nodes_at_once nodes regroup together (0: all that
+  // change), and the plan's gain counts for horizon_s seconds: the caller's dwell time, but no
+  // longer than the history the forecast comes from (a forecast from 5 s of arrivals is no
+  // evidence for the 55 s after them).
+  double regroup_s = 2.0;
+  double horizon_s = 60.0;
+  int nodes_at_once = 0;
   int max_batch = 256;
   double token_budget = 8192;
 };
@@ -90,6 +95,21 @@ struct reconfig_plan {
   bool switch_layout = false;      // hysteresis passed: apply `nodes`
   bool burst = false;              // infeasible, not sustained: SLO capacity maximized
 };
+
+/// The switching test, from the predicted load against the capacities before, during and after
+/// a regroup. `lambda` is the forecast rate; the current layout has SLO capacity `c_cur` and
+/// sum C_g l_g `wl_cur`; the plan has `c_new`, `wl_new`; `changed` nodes change and
+/// their groups hold `c_changed` of c_cur and `wl_changed` of wl_cur. The regroup runs in
+/// waves of nodes_at_once nodes, each regroup_s long, with those nodes' capacity gone.
+///  - latency (burst = false): the latency-seconds the plan saves over horizon_s,
+///    lambda x horizon_s x (J_cur - J_new), against those the waves add, lambda x T x (J_wave -
+///    J_cur) while the rest keeps up (lambda < C_wave), else the excess arrivals
+///    E = (lambda - C_wave) T waiting T / 2 and then E / (2 (c_new - lambda)) to drain;
+///  - burst: requests on time, lambda x horizon_s x (A(c_new) - A(c_cur)) against
+///    lambda x T x (A(c_cur) - A(C_wave)), with A(C) = min(1, C / lambda).
+/// T is the waves' total time. True iff the gain is larger.
+bool switch_pays(double lambda, double c_cur, double wl_cur, double c_new, double wl_new, int changed,
+                 double c_changed, double wl_changed, bool burst, const reconfig_config& cfg);
 
 /// Solves the problem above. `current[i]` is node i's partition now (may be empty: no
 /// preference). Pure and deterministic.

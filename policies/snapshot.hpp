@@ -24,6 +24,8 @@ struct request_view {
   /// controller never sets tau below tau_floor (0: no floor).
   bool tau_pinned = false;
   double tau_floor = 0.0;
+  /// The client's strict SLO (on_miss: reject): refused at arrival if it cannot be on time.
+  bool reject_on_miss = false;
   int prompt_len = 0;              // P tokens
   int gen_len = 0;                 // G tokens of canvas, a multiple of block_len
   int block_len = 32;              // B

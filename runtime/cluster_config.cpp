@@ -272,7 +272,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
     s.policy = c.one_of(n, "scheduler", names);
     return s;
   }
-  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "on_overload", "profile", "quality"},
+  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "on_overload", "on_miss", "profile", "quality"},
                "scheduler");
   if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
   if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
@@ -284,6 +284,7 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   if (n["accuracy_budget"])
     s.accuracy_budget = c.real(n["accuracy_budget"], "scheduler.accuracy_budget (a fraction: 0.01 = one point)", 0.0, 1.0);
   if (n["on_overload"]) s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
+  if (n["on_miss"]) s.reject_on_miss = c.one_of(n["on_miss"], "scheduler.on_miss", {"serve", "reject"}) == "reject";
   if (n["profile"]) {
     try {
       set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));
@@ -303,21 +304,21 @@ scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const 
   return s;
 }
 
-// `reconfigure: manual | auto` or a map {mode, interval_ms, min_dwell_ms, window_ms, switch_cost_ms}.
+// `reconfigure: manual | auto` or a map {mode, interval_ms, min_dwell_ms, window_ms, regroup_ms}.
 reconfigure_settings parse_reconfigure(const checker& c, const YAML::Node& n) {
   reconfigure_settings r;
   if (n.IsScalar()) {
     r.automatic = c.one_of(n, "reconfigure", {"manual", "auto"}) == "auto";
     return r;
   }
-  c.check_keys(n, {"mode", "interval_ms", "min_dwell_ms", "window_ms", "switch_cost_ms"}, "reconfigure");
+  c.check_keys(n, {"mode", "interval_ms", "min_dwell_ms", "window_ms", "regroup_ms"}, "reconfigure");
   if (n["mode"]) r.automatic = c.one_of(n["mode"], "reconfigure.mode", {"manual", "auto"}) == "auto";
   if (n["interval_ms"])
     r.interval_ms = static_cast<int>(c.integer(n["interval_ms"], "reconfigure.interval_ms", 10, 3600000));
   if (n["min_dwell_ms"])
     r.min_dwell_ms = static_cast<int>(c.integer(n["min_dwell_ms"], "reconfigure.min_dwell_ms", 0, 86400000));
   if (n["window_ms"]) r.window_ms = static_cast<int>(c.integer(n["window_ms"], "reconfigure.window_ms", 10, 86400000));
-  if (n["switch_cost_ms"]) r.switch_cost_ms = c.real(n["switch_cost_ms"], "reconfigure.switch_cost_ms", 0.0, 1e6);
+  if (n["regroup_ms"]) r.regroup_ms = static_cast<int>(c.integer(n["regroup_ms"], "reconfigure.regroup_ms", 0, 86400000));
   return r;
 }
 

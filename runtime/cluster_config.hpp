@@ -87,6 +87,7 @@ struct scheduler_settings {
   // reference tau (fraction; 0.01 = one point), enforced by policy::accuracy_ledger.
   double accuracy_budget = 0.01;
   bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
+  bool reject_on_miss = false;  // on_miss: reject (refuse at once what cannot meet its deadline) | serve
   std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
   std::string profile_text;
   std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
@@ -100,7 +101,9 @@ struct reconfigure_settings {
   int interval_ms = 1000;     // how often the reconfigurer reads the load
   int min_dwell_ms = 10000;   // a regrouped node keeps its layout at least this long
   int window_ms = 5000;       // arrivals the forecast's rate looks at
-  double switch_cost_ms = 20; // hysteresis: predicted mean latency must drop by this x changed / N
+  // A regrouped node serves nothing for about this long (drain and re-initialisation); the
+  // optimizer switches only when the gain over min_dwell_ms repays it (policy::switch_pays).
+  int regroup_ms = 2000;
 };
 
 /// The UCX data plane between node processes (docs/config.md, "ucx"): KV caches and other

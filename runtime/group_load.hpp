@@ -29,6 +29,7 @@ struct group_load {
   // Load shedding: refusals, when tau was first lowered and the first refusal came (group
   // clock, -1: not yet), the backlog, the reference tau and the grace in SLO windows.
   uint64_t refused = 0;
+  uint64_t rejected_on_miss = 0;  // strict SLOs refused (on_miss: reject), apart from shedding
   double lowest_tau = 1, first_tau_lowered_s = -1, first_refused_s = -1, backlog_s = 0, tau_ref = 1,
          shed_grace = 1;
   bool sheds = false;
@@ -49,6 +50,7 @@ struct group_load {
             {"step_overhead_s", step_overhead_s},
             {"step_time_s", {{"refresh", refresh.to_json()}, {"reuse", reuse.to_json()}}},
             {"refused", refused},
+            {"rejected_on_miss", rejected_on_miss},
             {"lowest_tau", lowest_tau},
             {"first_tau_lowered_s", first_tau_lowered_s},
             {"first_refused_s", first_refused_s},
@@ -66,7 +68,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.policy_s,
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
-           x.migrations_in, x.migrations_out);
+           x.migrations_in, x.migrations_out, x.rejected_on_miss);
 }
 
 }  // namespace dls::runtime

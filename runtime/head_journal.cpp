@@ -105,6 +105,7 @@ std::string encode_accepted(const journal_request& r) {
                   {"prompt", s.prompt},
                   {"tau", s.threshold},
                   {"min_tau", s.min_threshold},
+                  {"reject_on_miss", s.reject_on_miss},
                   {"slo_ms", s.slo_ms},
                   {"gen", s.gen_length},
                   {"stream", s.stream},
@@ -155,6 +156,7 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.spec.prompt = j.at("prompt").get<std::string>();
       r.spec.threshold = j.at("tau").get<double>();
       r.spec.min_threshold = j.at("min_tau").get<double>();
+      r.spec.reject_on_miss = j.value("reject_on_miss", false);  // absent in journals written before it
       r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
       r.spec.gen_length = j.at("gen").get<int32_t>();
       r.spec.stream = j.at("stream").get<bool>();

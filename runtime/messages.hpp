@@ -78,7 +78,7 @@ typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
-           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.reject_on_miss, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
 
 template <class Inspector>
@@ -179,6 +179,7 @@ struct submit_spec {
   // knows re-attaches to that request (or gets its answer) instead of starting another: how a
   // client carries on across a head restart.
   std::string key;
+  bool reject_on_miss = false;  // a strict SLO: refuse at once rather than answer late (on_miss: reject)
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
@@ -196,7 +197,7 @@ typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
     return caf::none;
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
-           x.client, x.tag, min_threshold_bits, x.key, caf::meta::load_callback(load));
+           x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -217,6 +218,9 @@ typename Inspector::result_type inspect(Inspector& f, block_chunk& x) {
 /// it by its deadline even at the lowest tau (load shedding, policies/overload.hpp); the HTTP
 /// gateway answers such a request 429.
 inline constexpr const char* overloaded_error = "overloaded: ";
+/// How an answer's error starts when a TP group refused a request with a strict SLO
+/// (scheduler.on_miss: reject) because it cannot meet its deadline (policy::refuse_if_late).
+inline constexpr const char* deadline_refused_error = "refused (on_miss: reject): ";
 
 struct answer {
   uint64_t request_id = 0;
@@ -260,13 +264,14 @@ struct work_item {
   std::vector<char> kv_canvas;
   std::string moved_from;         // the group it migrates from; empty for any other placement
   bool stream = false;            // the client reads the answer block by block
+  bool reject_on_miss = false;    // the client's strict SLO (submit_spec::reject_on_miss)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
-           x.kv_canvas, x.moved_from, x.stream);
+           x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss);
 }
 
 // -- migration -------------------------------------------------------------------------

@@ -51,6 +51,12 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
   if (v.contains("threshold")) j.spec.threshold = json_real(v, "threshold", 0.0, 1.0, where);
   if (v.contains("min_threshold")) j.spec.min_threshold = json_real(v, "min_threshold", 0.0, 1.0, where);
   if (v.contains("gen_length")) j.spec.gen_length = static_cast<int32_t>(json_int(v, "gen_length", 1, int32_max, where));
+  if (v.contains("on_miss")) {
+    const auto& m = v["on_miss"];
+    if (!m.is_string() || (m != "serve" && m != "reject"))
+      throw std::runtime_error(where + "\"on_miss\" must be \"serve\" or \"reject\"");
+    j.spec.reject_on_miss = m == "reject";
+  }
   if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
   // A replay longer than a day is not a replay of a serving trace; the bound keeps the
   // client's clock arithmetic far from overflow.

@@ -90,6 +90,15 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
   };
   BOOST_TEST(with("min_threshold", 1.5).second == "min_threshold");
   BOOST_TEST(with("min_threshold", 0.5).first == 0);  // a quality floor the scheduler keeps
+  BOOST_TEST(with("on_miss", "drop").second == "on_miss");
+  BOOST_TEST(with("on_miss", 1).second == "on_miss");
+  BOOST_TEST(with("on_miss", "reject").first == 0);  // a strict SLO (refused at once if unreachable)
+  {
+    auto b = base;
+    b["on_miss"] = "reject";
+    BOOST_TEST(parse_completion(b.dump(), false, facts()).reject_on_miss);
+    BOOST_TEST(!parse_completion(base.dump(), false, facts()).reject_on_miss);
+  }
   BOOST_TEST(with("priority", 3).second == "priority");
   BOOST_TEST(with("block_length", 4).second == "block_length");
   BOOST_TEST(with("temperature", 0.8).second == "temperature");
@@ -185,6 +194,11 @@ BOOST_AUTO_TEST_CASE(cluster_errors_map_onto_http_statuses) {
   BOOST_TEST(shed.status() == 429);
   BOOST_TEST(json::parse(shed.body())["error"]["code"] == "overloaded");
   BOOST_TEST(std::string(shed.what()).find("group node0/g0 already at tau 0.70") != std::string::npos, shed.what());
+  auto strict = status_of(std::string(dls::runtime::deadline_refused_error) +
+                          "group node0/g0: cannot meet its deadline: 0.013 s of steps alone at tau 0.70, 0.001 s left");
+  BOOST_TEST(strict.status() == 429);
+  BOOST_TEST(json::parse(strict.body())["error"]["code"] == "deadline_unreachable");
+  BOOST_TEST(std::string(strict.what()).find("0.013 s of steps alone") != std::string::npos, strict.what());
   BOOST_TEST(status_of("no live TP group for 120 s").status() == 503);
   BOOST_TEST(status_of("timed out after 300 s").status() == 504);
   BOOST_TEST(status_of("rejected: prompt (70 tokens) plus gen_length 16 exceeds the model's 64").status() == 413);

@@ -101,8 +101,8 @@ BOOST_AUTO_TEST_CASE(hysteresis_keeps_a_feasible_layout_for_small_gains) {
   auto again = policy::optimize_layout(nodes, best.nodes, f, m, q, cfg);
   BOOST_TEST(again.changed_nodes == 0);
   BOOST_TEST(!again.switch_layout);
-  // A switching cost larger than any latency gain blocks a change of a feasible layout.
-  cfg.switch_cost_s = 1e6;
+  // A layout kept for no time gains nothing, so a feasible layout is not changed for it.
+  cfg.horizon_s = 0;
   auto sticky = policy::optimize_layout(nodes, current, f, m, q, cfg);
   if (sticky.changed_nodes > 0) BOOST_TEST(!sticky.switch_layout);
   BOOST_TEST(std::isfinite(sticky.current_score));
@@ -180,7 +180,7 @@ BOOST_AUTO_TEST_CASE(a_burst_maximises_slo_capacity_and_sustained_overload_throu
   for (const auto& p : burst.nodes) BOOST_TEST(p == partition({2}), tt::per_element());
   BOOST_TEST(burst.capacity_rps == 2 * 0.7 / 0.096, tt::tolerance(1e-6));
   BOOST_TEST(burst.changed_nodes == 2);
-  BOOST_TEST(burst.switch_layout);  // 14.58 > 12.5 x (1 + 0.02)
+  BOOST_TEST(burst.switch_layout);  // 60 s x 2.08 / 50 gained > 2 s x 12.5 / 50 lost (below)
   // Kept through the next burst: no change, no switch.
   auto again = policy::optimize_layout(nodes, burst.nodes, tp12_forecast(50, 10), m, q, cfg);
   BOOST_TEST(again.changed_nodes == 0);
@@ -192,12 +192,41 @@ BOOST_AUTO_TEST_CASE(a_burst_maximises_slo_capacity_and_sustained_overload_throu
   // Without a separate mean rate the forecast rate is sustained (the old behaviour).
   auto plain = policy::optimize_layout(nodes, ones, tp12_forecast(50, -1), m, q, cfg);
   for (const auto& p : plain.nodes) BOOST_TEST(p == partition({1, 1}), tt::per_element());
-  // Hysteresis: a capacity gain below switch_attainment x changed / N does not switch
-  // (14.58 / 12.5 - 1 = 16.7 % < 20 %).
-  cfg.switch_attainment = 0.2;
+  // The switch must repay its regroup: both nodes regroup at once, so for T seconds nothing is
+  // on time (attainment 12.5 / 50 lost), against 60 s of (14.58 - 12.5) / 50 gained: it pays
+  // while 0.25 T < 2.5, i.e. T < 10 s.
+  cfg.horizon_s = 60;
+  cfg.regroup_s = 9.9;
+  BOOST_TEST(policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg).switch_layout);
+  cfg.regroup_s = 10.1;
   auto sticky = policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg);
   BOOST_TEST(sticky.changed_nodes == 2);
   BOOST_TEST(!sticky.switch_layout);
+  // One node at a time: two waves of T, each losing half the capacity: 2 T x 0.125 < 2.5.
+  cfg.nodes_at_once = 1;
+  BOOST_TEST(policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg).switch_layout == (2 * 10.1 * 0.125 < 2.5));
+}
+
+BOOST_AUTO_TEST_CASE(a_regroup_pays_only_if_its_gain_over_the_dwell_repays_the_outage) {
+  policy::reconfig_config cfg;
+  cfg.horizon_s = 60;
+  // 10 req/s on a layout of capacity 20 and mean isolated latency 0.1 s (J = 0.1 / 0.5 = 0.2 s)
+  // against a plan of the same capacity at 0.08 s (J = 0.16 s): 10 x 60 x 0.04 = 24 s gained.
+  // The changed nodes hold 5 of the 20: while they regroup, J = 0.1 / (1 - 10 / 15) = 0.3 s,
+  // so the regroup costs 10 x T x 0.1 = T latency-seconds: it pays for T < 24 s.
+  cfg.regroup_s = 23;
+  BOOST_TEST(policy::switch_pays(10, 20, 2, 20, 1.6, 1, 5, 0.5, false, cfg));
+  cfg.regroup_s = 25;
+  BOOST_TEST(!policy::switch_pays(10, 20, 2, 20, 1.6, 1, 5, 0.5, false, cfg));
+  // The changed nodes hold 15: the rest (5) falls behind, 5 T excess arrivals wait T / 2 and
+  // then 5 T / (2 x (20 - 10)) to drain: 3.75 T^2 < 24 iff T < 2.53 s.
+  cfg.regroup_s = 2.5;
+  BOOST_TEST(policy::switch_pays(10, 20, 2, 20, 1.6, 1, 15, 1.5, false, cfg));
+  cfg.regroup_s = 2.6;
+  BOOST_TEST(!policy::switch_pays(10, 20, 2, 20, 1.6, 1, 15, 1.5, false, cfg));
+  // No load: nobody waits for the regroup, and the faster layout wins.
+  BOOST_TEST(policy::switch_pays(0, 20, 2, 20, 1.6, 1, 15, 1.5, false, cfg));
+  BOOST_TEST(!policy::switch_pays(0, 20, 1.6, 20, 2, 1, 15, 1.5, false, cfg));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -210,3 +210,83 @@ BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
   // Without an SLO the head leaves it to the group.
   BOOST_TEST(pol::refuse_at_placement(1e9, 0, 1.0).empty());
 }
+
+// on_miss: reject in the live step decision: the same refusals, with the same reasons, as the
+// simulator's call of policy::refuse_if_late on each strict request against what the group
+// holds before it; refused before admission (never started), apart from load shedding, and
+// only among fresh requests; without the knob nothing is refused.
+BOOST_AUTO_TEST_CASE(strict_slos_are_refused_at_the_first_decision_as_the_simulator_does) {
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  auto p = policy("dilaserve", false);
+  p.reject_on_miss = true;
+  auto g = burst(400);
+  g.queued[0].deadline_s = 1e-4;  // cannot make it even alone at tau 0.7 (4 steps of 1.1 ms)
+  // What the simulator would refuse: each request against the ones queued before it that stay.
+  std::vector<std::pair<uint64_t, std::string>> expected;
+  std::vector<pol::request_view> before;
+  for (const auto& r : g.queued) {
+    auto why = pol::refuse_if_late(r, {}, before, 0.0, p.sched, q, m, 1, pol::lowest_tau(r, p));
+    if (why.empty())
+      before.push_back(r);
+    else
+      expected.emplace_back(r.id, why);
+  }
+  BOOST_REQUIRE(!expected.empty());
+  BOOST_REQUIRE(expected.size() < 400u);
+  BOOST_TEST(expected.front().first == 1u);
+  BOOST_TEST(expected.front().second.find("alone at tau 0.70") != std::string::npos, expected.front().second);
+  const auto d = pol::decide_step(g, p, &m, q);
+  BOOST_REQUIRE_EQUAL(d.rejected.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    BOOST_TEST(d.rejected[i].id == expected[i].first);
+    BOOST_TEST(d.rejected[i].reason == expected[i].second);
+    BOOST_TEST(d.rejected[i].reason.find('\n') == std::string::npos);
+  }
+  BOOST_TEST(d.refused.empty());  // load shedding is off: only strict refusals
+  for (const auto& r : d.rejected) {
+    for (auto id : d.admitted) BOOST_TEST(id != r.id);
+    for (const auto& k : g.queued) BOOST_TEST(k.id != r.id);
+  }
+  BOOST_TEST(d.rejected.size() + g.active.size() + g.queued.size() == 400u);
+  // A request a decision has seen is never refused later.
+  auto again = pol::decide_step(g, p, &m, q);
+  BOOST_TEST(again.rejected.empty());
+  // Without the knob the same burst is served (queued), not refused.
+  auto served = burst(400);
+  served.queued[0].deadline_s = 1e-4;
+  const auto ds = pol::decide_step(served, policy("dilaserve", false), &m, q);
+  BOOST_TEST(ds.rejected.empty());
+  BOOST_TEST(served.active.size() + served.queued.size() == 400u);
+}
+
+BOOST_AUTO_TEST_CASE(on_miss_parses_strictly) {
+  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.reject_on_miss);
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {policy: dilaserve, on_miss: reject}\n"), "c.yaml", "/tmp")
+                 .scheduler.reject_on_miss);
+  BOOST_TEST(!rt::parse_cluster_config(config_with("scheduler: {on_miss: serve}\n"), "c.yaml", "/tmp")
+                  .scheduler.reject_on_miss);
+  std::string error;
+  try {
+    rt::parse_cluster_config(config_with("scheduler: {on_miss: drop}\n"), "c.yaml", "/tmp");
+  } catch (const rt::config_error& e) {
+    error = e.what();
+  }
+  BOOST_TEST(error.find("scheduler.on_miss") != std::string::npos, error);
+  BOOST_TEST(error.find('\n') == std::string::npos);
+}
+
+// Per request: a client's strict SLO is refused the same way under a set without the knob,
+// and a request without it is not.
+BOOST_AUTO_TEST_CASE(a_strict_request_is_refused_without_the_cluster_wide_knob) {
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  auto g = burst(2);
+  for (auto& r : g.queued) r.deadline_s = 1e-4;  // neither can make it
+  g.queued[1].reject_on_miss = true;
+  const auto d = pol::decide_step(g, policy("dilaserve", false), &m, q);
+  BOOST_REQUIRE_EQUAL(d.rejected.size(), 1u);
+  BOOST_TEST(d.rejected[0].id == 2u);
+  BOOST_TEST(d.rejected[0].reason.find("alone at tau 0.70") != std::string::npos, d.rejected[0].reason);
+  BOOST_TEST(g.active.size() + g.queued.size() == 1u);  // the other is served late
+}

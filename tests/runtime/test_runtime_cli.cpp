@@ -81,6 +81,35 @@ BOOST_AUTO_TEST_CASE(a_good_command_line_still_runs) {
   BOOST_TEST(r.out.find("\"results\"") != std::string::npos, r.out);
 }
 
+// `sim-suite --sweep KEY` runs the suite with the file as it is and with KEY scaled by each
+// factor, one result file each, the scaled value in the rows' behaviour (here max_active 64 ->
+// 32 and 96, integers stay integers); a key the file does not set is refused in one line.
+BOOST_AUTO_TEST_CASE(sim_suite_sweeps_a_cluster_file_key) {
+  dls::test::scratch_dir dir;
+  const std::vector<std::string> base{"sim-suite", "--cluster", sim_cluster, "--suite",
+                                      std::string(DLS_SOURCE_DIR) + "/configs/sim/workloads", "--workloads", "long-prompt", "--load", "1.0",
+                                      "--requests", "200", "--policies", "dilaserve", "--on-miss", "serve"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto r = dls::test::run_cli(with({"--sweep", "scheduler.max_active", "--sweep-factors", "0.5,1.5", "--out", dir.path()}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("scheduler.max_active@0.5: scheduler.max_active = 32") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("scheduler.max_active@1.5: scheduler.max_active = 96") != std::string::npos, r.out);
+  for (const char* f : {"base", "scheduler.max_active@0.5", "scheduler.max_active@1.5"}) {
+    std::ifstream in(dir.path() + "/" + f + ".json");
+    BOOST_TEST_REQUIRE(in.good(), f);
+    const auto j = nlohmann::json::parse(in);
+    BOOST_TEST(j["results"].size() == 3u, f);  // the three arrival processes of long-prompt
+  }
+  expect_one_line_error(with({"--sweep", "scheduler.frob", "--out", dir.path()}), 1,
+                        "--sweep: " + sim_cluster + " sets no 'scheduler.frob'");
+  expect_one_line_error(with({"--sweep", "name", "--out", dir.path()}), 1, "'name' in " + sim_cluster + " is not a number");
+  expect_one_line_error(with({"--sweep", "scheduler.max_active"}), 1, "--sweep needs --out DIR");
+}
+
 // `dilaserve profile` times real engine steps and writes a measured profile that the policies
 // load and the simulator runs on: each sample has the rows its step kind implies.
 BOOST_AUTO_TEST_CASE(profile_writes_a_measured_profile_that_the_simulator_runs_on) {

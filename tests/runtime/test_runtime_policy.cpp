@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   cluster c("local.yaml", 0,
             "scheduler: {policy: deadline, quality: quality/tiny-llada.json, profile: " + profile +
                 "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
-                "switch_cost_ms: 1}\n");
+                "regroup_ms: 0}\n");
   // The TP degrees of the live groups; empty when the head, busy with the burst, did not
   // answer in time (the polls below then look again).
   auto degrees = [&] {

@@ -38,6 +38,7 @@ struct submit_options {
   bool prompt_given = false;  // `--prompt ''` is an empty prompt, not a missing flag
   double threshold = -1;
   double min_threshold = -1;
+  std::string on_miss = "serve";
   int slo_ms = 0;
   int gen_length = 0;
   double rate = 0;  // requests per second; 0 = all at once
@@ -97,6 +98,7 @@ std::vector<job> read_jobs(const submit_options& o) {
     rt::submit_spec s;
     s.threshold = o.threshold;
     s.min_threshold = o.min_threshold;
+    s.reject_on_miss = o.on_miss == "reject";
     s.slo_ms = o.slo_ms;
     s.gen_length = o.gen_length;
     return s;
@@ -355,6 +357,9 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   sub->add_option("--threshold", o->threshold,
                   "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
       ->check(dls::cli::unit_interval);
+  sub->add_option("--on-miss", o->on_miss,
+                  "reject: a strict SLO, refused at once if it cannot be met; serve: answered late (default)")
+      ->check(CLI::IsMember({"serve", "reject"}));
   sub->add_option("--min-threshold", o->min_threshold, "Lowest tau the scheduler may choose for these requests")
       ->check(dls::cli::unit_interval);
   sub->add_option("--slo-ms", o->slo_ms, "Latency objective in milliseconds")->check(dls::cli::non_negative);

@@ -133,9 +133,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) 
   read(r, "min_dwell_s", c.min_dwell_s);
   read(r, "attainment_target", c.reconfig.attainment_target);
   read(r, "utilization_max", c.reconfig.utilization_max);
-  read(r, "switch_cost_s", c.reconfig.switch_cost_s);
   read(r, "capacity_units", c.reconfig.capacity_units);
-  read(r, "switch_attainment", c.reconfig.switch_attainment);
   c.reconfig.ref_tau = c.ref_tau;
   c.reconfig.max_batch = c.max_batch;
   c.reconfig.token_budget = c.token_budget;

@@ -203,9 +203,13 @@ void engine::tick_reconfig() {
 
   std::vector<policy::partition> current;
   for (const auto& n : nodes_) current.push_back(n.target.empty() ? n.layout : n.target);
+  // A forecast is evidence for as long as the history it was made from: a regroup is charged
+  // against the gain over at most that long, not over the whole dwell.
+  auto rc = rcfg_;
+  rc.horizon_s = std::min(rc.horizon_s, window);
   policy::reconfig_plan plan;
   const double dt = timed([&] {
-    plan = policy::optimize_layout(cl_.node_devices, current, fc, cl_.cost, cl_.quality, rcfg_);
+    plan = policy::optimize_layout(cl_.node_devices, current, fc, cl_.cost, cl_.quality, rc);
   });
   stats_.reconfig_policy_s += dt;
   stats_.reconfig_max_s = std::max(stats_.reconfig_max_s, dt);

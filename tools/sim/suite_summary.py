@@ -5,9 +5,10 @@ how many (workload, load) points have a worse mean or a p99 above 1.1x static, t
 best gain, the worst accuracy difference). Used for the variant and sensitivity tables in
 docs/policies.md.
 
-usage: suite_summary.py [--on-miss serve] NAME=results.json ...
+usage: suite_summary.py [--on-miss serve] NAME=results.json | results.json ...
 """
 import argparse
+import os
 import json
 from collections import defaultdict
 
@@ -53,7 +54,9 @@ def main():
     a = ap.parse_args()
     for f in a.files:
         name, _, path = f.partition("=")
-        print(f"{name:10} {summary(path or name, a.on_miss)}")
+        if not path:  # a bare file: named by its file name (sim-suite --sweep writes KEY@FACTOR.json)
+            path, name = name, os.path.basename(name).removesuffix(".json")
+        print(f"{name:10} {summary(path, a.on_miss)}")
 
 
 if __name__ == "__main__":
