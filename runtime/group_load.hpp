@@ -33,6 +33,8 @@ struct group_load {
          shed_grace = 1;
   bool sheds = false;
   uint64_t migrations_in = 0, migrations_out = 0;
+  // The data plane: KV caches this group sent, imported, and refused (then rebuilt).
+  uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
 
   /// The directory's view (the keys docs/embedding.md lists for a tp_group row).
   nlohmann::json to_json() const {
@@ -57,7 +59,10 @@ struct group_load {
             {"shed_grace", shed_grace},
             {"sheds", sheds},
             {"migrations_in", migrations_in},
-            {"migrations_out", migrations_out}};
+            {"migrations_out", migrations_out},
+            {"kv_sent", kv_sent},
+            {"kv_imported", kv_imported},
+            {"kv_refused", kv_refused}};
   }
 };
 
@@ -66,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.policy_s,
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
-           x.migrations_in, x.migrations_out);
+           x.migrations_in, x.migrations_out, x.kv_sent, x.kv_imported, x.kv_refused);
 }
 
 }  // namespace dls::runtime

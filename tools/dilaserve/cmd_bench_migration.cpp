@@ -49,6 +49,7 @@ struct options {
   int reps = 5;
   bool json_out = false;
   std::string profile;  // a `dilaserve profile` file to store the measured transfer figures in
+  bool links_only = false;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
 };
@@ -149,6 +150,7 @@ int run_peer(const options& o, int ready_fd) {
       ack(id, "ack");
     }
   }
+  if (o.links_only) return 0;
   // Canvas move: import the canvas and take its first step here.
   auto tiny = gpu::load_model(o.model);
   gpu::engine tiny_engine(gpu::make_cpu_backend(tiny));
@@ -264,19 +266,16 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
 
 json run_transport(const options& o, const std::string& tls) {
   rt::ucx_transport t(ucx_for(tls));
-  auto child = rt::spawn_background({rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
-                                     "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
-                                     "--sizes", [&] {
-                                       std::string s;
-                                       for (auto x : o.sizes) s += (s.empty() ? "" : ",") + std::to_string(x);
-                                       return s;
-                                     }(),
-                                     "--lengths", [&] {
-                                       std::string s;
-                                       for (auto x : o.lengths) s += (s.empty() ? "" : ",") + std::to_string(x);
-                                       return s;
-                                     }()},
-                                    "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
+  auto joined = [](const auto& xs) {
+    std::string s;
+    for (auto x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+  };
+  std::vector<std::string> argv{rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
+                                "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
+                                "--sizes", joined(o.sizes), "--lengths", joined(o.lengths)};
+  if (o.links_only) argv.push_back("--links-only");
+  auto child = rt::spawn_background(argv, "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
   const std::string peer = from_hex(rt::wait_ready(child, 60000));
   plan_walker w;
   auto answer = [&](uint64_t id) {
@@ -327,8 +326,9 @@ json run_transport(const options& o, const std::string& tls) {
     }
     const double ours = median(bw);
     std::vector<double> refs;
-    for (int r = 0; r < o.reps; ++r) refs.push_back(perftest_bytes_per_s(tls, size));
-    const double ref = median(refs);
+    if (!o.links_only)
+      for (int r = 0; r < o.reps; ++r) refs.push_back(perftest_bytes_per_s(tls, size));
+    const double ref = refs.empty() ? 0.0 : median(refs);
     if (size >= (1u << 20)) kv_size_bw.push_back(ours);
     out["sizes"].push_back({{"bytes", size}, {"ours_gbps", ours * 8 / 1e9}, {"perftest_gbps", ref * 8 / 1e9},
                             {"ratio", ref > 0 ? ours / ref : 0}});
@@ -338,6 +338,10 @@ json run_transport(const options& o, const std::string& tls) {
   }
   out["bytes_per_s"] = kv_size_bw.empty() ? 0.0 : median(kv_size_bw);
   out["latency_s"] = latency_s;
+  if (o.links_only) {
+    if (!rt::wait_exit(child.pid, 30000)) ::kill(child.pid, SIGKILL);
+    return out;
+  }
   // Canvas move: stop at the source (its last step done) -> first step at the destination.
   auto tiny = gpu::load_model(o.model);
   auto tok = gpu::load_tokenizer(o.model);
@@ -425,6 +429,15 @@ int run(const options& o) {
     if (!o.json_out) std::printf("transport %s\n", tls.c_str());
     all["transports"].push_back(run_transport(o, tls));
   }
+  if (o.links_only) {
+    if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
+    if (o.json_out) std::cout << all.dump() << "\n";
+    for (const auto& t : all["transports"])
+      if (!o.json_out)
+        std::printf("%s: latency %.1f us, %.3f GB/s at >= 1 MB\n", t["tls"].get<std::string>().c_str(),
+                    t["latency_us"].get<double>(), t["bytes_per_s"].get<double>() / 1e9);
+    return 0;
+  }
   // The headline figures come from the fastest transport measured.
   const json* best = &all["transports"][0];
   for (const auto& t : all["transports"])
@@ -461,6 +474,9 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
+  sub->add_flag("--links-only", o->links_only,
+                "measure only latency and bandwidth (no ucx_perftest, canvas or mid-block moves); with --profile, "
+                "what the live transfer-or-recompute choice reads");
   sub->add_option("--peer-of", o->peer_of)->group("");  // internal: the destination process
   sub->add_option("--peer-tls", o->peer_tls)->group("");
   sub->add_option("--ready-fd", *ready_fd)->group("");
