@@ -284,6 +284,7 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         item.moved_from = h.from;
         // Only this placement may claim the KV cache in flight; a later re-placement rebuilds.
         item.kv = h.kv;
+        item.moved_at_us = h.stopped_at_us;
         self->send(st.supervisor, rt::enqueue_atom::value, std::move(item), h.to);
       },
       // The group's policy state for this request, sent when its tau or next step kind changes.

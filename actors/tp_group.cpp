@@ -56,6 +56,7 @@ struct queued_request {
   int64_t steps = 0;
   answer_text text;             // the answer decoded so far
   int32_t streamed_blocks = 0;  // chunks numbered so far (a resumed request goes on from its block)
+  std::string arrived_how;  // how it came here when migrated: canvas, rebuild, transfer, handover
   std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
 };
 
@@ -127,12 +128,24 @@ struct group_state {
   std::map<uint64_t, pending_kv> pending;
   uint64_t next_transfer = 0;
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
+  // Downtimes of the migrations into this group, by how they came: [canvas rows, ms] from the
+  // source's stop to the end of the first step here, the newest downtime_samples of each kind.
+  std::map<std::string, std::deque<std::pair<int32_t, double>>> downtime;
   static inline const char* name = "dls.tp_group";
 };
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
 constexpr auto step_timeout = std::chrono::minutes(5);
+
+// Migration downtimes kept per kind for `status` (and bench-migration's live figures): enough
+// for a p99 over the last few hundred moves, a few KB in every load report.
+constexpr std::size_t downtime_samples = 256;
+
+int64_t unix_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Between changes of its requests a group re-runs the tau controller at most this often: the
 // simulator's control interval, a few steps of a large model and many of the shipped one,
@@ -212,6 +225,11 @@ void report_load(group_ptr self) {
   l.kv_sent = st.kv_sent;
   l.kv_imported = st.kv_imported;
   l.kv_refused = st.kv_refused;
+  for (const auto& [how, samples] : st.downtime)
+    for (const auto& [rows, ms] : samples) {
+      l.downtime_rows[how].push_back(rows);
+      l.downtime_ms[how].push_back(ms);
+    }
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
 
@@ -344,6 +362,16 @@ void finish_drain(group_ptr self) {
   });
 }
 
+// A migrated request's first step here ended: the move's downtime, on the system clock both
+// processes share when they run on one host (across hosts it mixes two clocks).
+void note_downtime(group_state& st, queued_request& q) {
+  auto& list = st.downtime[q.arrived_how.empty() ? "canvas" : q.arrived_how];
+  list.emplace_back(q.live.progress.prompt_len + q.live.progress.gen_len,
+                    static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3);
+  if (list.size() > downtime_samples) list.pop_front();
+  q.meta.moved_at_us = 0;
+}
+
 void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<step_result>& results,
                   clock_type::time_point t0) {
   auto& st = self->state;
@@ -388,6 +416,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     q.steps = o.steps;
     q.committed = o.committed;
     q.live.progress = o.progress;
+    if (q.meta.moved_at_us > 0) note_downtime(st, q);
     const auto& req = q.meta.request;
     if (!o.answer.empty() || o.report.finished) {
       auto fresh = q.text.advance(o.answer);
@@ -453,7 +482,7 @@ bool ready_to_leave(const queued_request& q) {
 // The node a group runs on: group names are "<node>/g<n>" and node names hold no '/'.
 std::string node_of_group(const std::string& group) { return group.substr(0, group.find('/')); }
 
-// For the fault tests (docs/reliability.md): DILASERVE_KV_FAULT is a comma-separated list of
+// For the fault tests (docs/runtime.md, "Data plane"): DILASERVE_KV_FAULT is a comma-separated list of
 // faults the KV moves of this process take in turn: stall withholds the shards, corrupt sends
 // them with a header that lies about their shape (twice the rows, half the width: the same
 // size), truncate sends half of each. Unset in production.
@@ -581,11 +610,13 @@ void depart(group_ptr self, queued_request q) {
                                                       ? "no head to ask for the address"
                                                       : "");
   auto meta = meta_now(st, q);
+  meta.moved_at_us = unix_now_us();  // "stop": it takes no step here any more
   auto moved = std::make_shared<queued_request>(std::move(q));
   auto via_request_actor = [=](const std::string& why_not_handover) {
     auto& st = self->state;
     const auto& rank0 = (*held)[0];
-    rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps), {}, {}, {}};
+    rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps),
+                            {}, {}, {}, meta.moved_at_us};
     auto bytes = rank0->slot.c.to_bytes();
     h.canvas.assign(bytes.begin(), bytes.end());
     if (!rank0->slot.c.at_refresh_boundary()) {
@@ -635,7 +666,7 @@ void depart(group_ptr self, queued_request q) {
               auto& st = self->state;
               st.migrations_out += 1;
               rt::migration_handoff note{st.setup.name, order.to, "handover", order.reason,
-                                         static_cast<int32_t>(moved->steps), {}, {}, {}};
+                                         static_cast<int32_t>(moved->steps), {}, {}, {}, meta.moved_at_us};
               self->send(meta.request, rt::migrate_atom::value, meta.epoch, note);
               report_load(self);
             },
@@ -669,10 +700,11 @@ void depart(group_ptr self, queued_request q) {
 
 // A migrated request joins this group's queue once its workers hold it (fresh canvas,
 // rebuilt cache or imported one).
-void join_queue(group_ptr self, pending_kv p) {
+void join_queue(group_ptr self, pending_kv p, const char* how) {
   auto& st = self->state;
   if (!p.item.moved_from.empty()) st.migrations_in += 1;
   auto& q = add_request(self, std::move(p.item), p.progress);
+  q.arrived_how = how;
   q.text = std::move(p.text);
   q.streamed_blocks = p.progress.block;
   report_load(self);
@@ -688,7 +720,7 @@ void rebuild_instead(group_ptr self, pending_kv p, const std::string& why) {
   rt::log_line(st.setup.name, "request " + std::to_string(id) + ": KV cache refused (" + why +
                                   "); rebuilding it from the canvas of its last refresh");
   for (auto& w : st.setup.workers) self->send(w, admit_atom::value, id, p.canvas, p.kv_source);
-  join_queue(self, std::move(p));
+  join_queue(self, std::move(p), "rebuild");
 }
 
 // Why the process's copy of a KV cache in flight is not for this group, or "".
@@ -781,7 +813,7 @@ void on_kv_landed(group_ptr self, uint64_t id, uint32_t epoch, std::size_t rank,
       return;
     }
     st.kv_imported += 1;
-    join_queue(self, std::move(ready));
+    join_queue(self, std::move(ready), "transfer");
   };
   for (std::size_t r = 0; r < k; ++r)
     self->request(st.setup.workers[r], step_timeout, admit_atom::value, id, p.canvas, p.kv_source, p.shards[r])
@@ -1062,6 +1094,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
         if (!item.moved_from.empty()) st.migrations_in += 1;
         auto& q = add_request(self, std::move(item), progress);
+        q.arrived_how = kv_bytes.empty() ? "canvas" : "rebuild";
         if (first_placement) st.fresh.push_back(q.live.id);
         q.text = std::move(streamed);
         q.streamed_blocks = progress.block;
@@ -1120,6 +1153,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         self->send(h.meta.request, rt::placed_atom::value, h.meta.epoch, st.setup.node, st.setup.name);
         st.migrations_in += 1;
         auto& q = add_request(self, std::move(h.meta), h.progress);
+        q.arrived_how = "handover";
         q.committed = h.committed;
         q.steps = h.steps;
         q.text = std::move(h.text);

@@ -278,13 +278,16 @@ struct work_item {
   /// will hold) it as transfers kv.transfer + r, one per destination rank r < kv.shards. A
   /// group elsewhere, or one whose import fails, rebuilds from `kv_canvas` instead.
   kv_in_flight kv;
+  /// When its source group stopped it for this migration (system clock, µs since the epoch):
+  /// the destination measures the move's downtime to its first step there. 0: not migrating.
+  int64_t moved_at_us = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
-           x.kv_canvas, x.moved_from, x.stream, x.kv);
+           x.kv_canvas, x.moved_from, x.stream, x.kv, x.moved_at_us);
 }
 
 // -- migration -------------------------------------------------------------------------
@@ -321,12 +324,13 @@ struct migration_handoff {
   std::vector<char> canvas;
   std::vector<char> kv_canvas;
   kv_in_flight kv;  // how "transfer": the KV cache travels over UCX (kv_canvas stays the fallback)
+  int64_t stopped_at_us = 0;  // see work_item::moved_at_us
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, migration_handoff& x) {
   return f(caf::meta::type_name("dls_migration_handoff"), x.from, x.to, x.how, x.reason, x.step, x.canvas,
-           x.kv_canvas, x.kv);
+           x.kv_canvas, x.kv, x.stopped_at_us);
 }
 
 /// One request as a group reports it to the migration planner, in seconds relative to the

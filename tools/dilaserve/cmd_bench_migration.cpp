@@ -4,6 +4,7 @@
 // d_model 512 bench model, a mid-block move by KV transfer against a rebuild by one refresh at
 // the destination. The same binary, started with --peer-of, is the destination process; both
 // sides walk the same plan, so transfer ids match without a control channel.
+#include "dilaserve/bench_live_migration.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/validators.hpp"
@@ -30,6 +31,7 @@
 #include <cstdlib>
 #include <future>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -49,7 +51,10 @@ struct options {
   int reps = 5;
   bool json_out = false;
   std::string profile;  // a `dilaserve profile` file to store the measured transfer figures in
-  bool links_only = false;  // latency and bandwidth only (what `up` stores in the profile it measures)
+  bool links_only = false;
+  bool live = true;  // also through the real migration path on a two-node cluster
+  int live_canvas_moves = 20;
+  int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
 };
@@ -428,6 +433,18 @@ int run(const options& o) {
   for (const auto& tls : o.tls) {
     if (!o.json_out) std::printf("transport %s\n", tls.c_str());
     all["transports"].push_back(run_transport(o, tls));
+    if (o.live && !o.links_only) {
+      live_migration_options l;
+      l.tls = tls;
+      l.model = o.model;
+      l.lengths = o.lengths;
+      l.canvas_moves = o.live_canvas_moves;
+      l.midblock_moves = o.live_midblock_moves;
+      l.work_dir = (std::filesystem::temp_directory_path() / ("dilaserve-bench-migration-" + std::to_string(::getpid())))
+                       .string();
+      all["transports"].back()["live"] = live_migration(l);
+      std::filesystem::remove_all(l.work_dir);
+    }
   }
   if (o.links_only) {
     if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
@@ -446,6 +463,7 @@ int run(const options& o) {
   all["midblock"] = (*best)["midblock"];
   all["midblock_tls"] = (*best)["tls"];
   all["crossover"] = crossover((*best)["midblock"], (*best)["bytes_per_s"], (*best)["latency_s"]);
+  if (best->contains("live")) all["live"] = (*best)["live"];
   if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
   if (o.json_out) {
     std::cout << all.dump() << "\n";
@@ -458,6 +476,15 @@ int run(const options& o) {
     for (const auto& m : t["midblock"])
       std::printf("  mid-block L %d (KV %zu B): transfer %.2f ms, recompute (one refresh) %.2f ms\n", m["L"].get<int>(),
                   m["kv_bytes"].get<std::size_t>(), m["transfer_ms"].get<double>(), m["recompute_ms"].get<double>());
+  }
+  for (const auto& t : all["transports"]) {
+    if (!t.contains("live")) continue;
+    const auto& l = t["live"];
+    std::printf("%s live (two node processes, `migrate` orders): canvas move %s ms\n", t["tls"].get<std::string>().c_str(),
+                l["canvas_move_ms"].dump().c_str());
+    for (const auto& m : l["midblock"])
+      std::printf("  live mid-block L %d: transfer %s, recompute %s\n", m["L"].get<int>(),
+                  m.value("transfer_ms", json()).dump().c_str(), m.value("recompute_ms", json()).dump().c_str());
   }
   std::cout << "crossover (" << all["midblock_tls"].get<std::string>() << "): " << all["crossover"].dump() << "\n";
   return 0;
@@ -474,6 +501,11 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
+  sub->add_flag("!--no-live", o->live, "skip the live figures (two-node clusters, moves through `migrate`)");
+  sub->add_option("--live-canvas-moves", o->live_canvas_moves, "boundary moves of the live canvas figure")
+      ->check(dls::cli::positive);
+  sub->add_option("--live-midblock-moves", o->live_midblock_moves, "live mid-block moves per length and way")
+      ->check(dls::cli::positive);
   sub->add_flag("--links-only", o->links_only,
                 "measure only latency and bandwidth (no ucx_perftest, canvas or mid-block moves); with --profile, "
                 "what the live transfer-or-recompute choice reads");
