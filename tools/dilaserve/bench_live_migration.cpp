@@ -3,7 +3,11 @@
 #include "dilaserve/bench_cluster.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/random_model.hpp"
+#include "gpu/kv_wire.hpp"
+#include "gpu/model_config.hpp"
 #include "gpu/tokenizer.hpp"
+#include "policies/migration.hpp"
+#include "policies/step_cost.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
 #include "runtime/state_dir.hpp"
@@ -154,6 +158,32 @@ std::map<int, std::vector<double>> settled(rt::cluster_session& s, const std::st
   }
 }
 
+// Where the live choice flips: the smallest canvas length at which policy::compare_kv_move, fed
+// with the profile `up` measured for this cluster (its link for `tls`, its refresh and reuse
+// step costs at TP 1) and the KV bytes of a TP-1 f32 cache of `cfg`, prefers the transfer.
+json policy_crossover(const std::string& state_dir, const std::string& tls, const gpu::model_config& cfg, int block) {
+  const auto profile = policy::load_step_cost_profile(state_dir + "/profile.yaml");
+  const auto* link = policy::measured_link(profile.transfer, tls);
+  if (!link) return {{"error", "the profile has no link for " + tls}};
+  auto kv_bytes = [&](int L) {
+    return 2.0 * cfg.n_layers * L * cfg.n_kv_heads * cfg.head_dim() * 4 + static_cast<double>(gpu::kv_header_bytes);
+  };
+  json out{{"link_bytes_per_s", link->bytes_per_s}, {"link_latency_s", link->latency_s}};
+  for (int L = block + 1; L <= cfg.max_seq; ++L) {
+    const auto c = policy::compare_kv_move(kv_bytes(L), *link, profile, 1, L, block);
+    if (c.transfer) {
+      out["L"] = L;
+      out["kv_bytes"] = kv_bytes(L);
+      out["transfer_ms"] = 1e3 * c.transfer_s;
+      out["recompute_ms"] = 1e3 * c.recompute_s;
+      out["meaning"] = L == block + 1 ? "transfer is chosen at every L" : "transfer is chosen from this L on";
+      return out;
+    }
+  }
+  out["meaning"] = "recompute is chosen at every L up to the model's max_seq";
+  return out;
+}
+
 json summary(std::vector<double> v) {
   if (v.empty()) return {{"n", 0}};
   std::sort(v.begin(), v.end());
@@ -208,6 +238,8 @@ json live_migration(const live_migration_options& o) {
     const auto moves = static_cast<std::size_t>(o.midblock_moves) * o.lengths.size();
     for (auto& [rows, v] : settled(s, way, moves))
       by_length[rows][way == "transfer" ? "transfer_ms" : "recompute_ms"] = summary(v);
+    if (way == "transfer")
+      out["policy_crossover"] = policy_crossover(c.state_dir(), o.tls, gpu::load_model_config(big + "/config.json"), big_block);
     // A transfer that failed and was rebuilt shows under "rebuild": none expected.
     if (way == "transfer")
       for (auto& [rows, v] : downtimes(s, "rebuild")) by_length[rows]["transfer_fell_back"] = v.size();

@@ -485,6 +485,7 @@ int run(const options& o) {
     for (const auto& m : l["midblock"])
       std::printf("  live mid-block L %d: transfer %s, recompute %s\n", m["L"].get<int>(),
                   m.value("transfer_ms", json()).dump().c_str(), m.value("recompute_ms", json()).dump().c_str());
+    std::printf("  the live policy's crossover: %s\n", l.value("policy_crossover", json()).dump().c_str());
   }
   std::cout << "crossover (" << all["midblock_tls"].get<std::string>() << "): " << all["crossover"].dump() << "\n";
   return 0;
