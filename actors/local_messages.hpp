@@ -8,6 +8,7 @@
 #include "gpu/allreduce.hpp"
 #include "gpu/engine.hpp"
 #include "runtime/messages.hpp"
+#include "runtime/ucx_buffers.hpp"
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
@@ -28,6 +29,7 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using handover_atom = caf::atom_constant<caf::atom("handover")>;
+using kv_landed_atom = caf::atom_constant<caf::atom("kv_landed")>;
 
 /// Which shard a worker computes from now on. A new collective per TP group.
 struct shard_setup {
@@ -96,3 +98,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::step_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::canvas_bundle)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::held_slot_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::group_handover)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::runtime::ucx_payload)

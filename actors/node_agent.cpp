@@ -85,6 +85,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.head_node = st.info.head ? st.info.head.node() : caf::node_id{};
     g.policy = st.policy;
     g.ucx = st.ucx;
+    g.head = st.info.head;
     rt::group_info info;
     info.name = g.name;
     info.node = st.node;

@@ -36,6 +36,7 @@ struct group_setup {
   // The process's UCX data plane (KV caches to and from other nodes); a peer's address comes
   // from the head: request(head, ucx_atom, node) -> std::string.
   std::shared_ptr<runtime::ucx_transport> ucx;
+  caf::actor head;  // the head's core actor: the directory of UCX addresses
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

@@ -258,7 +258,8 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
       },
       // The group it ran on let it go at a step boundary to migrate. A hand-over within one
       // process needs nothing more (the destination tells us where it runs); otherwise it
-      // resumes on the destination from the canvas, like a re-placement but to that group.
+      // resumes on the destination from the canvas, like a re-placement but to that group
+      // (with the ids of its KV cache on the way, when the source sent it over UCX).
       [=](rt::migrate_atom, uint32_t epoch, rt::migration_handoff& h) {
         if (!from_group(self)) return;
         auto& st = self->state;
@@ -283,6 +284,9 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         publish(self);
         auto item = make_item(self->state, caf::actor_cast<caf::actor>(self));
         item.moved_from = h.from;
+        // Only this placement may claim the KV cache in flight; a later re-placement rebuilds.
+        item.kv = h.kv;
+        item.moved_at_us = h.stopped_at_us;
         self->send(st.supervisor, rt::enqueue_atom::value, std::move(item), h.to);
       },
       // The group's policy state for this request, sent when its tau or next step kind changes.

@@ -10,7 +10,10 @@
 #include "actors/node_parts.hpp"
 #include "actors/peer_roles.hpp"
 #include "gpu/canvas.hpp"
+#include "gpu/kv_reshard.hpp"
+#include "gpu/kv_wire.hpp"
 #include "policies/group_step.hpp"
+#include "policies/migration.hpp"
 #include "policies/overload.hpp"
 #include "policies/presets.hpp"
 #include "runtime/group_load.hpp"
@@ -22,7 +25,12 @@
 
 #include <time.h>
 
+#include <cstdlib>
+#include <random>
+
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <chrono>
 #include <deque>
@@ -48,7 +56,24 @@ struct queued_request {
   int64_t steps = 0;
   answer_text text;             // the answer decoded so far
   int32_t streamed_blocks = 0;  // chunks numbered so far (a resumed request goes on from its block)
+  std::string arrived_how;  // how it came here when migrated: canvas, rebuild, transfer, handover
   std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
+};
+
+// A request placed here mid-block whose KV cache is on its way over UCX: it joins the queue
+// once every rank's shard has landed and been imported, or, when one is late, missing or
+// refused, once the cache is rebuilt from the canvas of its last refresh.
+struct pending_kv {
+  rt::work_item item;     // the placement (its canvas travels in `canvas`)
+  std::string canvas;     // checked by the enqueue handler
+  std::string kv_source;  // the canvas of its last refresh: the fallback
+  int32_t rows = 0;       // the canvas length: every shard holds this many rows
+  canvas_progress progress;
+  answer_text text;       // what earlier groups streamed of its answer
+  std::vector<rt::ucx_payload> shards;  // rank order
+  std::size_t left = 0;
+  std::string error;      // the first shard's failure
+  bool importing = false; // the workers have the shards
 };
 
 struct group_state {
@@ -98,12 +123,30 @@ struct group_state {
   double backlog_s = 0;     // policy::backlog_s after the last controlled decision
   double step_s = 0;          // the expected step time of the last decision
   uint64_t migrations_in = 0, migrations_out = 0;
+  // The data plane: requests waiting for their KV cache, this group's next UCX transfer id
+  // (ids are per receiving process; a random start keeps the groups of one process apart),
+  // and what moved: caches sent, imported, and refused (rebuilt instead).
+  std::map<uint64_t, pending_kv> pending;
+  uint64_t next_transfer = 0;
+  uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
+  // Downtimes of the migrations into this group, by how they came: [canvas rows, ms] from the
+  // source's stop to the end of the first step here, the newest downtime_samples of each kind.
+  std::map<std::string, std::deque<std::pair<int32_t, double>>> downtime;
   static inline const char* name = "dls.tp_group";
 };
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
 constexpr auto step_timeout = std::chrono::minutes(5);
+
+// Migration downtimes kept per kind for `status` (and bench-migration's live figures): enough
+// for a p99 over the last few hundred moves, a few KB in every load report.
+constexpr std::size_t downtime_samples = 256;
+
+int64_t unix_now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // Between changes of its requests a group re-runs the tau controller at most this often: the
 // simulator's control interval, a few steps of a large model and many of the shipped one,
@@ -181,6 +224,14 @@ void report_load(group_ptr self) {
   l.sheds = st.policy.refuse_overload && st.cost.has_value();
   l.migrations_in = st.migrations_in;
   l.migrations_out = st.migrations_out;
+  l.kv_sent = st.kv_sent;
+  l.kv_imported = st.kv_imported;
+  l.kv_refused = st.kv_refused;
+  for (const auto& [how, samples] : st.downtime)
+    for (const auto& [rows, ms] : samples) {
+      l.downtime_rows[how].push_back(rows);
+      l.downtime_ms[how].push_back(ms);
+    }
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
 
@@ -260,6 +311,21 @@ rt::work_item meta_now(const group_state& st, const queued_request& q) {
   return item;
 }
 
+// The requests still waiting here for their KV cache, as placements for another group: the
+// cache is rebuilt there from the canvas of its last refresh. Shards landing later are dropped.
+std::vector<rt::work_item> take_pending(group_state& st) {
+  std::vector<rt::work_item> out;
+  for (auto& [id, p] : st.pending) {
+    auto item = p.item;
+    item.canvas.assign(p.canvas.begin(), p.canvas.end());
+    item.kv_canvas.assign(p.kv_source.begin(), p.kv_source.end());
+    item.kv = {};
+    out.push_back(std::move(item));
+  }
+  st.pending.clear();
+  return out;
+}
+
 void finish_drain(group_ptr self) {
   auto& st = self->state;
   if (st.drained) return;
@@ -279,6 +345,7 @@ void finish_drain(group_ptr self) {
       item.canvas.assign(bytes.begin(), bytes.end());
       items.push_back(std::move(item));
     }
+    for (auto& item : take_pending(st)) items.push_back(std::move(item));
     st.queue.clear();
     st.order.clear();
     st.running.clear();
@@ -294,8 +361,18 @@ void finish_drain(group_ptr self) {
     st.order.clear();
     st.running.clear();
     st.waiting.clear();
-    st.drain_rp.deliver(caf::make_message(std::vector<rt::work_item>{}));
+    st.drain_rp.deliver(caf::make_message(take_pending(st)));
   });
+}
+
+// A migrated request's first step here ended: the move's downtime, on the system clock both
+// processes share when they run on one host (across hosts it mixes two clocks).
+void note_downtime(group_state& st, queued_request& q) {
+  auto& list = st.downtime[q.arrived_how.empty() ? "canvas" : q.arrived_how];
+  list.emplace_back(q.live.progress.prompt_len + q.live.progress.gen_len,
+                    static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3);
+  if (list.size() > downtime_samples) list.pop_front();
+  q.meta.moved_at_us = 0;
 }
 
 void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<step_result>& results,
@@ -342,6 +419,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     q.steps = o.steps;
     q.committed = o.committed;
     q.live.progress = o.progress;
+    if (q.meta.moved_at_us > 0) note_downtime(st, q);
     const auto& req = q.meta.request;
     if (!o.answer.empty() || o.report.finished) {
       auto fresh = q.text.advance(o.answer);
@@ -404,28 +482,144 @@ bool ready_to_leave(const queued_request& q) {
   return true;
 }
 
+// The node a group runs on: group names are "<node>/g<n>" and node names hold no '/'.
+std::string node_of_group(const std::string& group) { return group.substr(0, group.find('/')); }
+
+// For the fault tests (docs/runtime.md, "Data plane"): DILASERVE_KV_FAULT is a comma-separated list of
+// faults the KV moves of this process take in turn: stall withholds the shards, corrupt sends
+// them with a header that lies about their shape (twice the rows, half the width: the same
+// size), truncate sends half of each. Unset in production.
+std::string next_kv_fault() {
+  static const std::vector<std::string> faults = [] {
+    std::vector<std::string> out;
+    const char* f = std::getenv("DILASERVE_KV_FAULT");
+    std::string list = f ? f : "";
+    for (std::size_t at = 0; at < list.size();) {
+      auto end = list.find(',', at);
+      if (end == std::string::npos) end = list.size();
+      if (end > at) out.push_back(list.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  }();
+  static std::atomic<std::size_t> next{0};
+  return faults.empty() ? std::string() : faults[next++ % faults.size()];
+}
+
+std::string ms_text(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f ms", 1e3 * s);
+  return b;
+}
+
+// Mid-block to another process (or to a group of another degree in this one): sends every
+// rank's KV cache, cut for the destination's degree, to the destination's UCX address and
+// announces the transfer ids in `h`, when the profile's measured link says moving it beats one
+// refresh at the destination (or ucx.kv_move says "transfer"). Returns "" when sent, else why
+// not; the destination then rebuilds the cache from `h.kv_canvas`.
+std::string send_kv(group_ptr self, const rt::migration_order& order, const std::vector<held_slot_ptr>& held,
+                    const std::string& peer, const std::string& peer_error, rt::migration_handoff& h,
+                    std::string& decided) {
+  auto& st = self->state;
+  const auto& ucx = *st.setup.ucx;
+  if (peer.empty()) return "no UCX address for " + node_of_group(order.to) + ": " + peer_error;
+  const auto& c = held[0]->slot.c;
+  std::vector<std::string> shards;
+  double bytes = 0;
+  for (const auto& slot : held) {
+    shards.push_back(slot->slot.cache->export_bytes());
+    bytes += static_cast<double>(shards.back().size());
+  }
+  if (ucx.config().kv_move == "auto") {
+    const auto& ctx = *st.setup.policy;
+    if (!ctx.cost) return "no step-cost profile to compare a transfer with";
+    const auto* link = policy::measured_link(ctx.cost->transfer, ucx.config().tls);
+    if (!link)
+      return "the profile has no link measured with ucx.tls " + ucx.config().tls +
+             " (`dilaserve bench-migration --profile FILE` or `up` measure one)";
+    policy::kv_move_choice choice;
+    try {
+      choice = policy::compare_kv_move(bytes, *link, *ctx.cost, order.to_degree, c.length(), c.params.block_length);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    if (!choice.transfer)
+      return "recompute " + ms_text(choice.recompute_s) + " beats transfer " + ms_text(choice.transfer_s);
+    decided = ": transfer " + ms_text(choice.transfer_s) + " < recompute " + ms_text(choice.recompute_s);
+  }
+  const auto to = static_cast<std::size_t>(order.to_degree);
+  if (to != shards.size()) {
+    std::vector<std::string_view> views(shards.begin(), shards.end());
+    try {
+      shards = gpu::reshard_kv(views, order.to_degree, st.setup.model->config.head_dim());
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  }
+  if (st.next_transfer == 0) {
+    std::random_device rd;
+    st.next_transfer = ((uint64_t{rd()} << 32) | rd()) | 1;
+  }
+  const uint64_t first = st.next_transfer;
+  st.next_transfer += to;
+  const auto fault = next_kv_fault();
+  const auto deadline = rt::ucx_transport::clock::now() + std::chrono::milliseconds(ucx.config().timeout_ms);
+  for (std::size_t r = 0; r < to; ++r) {
+    auto& b = shards[r];
+    if (fault == "corrupt" && b.size() >= gpu::kv_header_bytes) {
+      int32_t dims[3];
+      std::memcpy(dims, b.data(), sizeof dims);
+      dims[1] *= 2;
+      dims[2] /= 2;
+      std::memcpy(b.data(), dims, sizeof dims);
+    } else if (fault == "truncate") {
+      b.resize(b.size() / 2);
+    }
+    if (fault == "stall") {
+      rt::log_line(st.setup.name, "KV shard " + std::to_string(r) + " withheld (DILASERVE_KV_FAULT=stall)");
+      continue;
+    }
+    const uint64_t t = first + r;
+    st.setup.ucx->send(peer, t, std::make_shared<const std::string>(std::move(b)), deadline,
+                       [name = st.setup.name, t](const std::string& e) {
+                         if (!e.empty()) rt::log_line(name, "KV transfer " + std::to_string(t) + " failed: " + e);
+                       });
+  }
+  h.how = "transfer";
+  h.kv = {first, order.to_degree, node_of_group(order.to)};
+  st.kv_sent += 1;
+  return "";
+}
+
 // The move of one request that has left this group's queue: every rank gives its slot up
 // (by ownership). Mid-block to a group of this process with the same degree the slots move
 // on as they are (no copy, nothing recomputed); otherwise the request actor gets the canvas,
-// and mid-block also the canvas of its last refresh, so the destination rebuilds the KV cache
-// exactly. Moving the KV cache itself to another process plugs in here (KV bytes beside the
-// canvas, imported instead of rebuilt).
+// and mid-block also the canvas of its last refresh (from which the destination can rebuild the
+// KV cache exactly) and, when send_kv sent the cache over UCX, its transfer ids.
 void depart(group_ptr self, queued_request q) {
   auto& st = self->state;
   const auto order = *q.leave;
   const bool mid_block = !q.live.progress.next_refresh;
   const bool same_process = order.to_handle && order.to_handle.node() == self->node();
   const bool handover = mid_block && same_process && order.to_degree == static_cast<int32_t>(st.setup.workers.size());
+  const bool kv_candidate = mid_block && !handover && st.setup.ucx && st.setup.ucx->config().kv_move != "rebuild";
+  const bool ask_address = kv_candidate && !same_process && st.setup.head;
   const auto k = st.setup.workers.size();
   auto held = std::make_shared<std::vector<held_slot_ptr>>(k);
-  auto left = std::make_shared<std::size_t>(k);
+  auto left = std::make_shared<std::size_t>(k + (ask_address ? 1 : 0));
   auto failed = std::make_shared<std::string>();
+  auto peer = std::make_shared<std::string>(kv_candidate && same_process ? st.setup.ucx->address() : "");
+  auto peer_error = std::make_shared<std::string>(kv_candidate && !ask_address && !same_process
+                                                      ? "no head to ask for the address"
+                                                      : "");
   auto meta = meta_now(st, q);
+  meta.moved_at_us = unix_now_us();  // "stop": it takes no step here any more
   auto moved = std::make_shared<queued_request>(std::move(q));
   auto via_request_actor = [=](const std::string& why_not_handover) {
     auto& st = self->state;
     const auto& rank0 = (*held)[0];
-    rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps), {}, {}};
+    rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps),
+                            {}, {}, {}, meta.moved_at_us};
     auto bytes = rank0->slot.c.to_bytes();
     h.canvas.assign(bytes.begin(), bytes.end());
     if (!rank0->slot.c.at_refresh_boundary()) {
@@ -437,6 +631,13 @@ void depart(group_ptr self, queued_request q) {
       auto kv = rank0->refresh_input->to_bytes();
       h.kv_canvas.assign(kv.begin(), kv.end());
       h.how = "rebuild";
+      if (kv_candidate) {
+        std::string decided = " (ucx.kv_move: transfer)";
+        const auto why_not = send_kv(self, order, *held, *peer, *peer_error, h, decided);
+        rt::log_line(st.setup.name, "request " + std::to_string(meta.request_id) + " to " + order.to + " mid-block: " +
+                                        (why_not.empty() ? "KV cache sent over UCX" + decided
+                                                         : "KV cache rebuilt there, " + why_not));
+      }
     }
     if (!why_not_handover.empty()) h.reason += " (" + why_not_handover + ")";
     st.migrations_out += 1;
@@ -468,13 +669,25 @@ void depart(group_ptr self, queued_request q) {
               auto& st = self->state;
               st.migrations_out += 1;
               rt::migration_handoff note{st.setup.name, order.to, "handover", order.reason,
-                                         static_cast<int32_t>(moved->steps), {}, {}};
+                                         static_cast<int32_t>(moved->steps), {}, {}, {}, meta.moved_at_us};
               self->send(meta.request, rt::migrate_atom::value, meta.epoch, note);
               report_load(self);
             },
             // The destination went away: the request goes on from its canvas through its actor.
             [=](caf::error& e) { via_request_actor("hand-over refused: " + to_string(e)); });
   };
+  // The destination's address is asked for while the ranks let go.
+  if (ask_address)
+    self->request(st.setup.head, std::chrono::seconds(10), rt::ucx_atom::value, node_of_group(order.to))
+        .then(
+            [=](std::string& address) {
+              *peer = std::move(address);
+              if (--*left == 0) all_released();
+            },
+            [=](caf::error& e) {
+              *peer_error = to_string(e);
+              if (--*left == 0) all_released();
+            });
   for (std::size_t r = 0; r < k; ++r)
     self->request(st.setup.workers[r], step_timeout, release_atom::value, moved->meta.request_id)
         .then(
@@ -485,6 +698,136 @@ void depart(group_ptr self, queued_request q) {
             [=](caf::error& e) {
               if (failed->empty()) *failed = to_string(e);
               if (--*left == 0) all_released();
+            });
+}
+
+// A migrated request joins this group's queue once its workers hold it (fresh canvas,
+// rebuilt cache or imported one).
+void join_queue(group_ptr self, pending_kv p, const char* how) {
+  auto& st = self->state;
+  if (!p.item.moved_from.empty()) st.migrations_in += 1;
+  auto& q = add_request(self, std::move(p.item), p.progress);
+  q.arrived_how = how;
+  q.text = std::move(p.text);
+  q.streamed_blocks = p.progress.block;
+  report_load(self);
+  kick(self);
+}
+
+// The KV cache did not come (deadline, dead source), or came wrong: every rank rebuilds it
+// from the canvas of its last refresh, which gives the same tokens one refresh later.
+void rebuild_instead(group_ptr self, pending_kv p, const std::string& why) {
+  auto& st = self->state;
+  const auto id = p.item.request_id;
+  st.kv_refused += 1;
+  rt::log_line(st.setup.name, "request " + std::to_string(id) + ": KV cache refused (" + why +
+                                  "); rebuilding it from the canvas of its last refresh");
+  for (auto& w : st.setup.workers) self->send(w, admit_atom::value, id, p.canvas, p.kv_source);
+  join_queue(self, std::move(p), "rebuild");
+}
+
+// Why the process's copy of a KV cache in flight is not for this group, or "".
+std::string kv_claim_problem(const group_state& st, const rt::kv_in_flight& kv) {
+  if (!st.setup.ucx) return "this process runs no UCX transport";
+  if (kv.node != st.setup.node) return "it was sent to node " + kv.node;
+  if (kv.shards != static_cast<int32_t>(st.setup.workers.size()))
+    return "it was cut for TP " + std::to_string(kv.shards) + ", this group is TP " +
+           std::to_string(st.setup.workers.size());
+  return "";
+}
+
+// Whether shard `r` fits rank r of this group for a canvas of `rows` tokens ("" or why not):
+// an import of another shape would leave the cache silently wrong.
+std::string kv_shape_problem(const group_state& st, const rt::ucx_payload& shard, std::size_t r, int32_t rows) {
+  const auto& cfg = st.setup.model->config;
+  const auto k = static_cast<int32_t>(st.setup.workers.size());
+  gpu::kv_dims d;
+  try {
+    d = gpu::parse_kv_wire(shard.view());
+  } catch (const std::invalid_argument& e) {
+    return "shard " + std::to_string(r) + ": " + e.what();
+  }
+  const int32_t width = cfg.n_kv_heads / k * cfg.head_dim();
+  if (d.layers != cfg.n_layers || d.rows != rows || d.width != width)
+    return "shard " + std::to_string(r) + " is " + std::to_string(d.layers) + "x" + std::to_string(d.rows) + "x" +
+           std::to_string(d.width) + ", rank " + std::to_string(r) + " needs " + std::to_string(cfg.n_layers) + "x" +
+           std::to_string(rows) + "x" + std::to_string(width) + " (layers x rows x width)";
+  return "";
+}
+
+// Waits for the shards of a placement's KV cache, one per rank, until the transfer deadline;
+// the progress thread hands each to this group as a message.
+void await_kv(group_ptr self, pending_kv p) {
+  auto& st = self->state;
+  const auto id = p.item.request_id;
+  const auto epoch = p.item.epoch;
+  const auto first = p.item.kv.transfer;
+  const auto k = st.setup.workers.size();
+  p.shards.resize(k);
+  p.left = k;
+  st.pending.insert_or_assign(id, std::move(p));
+  const auto deadline =
+      rt::ucx_transport::clock::now() + std::chrono::milliseconds(st.setup.ucx->config().timeout_ms);
+  auto me = caf::actor_cast<caf::actor>(self);
+  for (std::size_t r = 0; r < k; ++r)
+    st.setup.ucx->receive(first + r, deadline, [me, id, epoch, r](const std::string& e, rt::ucx_payload payload) {
+      caf::send_as(me, me, kv_landed_atom::value, id, epoch, static_cast<int32_t>(r), e, std::move(payload));
+    });
+}
+
+void on_kv_landed(group_ptr self, uint64_t id, uint32_t epoch, std::size_t rank, const std::string& error,
+                  rt::ucx_payload payload) {
+  auto& st = self->state;
+  auto it = st.pending.find(id);
+  if (it == st.pending.end() || it->second.item.epoch != epoch || it->second.importing) return;  // left meanwhile
+  auto& p = it->second;
+  if (!error.empty()) {
+    if (p.error.empty()) p.error = error;
+  } else if (rank < p.shards.size()) {
+    p.shards[rank] = std::move(payload);
+  }
+  if (--p.left > 0) return;
+  std::string why = p.error;
+  for (std::size_t r = 0; why.empty() && r < p.shards.size(); ++r) why = kv_shape_problem(st, p.shards[r], r, p.rows);
+  if (!why.empty()) {
+    auto ready = std::move(p);
+    st.pending.erase(it);
+    rebuild_instead(self, std::move(ready), why);
+    return;
+  }
+  p.importing = true;
+  const auto k = st.setup.workers.size();
+  auto left = std::make_shared<std::size_t>(k);
+  auto failed = std::make_shared<std::string>();
+  auto done = [=] {
+    auto& st = self->state;
+    auto it = st.pending.find(id);
+    if (it == st.pending.end() || it->second.item.epoch != epoch) {
+      // Handed on by a drain meanwhile: what the workers imported goes.
+      step_order o{{id}};
+      for (auto& w : st.setup.workers) self->send(w, drop_atom::value, o);
+      return;
+    }
+    auto ready = std::move(it->second);
+    st.pending.erase(it);
+    ready.shards.clear();  // the receive buffers go back to the transport's pool
+    if (!failed->empty()) {
+      rebuild_instead(self, std::move(ready), *failed);
+      return;
+    }
+    st.kv_imported += 1;
+    join_queue(self, std::move(ready), "transfer");
+  };
+  for (std::size_t r = 0; r < k; ++r)
+    self->request(st.setup.workers[r], step_timeout, admit_atom::value, id, p.canvas, p.kv_source, p.shards[r])
+        .then(
+            [=](std::string& e) {
+              if (!e.empty() && failed->empty()) *failed = e;
+              if (--*left == 0) done();
+            },
+            [=](caf::error& e) {
+              if (failed->empty()) *failed = "worker " + std::to_string(r) + ": " + to_string(e);
+              if (--*left == 0) done();
             });
 }
 
@@ -737,6 +1080,25 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           self->send(item.request, rt::failed_atom::value, item.epoch, "rejected: " + problem);
           return;
         }
+        // Mid-block with its KV cache sent to this process: it waits for the shards instead of
+        // rebuilding, unless the cache was meant for another group.
+        if (!kv_bytes.empty() && item.kv.transfer != 0) {
+          const auto why = kv_claim_problem(st, item.kv);
+          if (why.empty()) {
+            self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
+            pending_kv p;
+            p.rows = static_cast<int32_t>(gpu::canvas::from_bytes(bytes).length());
+            p.item = std::move(item);
+            p.canvas = std::move(bytes);
+            p.kv_source = std::move(kv_bytes);
+            p.progress = progress;
+            p.text = std::move(streamed);
+            await_kv(self, std::move(p));
+            return;
+          }
+          rt::log_line(st.setup.name, "request " + std::to_string(item.request_id) +
+                                          ": rebuilding its KV cache, not taking the one in flight: " + why);
+        }
         // A first placement from the prompt may be refused under overload; a request that
         // already ran somewhere (resumed, re-placed or moved) is accepted work and never is.
         const bool first_placement = item.canvas.empty() && item.epoch == 0 && item.moved_from.empty();
@@ -749,6 +1111,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
         if (!item.moved_from.empty()) st.migrations_in += 1;
         auto& q = add_request(self, std::move(item), progress);
+        q.arrived_how = kv_bytes.empty() ? "canvas" : "rebuild";
         if (first_placement) st.fresh.push_back(q.live.id);
         q.text = std::move(streamed);
         q.streamed_blocks = progress.block;
@@ -758,10 +1121,17 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
       [=](step_atom) {
         if (sender_is_local(self, "tp_group")) run_step(self);
       },
+      // A shard of a KV cache in flight landed (or failed), from the UCX progress thread.
+      [=](kv_landed_atom, uint64_t id, uint32_t epoch, int32_t rank, const std::string& error,
+          rt::ucx_payload& payload) {
+        if (!sender_is_local(self, "tp_group")) return;
+        on_kv_landed(self, id, epoch, static_cast<std::size_t>(rank), error, std::move(payload));
+      },
       // A withdrawn request leaves the batch; a step in flight that still holds it is
       // ignored for it when it returns (it is no longer queued).
       [=](rt::cancel_atom, uint64_t id) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
+        if (self->state.pending.erase(id)) return;  // shards landing later are dropped
         if (!self->state.queue.count(id)) return;
         remove(self, id);
         report_load(self);
@@ -800,6 +1170,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         self->send(h.meta.request, rt::placed_atom::value, h.meta.epoch, st.setup.node, st.setup.name);
         st.migrations_in += 1;
         auto& q = add_request(self, std::move(h.meta), h.progress);
+        q.arrived_how = "handover";
         q.committed = h.committed;
         q.steps = h.steps;
         q.text = std::move(h.text);

@@ -127,6 +127,23 @@ caf::behavior worker(worker_ptr self, std::shared_ptr<const device_pool> devices
         st.slots.insert_or_assign(id, st.engine->admit_rebuilt(gpu::canvas::from_bytes(bytes), source));
         st.refresh_input.insert_or_assign(id, std::move(source));
       },
+      // A canvas that moved mid-block with its KV cache (this rank's shard, over UCX; the group
+      // checked its shape): imported as it is, nothing recomputed. "" or why the import failed,
+      // and then the group rebuilds the cache on every rank instead.
+      [=](admit_atom, uint64_t id, const std::string& bytes, const std::string& kv_source,
+          const rt::ucx_payload& kv) -> std::string {
+        if (!sender_is_local(self, "worker")) return "not local";
+        auto& st = self->state;
+        auto slot = st.engine->admit(gpu::canvas::from_bytes(bytes));
+        try {
+          slot.cache->import_bytes(kv.view());
+        } catch (const std::exception& e) {
+          return st.who + ": " + e.what();
+        }
+        st.slots.insert_or_assign(id, std::move(slot));
+        st.refresh_input.insert_or_assign(id, gpu::canvas::from_bytes(kv_source));
+        return "";
+      },
       // Gives a slot up for a migration, by ownership (no copy of the KV cache).
       [=](release_atom, uint64_t id) -> caf::result<held_slot_ptr> {
         if (!sender_is_local(self, "worker")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));

@@ -31,6 +31,12 @@ transfer_cost move_cost(const request_view& r, bool same_node, double dst_refres
   return c;
 }
 
+const transfer_link* measured_link(const std::vector<transfer_link>& links, const std::string& tls) {
+  for (const auto& l : links)
+    if (l.tls == tls) return &l;
+  return nullptr;
+}
+
 kv_move_choice compare_kv_move(double kv_bytes, const transfer_link& link, const step_cost_model& m, int tp,
                                int canvas_len, int block_len) {
   if (!(link.bytes_per_s > 0)) throw std::invalid_argument("compare_kv_move: the link has no measured bandwidth");

@@ -27,6 +27,7 @@
 #include "policies/step_cost.hpp"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace dls::policy {
@@ -82,6 +83,9 @@ struct kv_move_choice {
 /// Throws std::invalid_argument for a link without bandwidth or a TP degree the model lacks.
 kv_move_choice compare_kv_move(double kv_bytes, const transfer_link& link, const step_cost_model& m, int tp,
                                int canvas_len, int block_len);
+
+/// The profile's link measured with UCX_TLS `tls` (exactly that value), or null.
+const transfer_link* measured_link(const std::vector<transfer_link>& links, const std::string& tls);
 
 struct migration_decision {
   std::uint64_t request = 0;

@@ -362,7 +362,7 @@ const std::set<std::string>& ucx_transport_names() {
 }
 
 ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
-  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "timeout_ms"}, "ucx");
+  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "timeout_ms", "kv_move"}, "ucx");
   ucx_config u;
   if (n["tls"]) {
     u.tls = c.str(n["tls"], "ucx.tls");
@@ -382,6 +382,7 @@ ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
     u.rndv_threshold_bytes =
         static_cast<std::size_t>(c.integer(n["rndv_threshold_bytes"], "ucx.rndv_threshold_bytes", 0, 1LL << 30));
   if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
+  if (n["kv_move"]) u.kv_move = c.one_of(n["kv_move"], "ucx.kv_move", {"auto", "transfer", "rebuild"});
   return u;
 }
 

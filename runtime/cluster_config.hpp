@@ -117,6 +117,10 @@ struct ucx_config {
   std::size_t rndv_threshold_bytes = 64 << 10;
   // The deadline of one transfer: 10 s moves 256 MB at 25 MB/s, far below any transport here.
   int timeout_ms = 10000;
+  // A mid-block migration to another process: "auto" moves the KV cache when the profile's
+  // measured link (bench-migration, or `up`) predicts it beats one refresh at the destination
+  // (policy::compare_kv_move), else rebuilds it; "transfer" and "rebuild" force one way.
+  std::string kv_move = "auto";
 };
 
 struct cluster_config {

@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace dls::runtime {
 
@@ -34,9 +36,22 @@ struct group_load {
          shed_grace = 1;
   bool sheds = false;
   uint64_t migrations_in = 0, migrations_out = 0;
+  // The data plane: KV caches this group sent, imported, and refused (then rebuilt).
+  uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
+  // Downtimes of the migrations into the group by how they came (canvas, rebuild, transfer,
+  // handover): canvas rows and ms from the source's stop to the end of the first step here.
+  std::map<std::string, std::vector<int32_t>> downtime_rows;
+  std::map<std::string, std::vector<double>> downtime_ms;
 
   /// The directory's view (the keys docs/embedding.md lists for a tp_group row).
   nlohmann::json to_json() const {
+    nlohmann::json down = nlohmann::json::object();
+    for (const auto& [how, rows] : downtime_rows) {
+      auto ms = downtime_ms.find(how);
+      if (ms == downtime_ms.end()) continue;
+      auto& list = down[how] = nlohmann::json::array();
+      for (std::size_t i = 0; i < rows.size() && i < ms->second.size(); ++i) list.push_back({rows[i], ms->second[i]});
+    }
     return {{"queue", queued},
             {"queued_tokens", work},
             {"steps", steps},
@@ -59,7 +74,11 @@ struct group_load {
             {"shed_grace", shed_grace},
             {"sheds", sheds},
             {"migrations_in", migrations_in},
-            {"migrations_out", migrations_out}};
+            {"migrations_out", migrations_out},
+            {"kv_sent", kv_sent},
+            {"kv_imported", kv_imported},
+            {"kv_refused", kv_refused},
+            {"migration_downtime", down}};
   }
 };
 
@@ -68,7 +87,8 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.policy_s,
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
-           x.migrations_in, x.migrations_out, x.rejected_on_miss);
+           x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused,
+           x.downtime_rows, x.downtime_ms);
 }
 
 }  // namespace dls::runtime

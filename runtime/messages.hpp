@@ -83,7 +83,8 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {
-  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.timeout_ms);
+  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.timeout_ms,
+           x.kv_move);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -247,6 +248,19 @@ typename Inspector::result_type inspect(Inspector& f, answer& x) {
 /// A request on its way to a group: fresh (empty canvas) or resumed from a canvas
 /// taken at a refresh boundary. `epoch` lets the request actor drop late messages
 /// from a group it has since left.
+/// A KV cache on its way over the data plane (runtime/ucx_transport.hpp): where and under which
+/// transfer ids. Empty (transfer 0) when nothing was sent.
+struct kv_in_flight {
+  uint64_t transfer = 0;  // the first id; rank r's shard travels as transfer + r
+  int32_t shards = 0;     // the destination's TP degree
+  std::string node;       // the destination node whose process receives it
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_in_flight& x) {
+  return f(caf::meta::type_name("dls_kv_in_flight"), x.transfer, x.shards, x.node);
+}
+
 struct work_item {
   uint64_t request_id = 0;
   uint32_t epoch = 0;
@@ -265,13 +279,20 @@ struct work_item {
   std::string moved_from;         // the group it migrates from; empty for any other placement
   bool stream = false;            // the client reads the answer block by block
   bool reject_on_miss = false;    // the client's strict SLO (submit_spec::reject_on_miss)
+  /// Set when the source sent the KV cache over UCX: the process of node kv.node holds (or
+  /// will hold) it as transfers kv.transfer + r, one per destination rank r < kv.shards. A
+  /// group elsewhere, or one whose import fails, rebuilds from `kv_canvas` instead.
+  kv_in_flight kv;
+  /// When its source group stopped it for this migration (system clock, µs since the epoch):
+  /// the destination measures the move's downtime to its first step there. 0: not migrating.
+  int64_t moved_at_us = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
-           x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss);
+           x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us);
 }
 
 // -- migration -------------------------------------------------------------------------
@@ -296,8 +317,9 @@ typename Inspector::result_type inspect(Inspector& f, migration_order& x) {
 
 /// What a group hands its request actor when the request leaves it: the canvas, and for a
 /// move mid-block across processes the canvas of its last refresh (the destination rebuilds
-/// the KV cache from it). `how`: canvas (at a refresh boundary), rebuild, or handover (within
-/// one process: the KV cache moved by ownership, nothing to re-place).
+/// the KV cache from it). `how`: canvas (at a refresh boundary), rebuild, transfer (mid-block,
+/// the KV cache sent over UCX to the destination's process) or handover (within one process:
+/// the KV cache moved by ownership, nothing to re-place).
 struct migration_handoff {
   std::string from;
   std::string to;
@@ -306,12 +328,14 @@ struct migration_handoff {
   int32_t step = 0;
   std::vector<char> canvas;
   std::vector<char> kv_canvas;
+  kv_in_flight kv;  // how "transfer": the KV cache travels over UCX (kv_canvas stays the fallback)
+  int64_t stopped_at_us = 0;  // see work_item::moved_at_us
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, migration_handoff& x) {
   return f(caf::meta::type_name("dls_migration_handoff"), x.from, x.to, x.how, x.reason, x.step, x.canvas,
-           x.kv_canvas);
+           x.kv_canvas, x.kv, x.stopped_at_us);
 }
 
 /// One request as a group reports it to the migration planner, in seconds relative to the

@@ -69,7 +69,9 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   BOOST_REQUIRE_EQUAL(problems.size(), n);
   auto expected = dls::test::reference_answers("local-2node.yaml", problems, 1.0);
 
-  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000, two_by_two);
+  // The cache is rebuilt, never sent (test_runtime_kv_migration moves it over UCX).
+  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000,
+            std::string(two_by_two) + "\nucx: {tls: \"shm,cma,tcp\", net_devices: lo, kv_move: rebuild}");
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
   const int pids[2] = {c.pid_of("node0"), c.pid_of("node1")};
   rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));

@@ -160,6 +160,8 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   BOOST_TEST(cfg.ucx.timeout_ms == 500);
   const auto plain = rt::parse_cluster_config(base, "t.yaml", "/tmp");
   BOOST_TEST(plain.ucx.tls == std::string("tcp"));
+  BOOST_TEST(plain.ucx.kv_move == std::string("auto"));
+  BOOST_TEST(rt::parse_cluster_config(base + "ucx: {kv_move: rebuild}\n", "t.yaml", "/tmp").ucx.kv_move == "rebuild");
   auto refused = [&](const std::string& ucx, const std::string& why) {
     try {
       rt::parse_cluster_config(base + ucx, "t.yaml", "/tmp");
@@ -173,4 +175,5 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   refused("ucx: {tls: 'tcp,'}\n", "at least one");
   refused("ucx: {tsl: tcp}\n", "unknown key 'tsl'");
   refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
+  refused("ucx: {kv_move: sometimes}\n", "ucx.kv_move");
 }

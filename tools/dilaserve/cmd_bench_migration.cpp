@@ -4,6 +4,7 @@
 // d_model 512 bench model, a mid-block move by KV transfer against a rebuild by one refresh at
 // the destination. The same binary, started with --peer-of, is the destination process; both
 // sides walk the same plan, so transfer ids match without a control channel.
+#include "dilaserve/bench_live_migration.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/validators.hpp"
@@ -30,6 +31,7 @@
 #include <cstdlib>
 #include <future>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -49,6 +51,10 @@ struct options {
   int reps = 5;
   bool json_out = false;
   std::string profile;  // a `dilaserve profile` file to store the measured transfer figures in
+  bool links_only = false;
+  bool live = true;  // also through the real migration path on a two-node cluster
+  int live_canvas_moves = 20;
+  int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
 };
@@ -149,6 +155,7 @@ int run_peer(const options& o, int ready_fd) {
       ack(id, "ack");
     }
   }
+  if (o.links_only) return 0;
   // Canvas move: import the canvas and take its first step here.
   auto tiny = gpu::load_model(o.model);
   gpu::engine tiny_engine(gpu::make_cpu_backend(tiny));
@@ -264,19 +271,16 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
 
 json run_transport(const options& o, const std::string& tls) {
   rt::ucx_transport t(ucx_for(tls));
-  auto child = rt::spawn_background({rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
-                                     "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
-                                     "--sizes", [&] {
-                                       std::string s;
-                                       for (auto x : o.sizes) s += (s.empty() ? "" : ",") + std::to_string(x);
-                                       return s;
-                                     }(),
-                                     "--lengths", [&] {
-                                       std::string s;
-                                       for (auto x : o.lengths) s += (s.empty() ? "" : ",") + std::to_string(x);
-                                       return s;
-                                     }()},
-                                    "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
+  auto joined = [](const auto& xs) {
+    std::string s;
+    for (auto x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+  };
+  std::vector<std::string> argv{rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
+                                "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
+                                "--sizes", joined(o.sizes), "--lengths", joined(o.lengths)};
+  if (o.links_only) argv.push_back("--links-only");
+  auto child = rt::spawn_background(argv, "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
   const std::string peer = from_hex(rt::wait_ready(child, 60000));
   plan_walker w;
   auto answer = [&](uint64_t id) {
@@ -327,8 +331,9 @@ json run_transport(const options& o, const std::string& tls) {
     }
     const double ours = median(bw);
     std::vector<double> refs;
-    for (int r = 0; r < o.reps; ++r) refs.push_back(perftest_bytes_per_s(tls, size));
-    const double ref = median(refs);
+    if (!o.links_only)
+      for (int r = 0; r < o.reps; ++r) refs.push_back(perftest_bytes_per_s(tls, size));
+    const double ref = refs.empty() ? 0.0 : median(refs);
     if (size >= (1u << 20)) kv_size_bw.push_back(ours);
     out["sizes"].push_back({{"bytes", size}, {"ours_gbps", ours * 8 / 1e9}, {"perftest_gbps", ref * 8 / 1e9},
                             {"ratio", ref > 0 ? ours / ref : 0}});
@@ -338,6 +343,10 @@ json run_transport(const options& o, const std::string& tls) {
   }
   out["bytes_per_s"] = kv_size_bw.empty() ? 0.0 : median(kv_size_bw);
   out["latency_s"] = latency_s;
+  if (o.links_only) {
+    if (!rt::wait_exit(child.pid, 30000)) ::kill(child.pid, SIGKILL);
+    return out;
+  }
   // Canvas move: stop at the source (its last step done) -> first step at the destination.
   auto tiny = gpu::load_model(o.model);
   auto tok = gpu::load_tokenizer(o.model);
@@ -424,6 +433,27 @@ int run(const options& o) {
   for (const auto& tls : o.tls) {
     if (!o.json_out) std::printf("transport %s\n", tls.c_str());
     all["transports"].push_back(run_transport(o, tls));
+    if (o.live && !o.links_only) {
+      live_migration_options l;
+      l.tls = tls;
+      l.model = o.model;
+      l.lengths = o.lengths;
+      l.canvas_moves = o.live_canvas_moves;
+      l.midblock_moves = o.live_midblock_moves;
+      l.work_dir = (std::filesystem::temp_directory_path() / ("dilaserve-bench-migration-" + std::to_string(::getpid())))
+                       .string();
+      all["transports"].back()["live"] = live_migration(l);
+      std::filesystem::remove_all(l.work_dir);
+    }
+  }
+  if (o.links_only) {
+    if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
+    if (o.json_out) std::cout << all.dump() << "\n";
+    for (const auto& t : all["transports"])
+      if (!o.json_out)
+        std::printf("%s: latency %.1f us, %.3f GB/s at >= 1 MB\n", t["tls"].get<std::string>().c_str(),
+                    t["latency_us"].get<double>(), t["bytes_per_s"].get<double>() / 1e9);
+    return 0;
   }
   // The headline figures come from the fastest transport measured.
   const json* best = &all["transports"][0];
@@ -433,6 +463,7 @@ int run(const options& o) {
   all["midblock"] = (*best)["midblock"];
   all["midblock_tls"] = (*best)["tls"];
   all["crossover"] = crossover((*best)["midblock"], (*best)["bytes_per_s"], (*best)["latency_s"]);
+  if (best->contains("live")) all["live"] = (*best)["live"];
   if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
   if (o.json_out) {
     std::cout << all.dump() << "\n";
@@ -445,6 +476,16 @@ int run(const options& o) {
     for (const auto& m : t["midblock"])
       std::printf("  mid-block L %d (KV %zu B): transfer %.2f ms, recompute (one refresh) %.2f ms\n", m["L"].get<int>(),
                   m["kv_bytes"].get<std::size_t>(), m["transfer_ms"].get<double>(), m["recompute_ms"].get<double>());
+  }
+  for (const auto& t : all["transports"]) {
+    if (!t.contains("live")) continue;
+    const auto& l = t["live"];
+    std::printf("%s live (two node processes, `migrate` orders): canvas move %s ms\n", t["tls"].get<std::string>().c_str(),
+                l["canvas_move_ms"].dump().c_str());
+    for (const auto& m : l["midblock"])
+      std::printf("  live mid-block L %d: transfer %s, recompute %s\n", m["L"].get<int>(),
+                  m.value("transfer_ms", json()).dump().c_str(), m.value("recompute_ms", json()).dump().c_str());
+    std::printf("  the live policy's crossover: %s\n", l.value("policy_crossover", json()).dump().c_str());
   }
   std::cout << "crossover (" << all["midblock_tls"].get<std::string>() << "): " << all["crossover"].dump() << "\n";
   return 0;
@@ -461,6 +502,14 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
+  sub->add_flag("!--no-live", o->live, "skip the live figures (two-node clusters, moves through `migrate`)");
+  sub->add_option("--live-canvas-moves", o->live_canvas_moves, "boundary moves of the live canvas figure")
+      ->check(dls::cli::positive);
+  sub->add_option("--live-midblock-moves", o->live_midblock_moves, "live mid-block moves per length and way")
+      ->check(dls::cli::positive);
+  sub->add_flag("--links-only", o->links_only,
+                "measure only latency and bandwidth (no ucx_perftest, canvas or mid-block moves); with --profile, "
+                "what the live transfer-or-recompute choice reads");
   sub->add_option("--peer-of", o->peer_of)->group("");  // internal: the destination process
   sub->add_option("--peer-tls", o->peer_tls)->group("");
   sub->add_option("--ready-fd", *ready_fd)->group("");

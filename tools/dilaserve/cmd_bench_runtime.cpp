@@ -6,6 +6,7 @@
 #include "actors/node_parts.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
+#include "dilaserve/random_model.hpp"
 #include "dilaserve/self_child.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/model_config.hpp"
@@ -161,38 +162,6 @@ json group_stats(rt::cluster_session& s) {
   return {{"steps", steps}, {"step_wall_s", wall}, {"engine_s", engine}};
 }
 
-// A LLaDA-shaped model folder with random weights and the shipped tokenizer, so the
-// live cluster can run steps of realistic size.
-std::string write_random_model(const fs::path& dir, const std::string& shipped, int d_model, int layers) {
-  fs::create_directories(dir);
-  auto base = dls::gpu::load_model_config(shipped + "/config.json");
-  dls::gpu::model_config mc = base;
-  mc.d_model = d_model;
-  mc.n_layers = layers;
-  mc.n_heads = d_model / 64;
-  mc.n_kv_heads = mc.n_heads;
-  mc.mlp_hidden = d_model * 11 / 4;
-  auto m = dls::gpu::make_random_model(mc, 2);
-  auto shapes = dls::gpu::llada_tensor_shapes(mc);
-  // The pointers in llada_tensor_shapes order (the order the loader binds them in).
-  std::vector<const float*> data{m->wte};
-  for (auto& l : m->layers)
-    for (auto* p : {l.attn_norm, l.q_proj, l.k_proj, l.v_proj, l.attn_out, l.ff_norm, l.ff_proj, l.up_proj, l.ff_out})
-      data.push_back(p);
-  data.push_back(m->ln_f);
-  data.push_back(m->head);
-  dls::gpu::write_safetensors_f32((dir / "model.safetensors").string(), shapes, data);
-  json cfg = json::parse(std::ifstream(shipped + "/config.json"));
-  cfg["d_model"] = mc.d_model;
-  cfg["n_layers"] = mc.n_layers;
-  cfg["n_heads"] = mc.n_heads;
-  cfg["n_kv_heads"] = mc.n_kv_heads;
-  cfg["mlp_hidden_size"] = mc.mlp_hidden;
-  std::ofstream(dir / "config.json") << cfg.dump(2) << "\n";
-  fs::copy_file(shipped + "/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-  return dir.string();
-}
-
 // Runs split/merge, throughput and overhead rounds on a fresh cluster serving `model_path`.
 int live_cluster(const bench_options& o, YAML::Node root, const std::string& model_path, const std::string& label,
                  const fs::path& dir, json& report) {
@@ -322,7 +291,7 @@ int run_bench(const bench_options& o) {
   try {
     rc |= live_cluster(o, root, shipped, "shipped tiny model", dir / "a", report);
     if (o.live_d_model > 0) {
-      auto big = write_random_model(dir / "model", shipped, o.live_d_model, o.layers);
+      auto big = dls::cli::write_random_model(dir / "model", shipped, o.live_d_model, o.layers);
       rc |= live_cluster(o, root, big, "random model d=" + std::to_string(o.live_d_model), dir / "b", report);
     }
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -44,6 +45,11 @@ std::string shell_quote(const std::string& s) {
 // for the shipped model.
 constexpr int up_profile_reps = 3;
 
+// The buffer size of the link measurement `up` makes: the bandwidth a KV cache of a few MB sees
+// (the shipped model's largest is 256 KB, a d_model 512 model's at L = 1024 16 MB), in a
+// fraction of a second on any transport here.
+constexpr std::size_t link_sizes = std::size_t{4} << 20;
+
 // The profile the policies decide with: the cluster file's, or one measured here on this
 // machine's engine and cached in the state directory, keyed by model, TP degrees and block.
 // Returns its path, or "" when none can be measured here (device kinds other than cpu).
@@ -66,6 +72,7 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   std::ostringstream key;
   key << "model " << cfg.model_path << " block " << cfg.engine.block_length << " tp";
   for (int t : tp) key << " " << t;
+  key << " ucx " << cfg.ucx.tls;
   const auto path = (fs::path(dir) / "profile.yaml").string();
   const auto key_path = (fs::path(dir) / "profile.key").string();
   std::ifstream old_key(key_path);
@@ -75,6 +82,17 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   for (int t : tp) std::cout << " " << t;
   std::cout << ") into " << path << "\n";
   dls::cli::write_profile(cfg.model_path, tp, cfg.engine.block_length, up_profile_reps, path);
+  // The data plane's link between two processes with the cluster's ucx.tls, for the live choice
+  // between moving a mid-block KV cache and rebuilding it (policy::compare_kv_move). Without it
+  // the groups rebuild and their logs say why.
+  const auto log = (fs::path(dir) / "logs" / "link.log").string();
+  const auto cmd = shell_quote(rt::self_executable()) + " bench-migration --links-only --tls " + shell_quote(cfg.ucx.tls) +
+                   " --sizes " + std::to_string(link_sizes) + " --reps " + std::to_string(up_profile_reps) +
+                   " --profile " + shell_quote(path) + " > " + shell_quote(log) + " 2>&1";
+  std::cout << "measuring the UCX link (ucx.tls " << cfg.ucx.tls << ")\n";
+  if (int rc = std::system(cmd.c_str()); rc != 0)
+    std::cout << "could not measure the UCX link (see " << log
+              << "): mid-block migrations rebuild the KV cache instead of moving it\n";
   std::ofstream(key_path) << key.str() << "\n";
   return path;
 }
