@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "session_probe.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
 #include "runtime/state_dir.hpp"
@@ -24,15 +25,13 @@
 #include <regex>
 
 using dls::test::cluster;
+using dls::test::migrate_request;
+using dls::test::request_rows;
+using dls::test::two_by_two;
 using json = nlohmann::json;
 namespace rt = dls::runtime;
 
 namespace {
-
-// Two TP-1 groups per node: every move keeps the degree.
-const char* two_by_two = R"(nodes:
-  - {name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]}
-  - {name: node1, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]})";
 
 // A TP-2 and a TP-1 group on each node: moves between them re-cut the cache by kv heads.
 const char* mixed_degrees = R"(nodes:
@@ -42,33 +41,6 @@ const char* mixed_degrees = R"(nodes:
 std::string ucx_section(const std::string& tls, const std::string& kv_move, int timeout_ms = 10000) {
   return "ucx: {tls: \"" + tls + "\", net_devices: lo, kv_move: " + kv_move +
          ", timeout_ms: " + std::to_string(timeout_ms) + "}";
-}
-
-std::vector<rt::actor_info> directory(rt::cluster_session& s) {
-  caf::scoped_actor self{s.system()};
-  std::vector<rt::actor_info> rows;
-  self->request(s.head(), std::chrono::seconds(10), rt::actors_atom::value)
-      .receive([&](std::vector<rt::actor_info>& r) { rows = std::move(r); },
-               [&](const caf::error& e) { throw std::runtime_error("actors: " + s.system().render(e)); });
-  return rows;
-}
-
-std::map<uint64_t, json> request_rows(rt::cluster_session& s) {
-  std::map<uint64_t, json> out;
-  for (const auto& a : directory(s)) {
-    if (a.kind != "request") continue;
-    out[std::stoull(a.name.substr(a.name.find('-') + 1))] = json::parse(a.details, nullptr, false);
-  }
-  return out;
-}
-
-json migrate(rt::cluster_session& s, uint64_t id, const std::string& to, const std::string& at) {
-  caf::scoped_actor self{s.system()};
-  std::string text;
-  self->request(s.head(), std::chrono::seconds(30), rt::migrate_atom::value, id, to, at, s.credential())
-      .receive([&](std::string& t) { text = std::move(t); },
-               [&](const caf::error& e) { throw std::runtime_error("migrate: " + s.system().render(e)); });
-  return json::parse(text);
 }
 
 std::string read_file(const std::string& path) {
@@ -120,7 +92,7 @@ run_outcome run_moves(cluster& c, std::size_t n, const std::vector<move_spec>& m
   if (!backlog) resume();
   BOOST_REQUIRE(backlog);
   std::map<std::string, std::vector<uint64_t>> on_group;
-  for (uint64_t id = 1; id <= n; ++id) on_group[migrate(session, id, "", "any").value("from", "")].push_back(id);
+  for (uint64_t id = 1; id <= n; ++id) on_group[migrate_request(session, id, "", "any").value("from", "")].push_back(id);
   run_outcome out;
   std::vector<json> orders;
   for (const auto& m : moves) {
@@ -131,7 +103,7 @@ run_outcome run_moves(cluster& c, std::size_t n, const std::vector<move_spec>& m
     }
     out.moved.push_back(there.back());
     there.pop_back();
-    orders.push_back(migrate(session, out.moved.back(), m.to, "mid-block"));
+    orders.push_back(migrate_request(session, out.moved.back(), m.to, "mid-block"));
   }
   resume();
   for (const auto& o : orders) BOOST_TEST(o.value("ok", false), o.dump());

@@ -21,35 +21,13 @@
 #include <map>
 
 using dls::test::cluster;
+using dls::test::migrate_request;
+using dls::test::request_rows;
+using dls::test::two_by_two;
 using json = nlohmann::json;
 namespace rt = dls::runtime;
 
 namespace {
-
-// Two TP-1 groups on each node: moves between nodes and within one node process alike keep
-// the degree, so the answers can be compared with the TP-1 reference.
-const char* two_by_two = R"(nodes:
-  - {name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]}
-  - {name: node1, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [1, 1]})";
-
-std::map<uint64_t, json> request_rows(rt::cluster_session& s, const std::string& state = "") {
-  std::map<uint64_t, json> out;
-  for (const auto& a : dls::test::directory_of(s)) {
-    if (a.kind != "request" || (!state.empty() && a.state != state)) continue;
-    auto d = json::parse(a.details, nullptr, false);
-    out[std::stoull(a.name.substr(a.name.find('-') + 1))] = d;
-  }
-  return out;
-}
-
-json migrate(rt::cluster_session& s, uint64_t id, const std::string& to, const std::string& at) {
-  caf::scoped_actor self{s.system()};
-  std::string text;
-  self->request(s.head(), std::chrono::seconds(30), rt::migrate_atom::value, id, to, at, s.credential())
-      .receive([&](std::string& t) { text = std::move(t); },
-               [&](const caf::error& e) { throw std::runtime_error("migrate: " + s.system().render(e)); });
-  return json::parse(text);
-}
 
 json status_of(rt::cluster_session& s) {
   caf::scoped_actor self{s.system()};
@@ -89,7 +67,7 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   BOOST_REQUIRE(backlog);
   // Where each request was placed: a refused order (no such group) names it and moves nothing.
   std::map<std::string, std::vector<uint64_t>> on_group;
-  for (uint64_t id = 1; id <= n; ++id) on_group[migrate(session, id, "", "any").value("from", "")].push_back(id);
+  for (uint64_t id = 1; id <= n; ++id) on_group[migrate_request(session, id, "", "any").value("from", "")].push_back(id);
   BOOST_TEST_MESSAGE("placed: node0/g0 " << on_group["node0/g0"].size() << ", node1/g0 " << on_group["node1/g0"].size());
   if (on_group["node0/g0"].empty() || on_group["node1/g0"].size() < 2) resume();
   BOOST_REQUIRE(!on_group["node0/g0"].empty());
@@ -97,9 +75,9 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   // The last ones placed there: they run last.
   const uint64_t at_boundary = on_group["node1/g0"].back(), handed = on_group["node1/g0"].rbegin()[1];
   const uint64_t rebuilt = on_group["node0/g0"].back();
-  auto a = migrate(session, at_boundary, "node0/g1", "boundary");
-  auto b = migrate(session, rebuilt, "node1/g1", "mid-block");
-  auto h = migrate(session, handed, "node1/g1", "mid-block");
+  auto a = migrate_request(session, at_boundary, "node0/g1", "boundary");
+  auto b = migrate_request(session, rebuilt, "node1/g1", "mid-block");
+  auto h = migrate_request(session, handed, "node1/g1", "mid-block");
   resume();
   for (auto* j : {&a, &b, &h}) BOOST_TEST(j->value("ok", false), j->dump());
 
