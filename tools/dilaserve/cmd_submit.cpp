@@ -254,7 +254,16 @@ int run_submit(const submit_options& o) {
           answers[a.tag] = a;
           bar.advance(1, a.ok ? "" : "error");
         },
-        [&](caf::error& e) { failure = session.system().render(e); },
+        [&](caf::error& e) {
+          // A submit sent as the head's connection broke comes back as request_receiver_down,
+          // often before the monitor's down message: handled as the head lost. Should the head
+          // still be there, the reconnect finds it and the unanswered requests re-attach by key.
+          if (e == caf::sec::request_receiver_down) {
+            reconnect("lost the head (" + session.system().render(e) + ")");
+            return;
+          }
+          failure = session.system().render(e);
+        },
         [&](caf::down_msg& dm) {
           if (dm.source == session.head().address())
             reconnect("lost the head (" + session.system().render(dm.reason) + ")");
