@@ -216,6 +216,22 @@ std::shared_ptr<request_state> initial_state(uint64_t id, rt::submit_spec spec, 
 // request actor only announces its row.
 caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial) {
   self->state = *initial;
+  // A handler that throws must not end the actor silently: its client would wait forever, and
+  // an await still in its mailbox would come back as request_receiver_down.
+  self->set_exception_handler([=](std::exception_ptr& eptr) -> caf::error {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    rt::log_line("request-" + std::to_string(self->state.id), "fatal: " + what);
+    rt::answer a;
+    a.error = "the head failed on this request: " + what;
+    finish(self, std::move(a));
+    return caf::make_error(caf::sec::runtime_error, what);
+  });
   publish(self);
   return {
       [=](rt::await_atom) -> caf::result<caf::message> {

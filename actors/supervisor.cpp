@@ -213,7 +213,12 @@ void resume_recovered(sup_ptr self) {
 }
 
 // Starts an accepted (and, with a journal, logged) request; its actor answers the client.
-caf::actor start_request(sup_ptr self, uint64_t id, rt::submit_spec spec) {
+// `await_answer` hands the client's await to the new actor before its first item leaves: a
+// small request can be decoded and answered within the time this thread is descheduled
+// between the two, and an await that reaches a request actor that already quit comes back to
+// the client as request_receiver_down.
+template <class AwaitAnswer>
+auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer await_answer) {
   auto& st = self->state;
   auto key = spec.key;
   if (!key.empty()) st.by_key[key] = id;
@@ -230,8 +235,9 @@ caf::actor start_request(sup_ptr self, uint64_t id, rt::submit_spec spec) {
   auto started = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core,
                                caf::actor_cast<caf::actor>(self), st.peers, st.journal);
   st.requests[id] = {started.actor, "", 0, key};
+  auto awaited = await_answer(started.actor);
   place(self, std::move(started.first_item));
-  return started.actor;
+  return awaited;
 }
 
 rt::answer refusal_of(uint64_t id, const rt::submit_spec& spec, const std::string& why) {
@@ -267,7 +273,21 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         // A key the head knows: re-attach the client to that request, or answer from the log.
         if (auto known = live_by_key(self, spec.key)) {
           if (spec.client) self->send(known, rt::attach_atom::value, spec.client);
-          return self->delegate(known, rt::await_atom::value);
+          // The request may end before the await reaches it (its end is on its way here); its
+          // answer is then in the log, which it writes before it quits.
+          auto rp = self->make_response_promise();
+          self->request(known, caf::infinite, rt::await_atom::value)
+              .then([rp, tag = spec.tag](rt::answer& a) mutable {
+                      a.tag = tag;
+                      rp.deliver(std::move(a));
+                    },
+                    [self, rp, tag = spec.tag, key = spec.key](caf::error& e) mutable {
+                      auto done = self->state.journal ? self->state.journal->finished_answer(key) : std::nullopt;
+                      if (!done) return rp.deliver(std::move(e));
+                      done->tag = tag;
+                      rp.deliver(std::move(*done));
+                    });
+          return rp;
         }
         if (self->state.journal && !spec.key.empty())
           if (auto done = self->state.journal->finished_answer(spec.key)) {
@@ -281,7 +301,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         auto& st = self->state;
         auto id = st.next_id++;
         // The request actor answers the client itself, at the very end.
-        if (!st.journal) return self->delegate(start_request(self, id, std::move(spec)), rt::await_atom::value);
+        if (!st.journal)
+          return start_request(self, id, std::move(spec),
+                               [&](const caf::actor& r) { return self->delegate(r, rt::await_atom::value); });
         for (const auto& u : st.unsynced)
           if (!spec.key.empty() && u.spec.key == spec.key)
             return caf::make_message(refusal_of(0, spec, "a request with this key is being accepted; submit it again"));
@@ -325,7 +347,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
             u.rp.deliver(a);
             continue;
           }
-          u.rp.delegate(start_request(self, u.id, std::move(u.spec)), rt::await_atom::value);
+          start_request(self, u.id, std::move(u.spec),
+                        [&](const caf::actor& r) { return u.rp.delegate(r, rt::await_atom::value); });
         }
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
