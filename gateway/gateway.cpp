@@ -1,8 +1,11 @@
 #include "gateway/gateway.hpp"
 
+#include "gateway/accept_queue.hpp"
+
 #include "gateway/gateway_context.hpp"
 #include "gateway/routes.hpp"
 #include "gpu/model_config.hpp"
+#include "runtime/log.hpp"
 
 #include <httplib.h>
 
@@ -25,10 +28,10 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   model_facts f;
   f.id = std::filesystem::path(cfg.model_path).filename().string();
   f.max_seq = gpu::load_model_config(cfg.model_path + "/config.json").max_seq;
-  f.block_length = cfg.engine.block_length;
-  f.gen_length = cfg.engine.gen_length;
-  f.temperature = cfg.engine.temperature;
-  f.seed = cfg.engine.seed;
+  f.block_length = cfg.engine.decode.block_length;
+  f.gen_length = cfg.engine.decode.gen_length;
+  f.temperature = cfg.engine.decode.temperature;
+  f.seed = cfg.engine.decode.seed;
   return f;
 }
 
@@ -54,7 +57,7 @@ gateway_context::gateway_context(caf::actor_system& sys, const runtime::cluster_
                   : chat->family() == gpu::chat_family::llama3 ? "<|eot_id|>"
                   : chat->family() == gpu::chat_family::chatml ? "<|im_end|>"
                                                                : ""),
-      limits(cfg.limits, cfg.engine.gen_length,
+      limits(cfg.limits, cfg.engine.decode.gen_length,
              runtime::model_bounds{facts.max_seq,
                                    [this](const std::string& s) { return static_cast<int64_t>(tokenizer->encode(s).size()); }}),
       keys(cfg.http.api_keys),
@@ -111,6 +114,10 @@ http_gateway::http_gateway(caf::actor_system& sys, const runtime::cluster_config
   }
   if (impl_->port <= 0)
     throw std::runtime_error("the HTTP gateway cannot listen on " + host + ":" + std::to_string(cfg.http.port));
+  // Room for every client the gateway serves at once (http.max_concurrent) to connect in one
+  // burst, and as many again arriving while those are served.
+  if (auto why = deepen_accept_queue(impl_->port, 2 * cfg.http.max_concurrent); !why.empty())
+    runtime::log_line("http", "warning: the accept queue stays at cpp-httplib's 5 (" + why + "); a burst of clients may retry");
   impl_->listener = std::thread([this] { impl_->svr.listen_after_bind(); });
 }
 
