@@ -126,7 +126,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   ctx->knobs.token_budget = s.token_budget;
   ctx->knobs.max_batch = e.max_batch;
   ctx->knobs.max_active = s.max_active;
-  ctx->knobs.tau_max = e.threshold;
+  ctx->knobs.tau_max = e.decode.threshold;
   ctx->knobs.tau_min = s.tau_min;
   ctx->knobs.tau_step = s.tau_step;
   ctx->knobs.accuracy_budget = s.accuracy_budget;

@@ -169,10 +169,10 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             }
             policy::reconfig_config rcfg;
             rcfg.slo_scale = st.cfg.scheduler.slo_scale;
-            rcfg.ref_tau = st.cfg.engine.threshold;
+            rcfg.ref_tau = st.cfg.engine.decode.threshold;
             policy::threshold_config levels;
-            levels.tau_max = st.cfg.engine.threshold;
-            levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.threshold);
+            levels.tau_max = st.cfg.engine.decode.threshold;
+            levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.decode.threshold);
             levels.tau_step = st.cfg.scheduler.tau_step;
             rcfg.tau_levels = policy::tau_levels(levels);
             rcfg.regroup_s = rc.regroup_ms / 1e3;

@@ -201,11 +201,11 @@ std::shared_ptr<request_state> initial_state(uint64_t id, rt::submit_spec spec, 
     st.status = "REPLACING";
   }
   st.pinned = spec.threshold >= 0;
-  st.threshold = st.pinned ? spec.threshold : defaults.threshold;
+  st.threshold = st.pinned ? spec.threshold : defaults.decode.threshold;
   st.min_threshold = spec.min_threshold > 0 ? spec.min_threshold : 0.0;
   if (!st.pinned) st.threshold = std::max(st.threshold, st.min_threshold);
   st.deadline_ms = spec.slo_ms > 0 ? static_cast<double>(spec.slo_ms) : 0.0;
-  st.gen_length = spec.gen_length > 0 ? spec.gen_length : defaults.gen_length;
+  st.gen_length = spec.gen_length > 0 ? spec.gen_length : defaults.decode.gen_length;
   st.spec = std::move(spec);
   st.core = std::move(core);
   st.supervisor = std::move(supervisor);

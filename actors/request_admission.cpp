@@ -19,7 +19,7 @@ std::shared_ptr<const runtime::request_checker> make_request_checker(const runti
     model = {};
     if (problem) *problem = e.what();
   }
-  return std::make_shared<const runtime::request_checker>(cfg.limits, cfg.engine.gen_length, std::move(model));
+  return std::make_shared<const runtime::request_checker>(cfg.limits, cfg.engine.decode.gen_length, std::move(model));
 }
 
 std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const runtime::submit_spec& spec) {

@@ -230,7 +230,7 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
   // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
   st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
                          static_cast<int>(spec.prompt.size()),
-                         spec.gen_length > 0 ? spec.gen_length : st.defaults.gen_length});
+                         spec.gen_length > 0 ? spec.gen_length : st.defaults.decode.gen_length});
   if (st.arrivals.size() > arrivals_kept) st.arrivals.pop_front();
   auto started = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core,
                                caf::actor_cast<caf::actor>(self), st.peers, st.journal);

@@ -177,18 +177,13 @@ double now_s(const group_state& st) {
 
 void set_policy(group_state& st, const std::string& name) {
   st.policy = policy::make_group_policy(policy::make_policy_set(name), st.setup.policy->knobs);
+  st.ledger.restart();
 }
 
 gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item& item) {
-  gpu::decode_params p;
-  p.gen_length = item.gen_length > 0 ? item.gen_length : d.gen_length;
-  p.block_length = d.block_length;
-  p.rule = gpu::parse_commit_rule(d.commit);
+  gpu::decode_params p = d.decode;
+  if (item.gen_length > 0) p.gen_length = item.gen_length;
   p.threshold = item.threshold;
-  p.cache = gpu::parse_cache_mode(d.cache);
-  p.refresh_interval = d.refresh_interval;
-  p.temperature = d.temperature;
-  p.seed = d.seed;
   return p;
 }
 

@@ -1,10 +1,10 @@
-#include "gpu/decode_params.hpp"
+#include "common/decode_settings.hpp"
 
 #include <stdexcept>
 
-namespace dls::gpu {
+namespace dls::common {
 
-std::string decode_params::validate() const {
+std::string decode_settings::validate() const {
   if (gen_length <= 0) return "gen_length must be positive";
   if (block_length <= 0) return "block_length must be positive";
   if (steps_per_block < 0) return "steps_per_block must be >= 0";
@@ -59,4 +59,4 @@ cache_mode parse_cache_mode(const std::string& s) {
   throw std::invalid_argument("unknown cache mode '" + s + "' (none, prefix, dual)");
 }
 
-}  // namespace dls::gpu
+}  // namespace dls::common

@@ -1,57 +1,17 @@
 #pragma once
-// Per-request decoding knobs. The threshold may change between any two steps.
-#include "common/step_kind.hpp"
-
-#include <cstdint>
-#include <string>
+// The engine's names for the shared decode settings (common/decode_settings.hpp).
+#include "common/decode_settings.hpp"
 
 namespace dls::gpu {
 
-/// How a step picks which masked tokens of the current block to commit.
-enum class commit_rule : uint8_t {
-  quota,      // LLaDA low-confidence remasking: a fixed number per step (steps_per_block)
-  threshold,  // Fast-dLLM: every token with confidence >= tau, plus the top-1
-  factor,     // Fast-dLLM dynamic: largest n with c_i >= 1 - f/(i+1) for all i <= n
-  // Dream's sampler (alg topk_margin / entropy): a fixed number per step like quota, ranked by
-  // another score of each position's distribution than its top-1 probability.
-  margin,     // p(top-1) - p(top-2)
-  entropy,    // sum p log p (the negative entropy: the most certain position first)
-};
-
-/// The per-position score a rule ranks by (what row_proposal::confidence holds).
-enum class proposal_score : uint8_t { probability, margin, neg_entropy };
-proposal_score score_of(commit_rule r);
-
-/// Fast-dLLM approximate KV cache mode.
-enum class cache_mode : uint8_t {
-  none,    // every step is a full forward
-  prefix,  // reuse: queries = block + suffix, keys of the prefix come from the cache
-  dual,    // reuse: queries = block only, prefix and suffix keys come from the cache
-};
-
+using common::cache_mode;
+using common::commit_rule;
+using common::parse_cache_mode;
+using common::parse_commit_rule;
+using common::proposal_score;
+using common::score_of;
 using common::step_kind;
-
-struct decode_params {
-  int gen_length = 32;
-  int block_length = 8;
-  commit_rule rule = commit_rule::threshold;
-  double threshold = 0.9;
-  int steps_per_block = 0;    // quota rule; 0 means block_length (one token per step)
-  double factor = 1.0;
-  cache_mode cache = cache_mode::dual;
-  int refresh_interval = 0;   // >0: also refresh every N steps inside a block
-  double temperature = 0.0;   // 0 = argmax; >0 = Gumbel sampling from softmax(l/T)
-  uint64_t seed = 0;
-
-  /// Returns an empty string when the parameters are usable, else a one-line reason.
-  std::string validate() const;
-};
-
-const char* to_string(commit_rule r);
-const char* to_string(cache_mode c);
-const char* to_string(step_kind k);
-/// Parse from the CLI/config spelling; throw std::invalid_argument naming the bad value.
-commit_rule parse_commit_rule(const std::string& s);
-cache_mode parse_cache_mode(const std::string& s);
+using common::to_string;
+using decode_params = common::decode_settings;
 
 }  // namespace dls::gpu

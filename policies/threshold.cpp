@@ -125,6 +125,11 @@ void accuracy_ledger::commit(const request_view& r, int tokens, double tau, cons
   reserved -= x;
 }
 
+void accuracy_ledger::restart() {
+  earned = spent + reserved;
+  finished = 0;
+}
+
 void accuracy_ledger::leave(const request_view& r, const quality_model& q) {
   if (!enabled()) return;
   reserved -= planned(r, r.tau, q);

@@ -22,125 +22,9 @@ namespace dls::runtime {
 
 namespace {
 
-// Every check throws with the position of the offending YAML node, so the user can
-// jump straight to it.
-class checker {
- public:
-  explicit checker(std::string file) : file_(std::move(file)) {}
+using checker = config::yaml_checker;
 
-  [[noreturn]] void fail(const YAML::Mark& m, const std::string& what) const {
-    std::ostringstream os;
-    os << file_;
-    if (!m.is_null()) os << ':' << m.line + 1 << ':' << m.column + 1;
-    os << ": error: " << what;
-    throw config_error(os.str());
-  }
-  [[noreturn]] void fail(const YAML::Node& n, const std::string& what) const {
-    fail(n.Mark(), what);
-  }
-
-  void expect_map(const YAML::Node& n, const std::string& ctx) const {
-    if (!n.IsMap()) fail(n, ctx + " must be a mapping");
-  }
-
-  // Rejects unknown and duplicate keys; yaml-cpp keeps duplicates during iteration.
-  void check_keys(const YAML::Node& map, const std::set<std::string>& allowed,
-                  const std::string& ctx) const {
-    expect_map(map, ctx);
-    std::set<std::string> seen;
-    for (const auto& kv : map) {
-      if (!kv.first.IsScalar()) fail(kv.first, "keys in " + ctx + " must be plain names");
-      auto key = kv.first.Scalar();
-      if (!allowed.count(key)) {
-        std::string list;
-        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(kv.first, "unknown key '" + key + "' in " + ctx + " (allowed: " + list + ")");
-      }
-      if (!seen.insert(key).second) fail(kv.first, "duplicate key '" + key + "' in " + ctx);
-    }
-  }
-
-  YAML::Node require(const YAML::Node& map, const std::string& key, const std::string& ctx) const {
-    auto v = map[key];
-    if (!v) fail(map, "missing field '" + key + "' in " + ctx);
-    return v;
-  }
-
-  std::string str(const YAML::Node& n, const std::string& what) const {
-    if (!n.IsScalar()) fail(n, what + " must be a string");
-    return n.Scalar();
-  }
-
-  long long integer(const YAML::Node& n, const std::string& what, long long lo,
-                    long long hi) const {
-    if (!n.IsScalar()) fail(n, what + " must be an integer");
-    long long v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stoll(n.Scalar(), &used);
-      if (used != n.Scalar().size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      fail(n, what + " must be an integer, got '" + n.Scalar() + "'");
-    }
-    if (v < lo || v > hi)
-      fail(n, what + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                  "], got " + std::to_string(v));
-    return v;
-  }
-
-  double real(const YAML::Node& n, const std::string& what, double lo, double hi) const {
-    if (!n.IsScalar()) fail(n, what + " must be a number");
-    double v = 0;
-    try {
-      std::size_t used = 0;
-      v = std::stod(n.Scalar(), &used);
-      if (used != n.Scalar().size()) throw std::invalid_argument("trailing");
-    } catch (const std::exception&) {
-      fail(n, what + " must be a number, got '" + n.Scalar() + "'");
-    }
-    if (!(v >= lo && v <= hi)) {
-      std::ostringstream os;
-      os << what << " must be in [" << lo << ", " << hi << "], got " << n.Scalar();
-      fail(n, os.str());
-    }
-    return v;
-  }
-
-  std::string one_of(const YAML::Node& n, const std::string& what,
-                     const std::set<std::string>& choices) const {
-    auto v = str(n, what);
-    if (!choices.count(v)) {
-      std::string list;
-      for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-      fail(n, what + " must be one of " + list + ", got '" + v + "'");
-    }
-    return v;
-  }
-
-  std::vector<int> int_list(const YAML::Node& n, const std::string& what, int lo, int hi) const {
-    if (!n.IsSequence()) fail(n, what + " must be a list of integers, e.g. [2] or [1, 1]");
-    std::vector<int> out;
-    for (const auto& e : n) out.push_back(static_cast<int>(integer(e, what + " entries", lo, hi)));
-    return out;
-  }
-
-  const std::string& file() const { return file_; }
-
- private:
-  std::string file_;
-};
-
-std::string resolve(const std::string& p, const std::string& base_dir) {
-  if (p.empty()) return p;
-  fs::path path = p;
-  if (p.rfind("~/", 0) == 0) {
-    const char* home = std::getenv("HOME");
-    path = fs::path(home ? home : "/") / p.substr(2);
-  } else if (path.is_relative()) {
-    path = fs::path(base_dir) / path;
-  }
-  return fs::weakly_canonical(path).string();
-}
+std::string resolve(const std::string& p, const std::string& base_dir) { return config::resolve_path(p, base_dir); }
 
 // CAF's own parser knows each option's type, so the YAML tree is flattened into
 // command-line style arguments ("--scheduler.max-threads=2") and handed to it.
@@ -161,73 +45,6 @@ void flatten_caf(const checker& c, const YAML::Node& n, const std::string& prefi
       c.fail(kv.second, "caf." + key + " has no value");
     }
   }
-}
-
-device_spec parse_devices(const checker& c, const YAML::Node& n, const std::string& ctx) {
-  c.check_keys(n, {"kind", "count", "ids"}, ctx);
-  device_spec d;
-  d.kind = c.one_of(c.require(n, "kind", ctx), ctx + ".kind", {"cpu", "cuda"});
-  if (d.kind == "cpu") {
-    if (n["ids"]) c.fail(n["ids"], ctx + ": 'ids' is only for kind cuda; use 'count'");
-    d.count = static_cast<int>(c.integer(c.require(n, "count", ctx), ctx + ".count", 1, 1024));
-  } else if (n["count"]) {
-    // `count: N` is devices 0..N-1; `ids` picks them.
-    if (n["ids"]) c.fail(n["ids"], ctx + ": give either 'count' or 'ids', not both");
-    const auto count = static_cast<int>(c.integer(n["count"], ctx + ".count", 1, 1024));
-    for (int i = 0; i < count; ++i) d.ids.push_back(i);
-  } else {
-    d.ids = c.int_list(c.require(n, "ids", ctx), ctx + ".ids", 0, 1023);
-    if (d.ids.empty()) c.fail(n["ids"], ctx + ".ids must not be empty");
-    std::set<int> uniq(d.ids.begin(), d.ids.end());
-    if (uniq.size() != d.ids.size()) c.fail(n["ids"], ctx + ".ids lists a device twice");
-  }
-  return d;
-}
-
-node_config parse_node(const checker& c, const YAML::Node& n, std::size_t index) {
-  auto ctx = "nodes[" + std::to_string(index) + "]";
-  c.check_keys(n, {"name", "host", "port", "devices", "groups"}, ctx);
-  node_config node;
-  node.name = c.str(c.require(n, "name", ctx), ctx + ".name");
-  if (node.name.empty() || node.name.find_first_of(" /:\t") != std::string::npos)
-    c.fail(n["name"], ctx + ".name must be non-empty without spaces, '/' or ':'");
-  ctx = "node '" + node.name + "'";
-  if (n["host"]) node.host = c.str(n["host"], ctx + " host");
-  if (n["port"]) node.port = static_cast<uint16_t>(c.integer(n["port"], ctx + " port", 0, 65535));
-  auto devs = c.require(n, "devices", ctx);
-  node.devices = parse_devices(c, devs, ctx + " devices");
-  if (n["groups"]) {
-    node.groups = c.int_list(n["groups"], ctx + " groups", 1, 1024);
-    if (auto why = common::layout_problem(node.devices.slots(), node.groups); !why.empty())
-      c.fail(n["groups"], ctx + " " + why);
-  } else {
-    node.groups.assign(static_cast<std::size_t>(node.devices.slots()), 1);
-  }
-  return node;
-}
-
-engine_defaults parse_engine(const checker& c, const YAML::Node& n) {
-  c.check_keys(n, {"gen_length", "block_length", "commit", "threshold", "cache", "refresh_interval",
-                   "temperature", "seed", "max_batch"},
-               "engine");
-  engine_defaults e;
-  if (n["gen_length"]) e.gen_length = static_cast<int>(c.integer(n["gen_length"], "engine.gen_length", 1, 8192));
-  if (n["block_length"])
-    e.block_length = static_cast<int>(c.integer(n["block_length"], "engine.block_length", 1, 8192));
-  if (e.gen_length % e.block_length != 0)
-    c.fail(n["block_length"] ? n["block_length"] : n,
-           "engine.gen_length (" + std::to_string(e.gen_length) + ") must be a multiple of block_length (" +
-               std::to_string(e.block_length) + ")");
-  if (n["commit"]) e.commit = c.one_of(n["commit"], "engine.commit", {"quota", "threshold", "factor", "margin", "entropy"});
-  if (n["threshold"]) e.threshold = c.real(n["threshold"], "engine.threshold", 0.0, 1.0);
-  if (n["cache"]) e.cache = c.one_of(n["cache"], "engine.cache", {"none", "prefix", "dual"});
-  if (n["refresh_interval"])
-    e.refresh_interval = static_cast<int>(c.integer(n["refresh_interval"], "engine.refresh_interval", 1, 1 << 20));
-  if (n["temperature"]) e.temperature = c.real(n["temperature"], "engine.temperature", 0.0, 100.0);
-  if (n["seed"])
-    e.seed = static_cast<uint64_t>(c.integer(n["seed"], "engine.seed", 0, std::numeric_limits<long long>::max()));
-  if (n["max_batch"]) e.max_batch = static_cast<int>(c.integer(n["max_batch"], "engine.max_batch", 1, 4096));
-  return e;
 }
 
 request_limits parse_limits(const checker& c, const YAML::Node& n) {
@@ -254,73 +71,12 @@ directory_retention parse_retention(const checker& c, const YAML::Node& n) {
   return r;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// `scheduler: NAME` or a map {policy: NAME, knobs...}. Names are those of policies/presets.hpp.
-scheduler_settings parse_scheduler(const checker& c, const YAML::Node& n, const std::string& base_dir,
-                                   double tau_ref) {
-  scheduler_settings s;
-  std::set<std::string> names;
-  for (const auto& name : policy::policy_set_names()) names.insert(name);
-  if (n.IsScalar()) {
-    s.policy = c.one_of(n, "scheduler", names);
-    return s;
-  }
-  c.check_keys(n, {"policy", "slo_scale", "token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget", "on_overload", "on_miss", "profile", "quality"},
-               "scheduler");
-  if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
-  if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
-  if (n["token_budget"])
-    s.token_budget = static_cast<int>(c.integer(n["token_budget"], "scheduler.token_budget", 1, 1 << 24));
-  if (n["max_active"]) s.max_active = static_cast<int>(c.integer(n["max_active"], "scheduler.max_active", 1, 1 << 16));
-  if (n["tau_min"]) s.tau_min = c.real(n["tau_min"], "scheduler.tau_min (at most engine.threshold)", 0.0, tau_ref);
-  if (n["tau_step"]) s.tau_step = c.real(n["tau_step"], "scheduler.tau_step", 0.001, 1.0);
-  if (n["accuracy_budget"])
-    s.accuracy_budget = c.real(n["accuracy_budget"], "scheduler.accuracy_budget (a fraction: 0.01 = one point)", 0.0, 1.0);
-  if (n["on_overload"]) s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
-  if (n["on_miss"]) s.reject_on_miss = c.one_of(n["on_miss"], "scheduler.on_miss", {"serve", "reject"}) == "reject";
-  if (n["profile"]) {
-    try {
-      set_profile(s, resolve(c.str(n["profile"], "scheduler.profile"), base_dir));
-    } catch (const config_error& e) {
-      c.fail(n["profile"], std::string("scheduler.profile: ") + e.what());
-    }
-  }
-  if (n["quality"]) {
-    s.quality_path = resolve(c.str(n["quality"], "scheduler.quality"), base_dir);
-    try {
-      s.quality_text = read_text(s.quality_path);
-      policy::parse_quality_curve(s.quality_text);
-    } catch (const std::exception& e) {
-      c.fail(n["quality"], "scheduler.quality: " + s.quality_path + ": " + e.what());
-    }
-  }
-  return s;
-}
-
-// `reconfigure: manual | auto` or a map {mode, interval_ms, min_dwell_ms, window_ms, regroup_ms}.
-reconfigure_settings parse_reconfigure(const checker& c, const YAML::Node& n) {
-  reconfigure_settings r;
-  if (n.IsScalar()) {
-    r.automatic = c.one_of(n, "reconfigure", {"manual", "auto"}) == "auto";
-    return r;
-  }
-  c.check_keys(n, {"mode", "interval_ms", "min_dwell_ms", "window_ms", "regroup_ms"}, "reconfigure");
-  if (n["mode"]) r.automatic = c.one_of(n["mode"], "reconfigure.mode", {"manual", "auto"}) == "auto";
-  if (n["interval_ms"])
-    r.interval_ms = static_cast<int>(c.integer(n["interval_ms"], "reconfigure.interval_ms", 10, 3600000));
-  if (n["min_dwell_ms"])
-    r.min_dwell_ms = static_cast<int>(c.integer(n["min_dwell_ms"], "reconfigure.min_dwell_ms", 0, 86400000));
-  if (n["window_ms"]) r.window_ms = static_cast<int>(c.integer(n["window_ms"], "reconfigure.window_ms", 10, 86400000));
-  if (n["regroup_ms"]) r.regroup_ms = static_cast<int>(c.integer(n["regroup_ms"], "reconfigure.regroup_ms", 0, 86400000));
-  return r;
-}
+// The keys of the shared sections (config/cluster_schema.hpp) that only a running cluster has.
+const std::set<std::string> runtime_node_keys = config::keys_of({config::node_keys(), {"host", "port"}});
+const std::set<std::string> runtime_engine_keys = config::keys_of(
+    {config::engine_keys(), {"gen_length", "commit", "cache", "refresh_interval", "temperature", "seed"}});
+const std::set<std::string> runtime_scheduler_keys = config::keys_of({config::scheduler_keys(), {"policy", "slo_scale"}});
+const std::set<std::string> runtime_reconfigure_keys = config::keys_of({config::reconfigure_keys(), {"mode"}});
 
 std::string read_token_file(const checker& c, const YAML::Node& at, const std::string& path) {
   std::ifstream in(path);
@@ -432,13 +188,7 @@ const node_config* cluster_config::find_node(const std::string& node_name) const
 cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
                                     const std::string& base_dir) {
   checker c(file_label);
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    c.fail(e.mark, e.msg);
-  }
-  if (!root || root.IsNull()) c.fail(YAML::Mark::null_mark(), "the file is empty");
+  YAML::Node root = c.load(text);
   c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
                       "scheduler", "reconfigure", "launch", "caf", "http", "ucx"},
                "the top level");
@@ -499,28 +249,22 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
       c.fail(hb, "heartbeat.dead_after_ms must be at least twice interval_ms");
   }
 
-  auto nodes = c.require(root, "nodes", "the top level");
-  if (!nodes.IsSequence() || nodes.size() == 0) c.fail(nodes, "nodes must be a non-empty list");
-  std::set<std::string> names;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    auto node = parse_node(c, nodes[i], i);
-    if (!names.insert(node.name).second) c.fail(nodes[i]["name"], "duplicate node name '" + node.name + "'");
-    cfg.nodes.push_back(std::move(node));
-  }
+  cfg.nodes = config::parse_nodes(c, c.require(root, "nodes", "the top level"), runtime_node_keys, false);
 
   auto model = c.require(root, "model", "the top level");
   c.check_keys(model, {"path"}, "model");
   cfg.model_path = resolve(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
 
-  if (auto eng = root["engine"]) cfg.engine = parse_engine(c, eng);
+  if (auto eng = root["engine"]) cfg.engine = config::parse_engine(c, eng, runtime_engine_keys);
   if (auto limits = root["limits"]) cfg.limits = parse_limits(c, limits);
   if (auto retention = root["retention"]) cfg.retention = parse_retention(c, retention);
-  if (cfg.limits.max_gen_length > 0 && cfg.engine.gen_length > cfg.limits.max_gen_length)
-    c.fail(root["limits"]["max_gen_length"], "engine.gen_length (" + std::to_string(cfg.engine.gen_length) +
+  if (cfg.limits.max_gen_length > 0 && cfg.engine.decode.gen_length > cfg.limits.max_gen_length)
+    c.fail(root["limits"]["max_gen_length"], "engine.gen_length (" + std::to_string(cfg.engine.decode.gen_length) +
                                                  ") exceeds limits.max_gen_length (" +
                                                  std::to_string(cfg.limits.max_gen_length) + ")");
-  if (auto sch = root["scheduler"]) cfg.scheduler = parse_scheduler(c, sch, base_dir, cfg.engine.threshold);
-  if (auto rc = root["reconfigure"]) cfg.reconfigure = parse_reconfigure(c, rc);
+  if (auto sch = root["scheduler"])
+    cfg.scheduler = config::parse_scheduler(c, sch, runtime_scheduler_keys, base_dir, cfg.engine.decode.threshold);
+  if (auto rc = root["reconfigure"]) cfg.reconfigure = config::parse_reconfigure(c, rc, runtime_reconfigure_keys);
 
   if (auto launch = root["launch"]) {
     c.check_keys(launch, {"command"}, "launch");
@@ -542,17 +286,6 @@ cluster_config load_cluster_config(const std::string& path) {
   ss << in.rdbuf();
   auto base = fs::absolute(fs::path(path)).parent_path().string();
   return parse_cluster_config(ss.str(), path, base);
-}
-
-void set_profile(scheduler_settings& s, const std::string& path) {
-  try {
-    auto text = read_text(path);
-    policy::parse_step_cost_profile(text);
-    s.profile_path = path;
-    s.profile_text = std::move(text);
-  } catch (const std::exception& e) {
-    throw config_error(path + ": " + e.what());
-  }
 }
 
 bool is_local_host(const std::string& host) {

@@ -2,7 +2,7 @@
 // The cluster as described by one YAML file (schema: docs/config.md).
 // Parsing validates everything up front so that a bad file fails with one line that
 // names the file, line, column and problem, instead of failing later inside a process.
-#include "common/layout.hpp"
+#include "config/cluster_schema.hpp"
 #include "runtime/request_limits.hpp"
 
 #include <cstddef>
@@ -13,40 +13,12 @@
 
 namespace dls::runtime {
 
-/// A configuration problem, already formatted as "FILE:LINE:COL: error: PROBLEM".
-class config_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// The devices of one node: `cpu` core slots, or `cuda` device ids.
-struct device_spec {
-  std::string kind = "cpu";
-  int count = 0;             // cpu: number of core slots
-  std::vector<int> ids;      // cuda: device ids
-  int slots() const { return kind == "cpu" ? count : static_cast<int>(ids.size()); }
-};
-
-struct node_config {
-  std::string name;
-  std::string host = "127.0.0.1";
-  uint16_t port = 0;  // 0: the node picks a free port when it starts
-  device_spec devices;
-  common::tp_layout groups;  // initial TP degrees, e.g. {2} or {1, 1}
-};
-
-/// Decoding defaults that a request may override (τ per request).
-struct engine_defaults {
-  int gen_length = 32;
-  int block_length = 8;
-  std::string commit = "threshold";  // quota | threshold | factor
-  double threshold = 0.9;            // τ
-  std::string cache = "dual";        // none | prefix | dual
-  int refresh_interval = 4;
-  double temperature = 0.0;
-  uint64_t seed = 0;
-  int max_batch = 8;  // requests per group step
-};
+using config::config_error;
+using config::device_spec;
+using config::engine_defaults;
+using config::node_config;
+using config::reconfigure_settings;
+using config::scheduler_settings;
 
 /// How many finished requests the head's actor directory keeps as full rows; older ones
 /// leave it and only their counts remain (in `status`).
@@ -71,39 +43,6 @@ struct http_config {
   int max_concurrent = 256;  // requests in flight through the gateway before 429
   bool metrics_public = false;  // /metrics without a key (for a scraper on a trusted network)
   int request_timeout_s = 300;  // the longest the gateway waits for one answer
-};
-
-/// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
-/// policies/presets.hpp and its knobs. The profile and quality files are read when the file
-/// is parsed, so every node gets their text from the head.
-struct scheduler_settings {
-  std::string policy = "static";
-  double slo_scale = 2.0;      // deadline without slo_ms: arrival + slo_scale x solo latency
-  int token_budget = 8192;     // query rows per group step
-  int max_active = 64;         // requests admitted per group at once
-  double tau_min = 0.7;        // lowest tau the controller may choose
-  double tau_step = 0.05;      // spacing of the controller's tau levels
-  // Quality SLO of tau control: mean expected accuracy loss per request against the
-  // reference tau (fraction; 0.01 = one point), enforced by policy::accuracy_ledger.
-  double accuracy_budget = 0.01;
-  bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
-  bool reject_on_miss = false;  // on_miss: reject (refuse at once what cannot meet its deadline) | serve
-  std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
-  std::string profile_text;
-  std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
-  std::string quality_text;
-};
-
-/// When TP groups split and merge (docs/config.md, "reconfigure"): on command only
-/// (`manual`), or also when the reconfigurer's periodic call to the optimizer says so.
-struct reconfigure_settings {
-  bool automatic = false;
-  int interval_ms = 1000;     // how often the reconfigurer reads the load
-  int min_dwell_ms = 10000;   // a regrouped node keeps its layout at least this long
-  int window_ms = 5000;       // arrivals the forecast's rate looks at
-  // A regrouped node serves nothing for about this long (drain and re-initialisation); the
-  // optimizer switches only when the gain over min_dwell_ms repays it (policy::switch_pays).
-  int regroup_ms = 2000;
 };
 
 /// The UCX data plane between node processes (docs/config.md, "ucx"): KV caches and other
@@ -173,9 +112,7 @@ cluster_config load_cluster_config(const std::string& path);
 cluster_config parse_cluster_config(const std::string& text, const std::string& file_label,
                                     const std::string& base_dir);
 
-/// Reads a step-cost profile for `s` (path and text), checked by the policies' loader; throws
-/// config_error naming the file and the problem.
-void set_profile(scheduler_settings& s, const std::string& path);
+using config::set_profile;
 
 /// True when `host` names this machine (only those are launched without the template).
 bool is_local_host(const std::string& host);

@@ -59,6 +59,22 @@ using ucx_atom = caf::atom_constant<caf::atom("ucx")>;  // a node's UCX worker a
 
 // -- configuration on the wire ---------------------------------------------------------
 
+}  // namespace dls::runtime
+
+// The shared types travel in the join reply; their inspectors live in their own namespaces,
+// where CAF's lookup finds them.
+namespace dls::common {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, decode_settings& x) {
+  return f(caf::meta::type_name("dls_decode_settings"), x.gen_length, x.block_length, x.rule, x.threshold,
+           x.steps_per_block, x.factor, x.cache, x.refresh_interval, x.temperature, x.seed);
+}
+
+}  // namespace dls::common
+
+namespace dls::config {
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, device_spec& x) {
   return f(caf::meta::type_name("dls_device_spec"), x.kind, x.count, x.ids);
@@ -71,8 +87,7 @@ typename Inspector::result_type inspect(Inspector& f, node_config& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
-  return f(caf::meta::type_name("dls_engine_defaults"), x.gen_length, x.block_length, x.commit,
-           x.threshold, x.cache, x.refresh_interval, x.temperature, x.seed, x.max_batch);
+  return f(caf::meta::type_name("dls_engine_defaults"), x.decode, x.max_batch);
 }
 
 template <class Inspector>
@@ -80,6 +95,10 @@ typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
            x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.reject_on_miss, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
+
+}  // namespace dls::config
+
+namespace dls::runtime {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {

@@ -57,11 +57,10 @@ with open(f"{out}/quality.yaml", "w") as f:
     f.write(f"source: live run at {rates[0]} req/s, committed tokens / steps (sim_vs_live.sh)\n"
             f"points:\n  - {{tau: 0.9, accuracy: 1.0, tokens_per_step: {tps:.4f}}}\n")
 with open(f"{out}/cluster-sim.yaml", "w") as f:
-    f.write("name: local-cpu-1slot\nprofile: cpu.yaml\nquality: quality.yaml\n"
-            "model: {block_len: 8, max_canvas: 64, ref_tau: 0.9}\n"
-            "nodes:\n  - {count: 1, devices: 1, layout: [1]}\n"
-            "scheduler: {token_budget: 8192, max_batch: 8, max_active: 64}\n"
-            "threshold: {tau_min: 0.9, tau_max: 0.9}\n")
+    f.write("name: local-cpu-1slot\n"
+            "engine: {block_length: 8, threshold: 0.9, max_batch: 8}\nmax_canvas: 64\n"
+            "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
+            "scheduler: {profile: cpu.yaml, quality: quality.yaml, token_budget: 8192, max_active: 64, tau_min: 0.9}\n")
 for r in rates:
     with open(f"{out}/trace_{r}.csv", "w") as f:
         f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")

@@ -389,6 +389,22 @@ BOOST_AUTO_TEST_CASE(ledger_reserves_charges_and_releases) {
   BOOST_TEST(off.earned == 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(a_policy_switch_starts_the_ledger_without_banked_credit) {
+  auto q = test::fastdllm_quality();
+  policy::accuracy_ledger led;
+  led.budget = 0.01;
+  for (int i = 0; i < 100; ++i) led.finish();  // a hundred requests at the reference tau
+  BOOST_TEST(led.credit() == 1.0, tt::tolerance(1e-12));
+  auto r = test::request(1, 0, 1, 100, 64, 0.8);
+  led.enter(r, q);  // one request in flight holds its reservation across the switch
+  led.restart();
+  BOOST_TEST(led.credit() == 0.0, tt::tolerance(1e-12));
+  BOOST_TEST(led.reserved == 0.015, tt::tolerance(1e-12));
+  led.commit(r, 64, 0.8, q);  // it spends what it reserved
+  led.finish();               // and earns its own budget
+  BOOST_TEST(led.credit() == 0.01, tt::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(budget_lowers_tau_only_while_credit_remains) {
   auto q = test::fastdllm_quality();
   policy::threshold_config cfg;  // 0.9 down to 0.7

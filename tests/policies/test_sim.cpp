@@ -18,6 +18,15 @@ namespace {
 
 const std::string src = DLS_SOURCE_DIR;
 
+// A one-GPU cluster file on `profile` and the curve q.yaml, with the simulator's historical
+// block, batch and regroup timing, no accuracy budget, and `scheduler_extra` in its scheduler.
+std::string one_gpu_cluster(const std::string& profile, const std::string& scheduler_extra = "") {
+  return "name: hand\nnodes: [{name: n, devices: {kind: cuda, count: 1}, groups: [1]}]\n"
+         "engine: {block_length: 32, max_batch: 256}\n"
+         "scheduler: {profile: " + profile + ", quality: q.yaml, accuracy_budget: none" + scheduler_extra + "}\n"
+         "reconfigure: {interval_ms: 5000, window_ms: 60000, regroup_ms: 2000, min_dwell_ms: 60000}\n";
+}
+
 // A one-GPU cluster where every step takes exactly 10 ms and every block takes exactly two
 // steps (16 tokens per step at any tau), so completion times can be worked out by hand.
 sim::sim_cluster hand_cluster() {
@@ -26,9 +35,7 @@ sim::sim_cluster hand_cluster() {
   std::ofstream(dir / "flat.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01}}\n";
   std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
                                    "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  return sim::parse_cluster("name: hand\nprofile: flat.yaml\nquality: q.yaml\n"
-                            "nodes: [{count: 1, devices: 1, layout: [1]}]\n",
-                            dir.string());
+  return sim::parse_cluster(one_gpu_cluster("flat.yaml"), dir.string());
 }
 
 std::vector<sim::sim_request> sample_requests(double load, const sim::sim_cluster& c, std::size_t n = 400) {
@@ -112,17 +119,51 @@ BOOST_AUTO_TEST_CASE(co_running_streams_follow_the_hand_computed_timeline) {
   }
   // A model the profile cannot support, or one that would need split refreshes, is refused.
   const auto dir = (std::filesystem::temp_directory_path() / "dls_sim_test").string();
-  const std::string base = "name: co\nprofile: flat.yaml\nquality: q.yaml\nnodes: [{count: 1, devices: 1, layout: [1]}]\n";
+  const std::string base = one_gpu_cluster("flat.yaml");
   BOOST_CHECK_NO_THROW(sim::parse_cluster(base + "co_run: {model: tax, tax: 0.5}\n", dir));
-  for (const char* bad : {"co_run: {model: fluid}\n", "co_run: {model: overlap}\n", "co_run: {model: tax, tax: 1.5}\n",
-                          "co_run: {model: tax}\nscheduler: {refresh_split: 32}\n"}) {
+  for (const auto& bad : {base + "co_run: {model: fluid}\n", base + "co_run: {model: overlap}\n",
+                          base + "co_run: {model: tax, tax: 1.5}\n",
+                          one_gpu_cluster("flat.yaml", ", refresh_split: 32") + "co_run: {model: tax}\n"}) {
     try {
-      sim::parse_cluster(base + bad, dir);
+      sim::parse_cluster(bad, dir);
       BOOST_ERROR("accepted " << bad);
-    } catch (const std::invalid_argument& e) {
+    } catch (const std::exception& e) {
       BOOST_TEST(std::string(e.what()).find("co_run") != std::string::npos, e.what());
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(the_cluster_file_is_read_by_the_running_clusters_strict_parser) {
+  hand_cluster();  // writes the profile and curve the texts below refer to
+  const auto dir = (std::filesystem::temp_directory_path() / "dls_sim_test").string();
+  auto error_of = [&](const std::string& text) -> std::string {
+    try {
+      sim::parse_cluster(text, dir, "c.yaml");
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  // The shared sections mean what they mean live, with the live file's messages.
+  BOOST_TEST(error_of(one_gpu_cluster("flat.yaml") + "bogus: 1\n").find("c.yaml:6:1: error: unknown key 'bogus' in the top level") == 0u);
+  BOOST_TEST(error_of(one_gpu_cluster("flat.yaml", ", tau_min: 0.95")).find("scheduler.tau_min (at most engine.threshold) must be in [0, 0.9]") != std::string::npos);
+  BOOST_TEST(error_of(one_gpu_cluster("flat.yaml", ", on_miss: later")).find("scheduler.on_miss must be one of reject, serve") != std::string::npos);
+  // What only a running cluster has is refused, by name.
+  BOOST_TEST(error_of(one_gpu_cluster("flat.yaml", ", policy: static")).find("unknown key 'policy' in scheduler") != std::string::npos);
+  const auto with_host = "name: h\nnodes: [{name: n, host: 10.0.0.1, devices: {kind: cuda, count: 1}, groups: [1]}]\n"
+                         "scheduler: {profile: flat.yaml, quality: q.yaml}\n";
+  BOOST_TEST(error_of(with_host).find("unknown key 'host' in nodes[0]") != std::string::npos);
+  // A simulated node's groups use all its devices.
+  const auto partial = "name: p\nnodes: [{name: n, devices: {kind: cuda, count: 2}, groups: [1]}]\n"
+                       "scheduler: {profile: flat.yaml, quality: q.yaml}\n";
+  BOOST_TEST(error_of(partial).find("c.yaml:2:60: error: node 'n' groups use 1 devices but the node has 2") != std::string::npos,
+             error_of(partial));
+  // `replicas` copies a node.
+  const auto c = sim::parse_cluster("name: r\nnodes: [{name: n, replicas: 3, devices: {kind: cuda, count: 2}, groups: [1, 1]}]\n"
+                                    "scheduler: {profile: flat.yaml, quality: q.yaml}\n",
+                                    dir);
+  BOOST_TEST(c.devices() == 6);
+  BOOST_TEST(c.groups_initial() == 6);
 }
 
 BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
@@ -135,9 +176,7 @@ BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
   std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
   std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
                                    "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  auto c = sim::parse_cluster("name: hand\nprofile: per_request.yaml\nquality: q.yaml\n"
-                              "nodes: [{count: 1, devices: 1, layout: [1]}]\n",
-                              dir.string());
+  auto c = sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
   std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.0, 100, 32}};
   auto r = run(c, reqs, "static");
   BOOST_TEST(r.requests[0].finish_s == 0.035, tt::tolerance(1e-12));
@@ -374,15 +413,13 @@ BOOST_AUTO_TEST_CASE(shipped_clusters_load) {
   // A bad split or join setting is named, not run.
   hand_cluster();  // writes the profile and curve the texts below refer to
   const auto dir = (std::filesystem::temp_directory_path() / "dls_sim_test").string();
-  const std::string base = "name: bad\nprofile: flat.yaml\nquality: q.yaml\nnodes: [{count: 1, devices: 1, layout: [1]}]\n";
-  for (const char* bad : {"scheduler: {refresh_split: -1}\n", "scheduler: {refresh_split_growth: -0.5}\n",
-                          "scheduler: {refresh_join_growth: -0.1}\n"}) {
+  for (const std::string key : {"refresh_split", "refresh_split_growth", "refresh_join_growth"}) {
+    const auto text = one_gpu_cluster("flat.yaml", ", " + key + ": -0.5");
     try {
-      sim::parse_cluster(base + bad, dir);
-      BOOST_ERROR("accepted " << bad);
-    } catch (const std::invalid_argument& e) {
-      const std::string key = std::string(bad).substr(12, std::string(bad).find(':', 12) - 12);
-      BOOST_TEST(std::string(e.what()).find(key) != std::string::npos, key);
+      sim::parse_cluster(text, dir);
+      BOOST_ERROR("accepted " << text);
+    } catch (const std::exception& e) {
+      BOOST_TEST(std::string(e.what()).find("scheduler." + key) != std::string::npos, e.what());
     }
   }
 }

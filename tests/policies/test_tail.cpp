@@ -95,8 +95,9 @@ BOOST_AUTO_TEST_CASE(the_simulator_refuses_strict_requests_and_counts_them_as_mi
   std::ofstream(dir / "cost.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.012}}\n";
   std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
                                    "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  const auto c = sim::parse_cluster("name: t\nprofile: cost.yaml\nquality: q.yaml\n"
-                                    "nodes: [{count: 1, devices: 1, layout: [1]}]\n",
+  const auto c = sim::parse_cluster("name: t\nnodes: [{name: n, devices: {kind: cuda, count: 1}, groups: [1]}]\n"
+                                    "engine: {block_length: 32, max_batch: 256}\n"
+                                    "scheduler: {profile: cost.yaml, quality: q.yaml, accuracy_budget: none}\n",
                                     dir.string());
   std::vector<sim::sim_request> reqs(10, sim::sim_request{0.0, 100, 32});
   for (bool strict : {false, true})

@@ -227,13 +227,9 @@ std::vector<std::string> reference_answers(const std::string& config_name, const
   gpu::engine e(gpu::make_cpu_backend(model));
   std::vector<std::string> out;
   for (auto& p : problems) {
-    gpu::decode_params d;
-    d.gen_length = p.gen_length > 0 ? p.gen_length : cfg.engine.gen_length;
-    d.block_length = cfg.engine.block_length;
-    d.rule = gpu::parse_commit_rule(cfg.engine.commit);
-    d.threshold = threshold >= 0 ? threshold : cfg.engine.threshold;
-    d.cache = gpu::parse_cache_mode(cfg.engine.cache);
-    d.refresh_interval = cfg.engine.refresh_interval;
+    gpu::decode_params d = cfg.engine.decode;
+    if (p.gen_length > 0) d.gen_length = p.gen_length;
+    if (threshold >= 0) d.threshold = threshold;
     d.temperature = 0;
     std::vector<gpu::request_slot> slots;
     slots.push_back(e.admit(gpu::canvas::start(tok->encode(p.prompt), d, model->config.mask_id,

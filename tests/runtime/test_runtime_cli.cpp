@@ -143,9 +143,9 @@ BOOST_AUTO_TEST_CASE(profile_writes_a_measured_profile_that_the_simulator_runs_o
   BOOST_TEST(!model.supports(4));
 
   const auto cluster = dir.file("cpu-cluster.yaml");
-  std::ofstream(cluster) << "name: local-cpu\nprofile: cpu.yaml\nquality: " << DLS_SOURCE_DIR
-                         << "/configs/quality/tiny-llada.json\nmodel: {block_len: 8, max_canvas: 64, ref_tau: 0.9}\n"
-                         << "nodes:\n  - {count: 1, devices: 2, layout: [1, 1]}\n";
+  std::ofstream(cluster) << "name: local-cpu\nscheduler: {profile: cpu.yaml, quality: " << DLS_SOURCE_DIR
+                         << "/configs/quality/tiny-llada.json}\nengine: {block_length: 8, threshold: 0.9}\nmax_canvas: 64\n"
+                         << "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 2}, groups: [1, 1]}\n";
   auto s = dls::test::run_cli({"sim", "--cluster", cluster, "--synthetic", "poisson", "--requests", "40", "--policies",
                                "static,dilaserve", "--json"});
   BOOST_TEST(s.rc == 0, s.err);

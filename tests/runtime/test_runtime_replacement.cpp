@@ -113,8 +113,8 @@ outcome submit_one(const std::function<std::vector<rt::group_info>(caf::actor_sy
     caf::scoped_actor self{sys};
     auto core = sys.spawn(core_stub);
     rt::engine_defaults defaults;
-    defaults.threshold = 0.9;
-    defaults.gen_length = 16;
+    defaults.decode.threshold = 0.9;
+    defaults.decode.gen_length = 16;
     auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
     auto admitted = std::make_shared<std::atomic<int>>(0);
     auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);

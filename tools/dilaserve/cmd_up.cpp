@@ -70,7 +70,7 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   }
   std::vector<int> tp(degrees.begin(), degrees.end());
   std::ostringstream key;
-  key << "model " << cfg.model_path << " block " << cfg.engine.block_length << " tp";
+  key << "model " << cfg.model_path << " block " << cfg.engine.decode.block_length << " tp";
   for (int t : tp) key << " " << t;
   key << " ucx " << cfg.ucx.tls;
   const auto path = (fs::path(dir) / "profile.yaml").string();
@@ -81,7 +81,7 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   std::cout << "measuring the step-cost profile (TP";
   for (int t : tp) std::cout << " " << t;
   std::cout << ") into " << path << "\n";
-  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.block_length, up_profile_reps, path);
+  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.decode.block_length, up_profile_reps, path);
   // The data plane's link between two processes with the cluster's ucx.tls, for the live choice
   // between moving a mid-block KV cache and rebuilding it (policy::compare_kv_move). Without it
   // the groups rebuild and their logs say why.

@@ -1,6 +1,6 @@
 #include "sim/cluster.hpp"
 
-#include "common/layout.hpp"
+#include "config/cluster_schema.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,146 +21,184 @@ int sim_cluster::groups_initial() const {
 
 namespace {
 
-std::string resolve(const std::string& base, const std::string& p) {
-  if (p.empty() || p[0] == '/' || base.empty()) return p;
-  return base + "/" + p;
+using config::yaml_checker;
+
+// The shared sections' keys plus what only the simulator models (docs/simulator.md).
+const std::set<std::string> sim_node_keys = config::keys_of({config::node_keys(), {"replicas"}});
+const std::set<std::string> sim_scheduler_keys =
+    config::keys_of({config::scheduler_keys(),
+                     {"refresh_split", "refresh_split_growth", "refresh_join_growth", "missed_renewal", "admission_control",
+                      "oldest_missed_first", "missed_grace", "slack_budget", "drop_wait_factor"}});
+const std::set<std::string> sim_reconfigure_keys =
+    config::keys_of({config::reconfigure_keys(),
+                     {"forecast_subwindow_ms", "forecast_quantile", "boot_from_forecast", "max_fraction",
+                      "attainment_target", "utilization_max", "capacity_units"}});
+
+double seconds(int ms) { return ms / 1e3; }
+
+// A sim-only number, when present.
+void read_real(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, double lo,
+               double hi, double& out) {
+  if (n && n[key]) out = c.real(n[key], ctx + "." + key, lo, hi);
 }
 
-template <class T>
-void read(const YAML::Node& n, const char* key, T& out) {
-  if (n && n[key]) out = n[key].as<T>();
+void read_int(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, long long lo,
+              long long hi, int& out) {
+  if (n && n[key]) out = static_cast<int>(c.integer(n[key], ctx + "." + key, lo, hi));
+}
+
+// A sim-only duration in milliseconds, kept in seconds.
+void read_ms(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, double& out_s) {
+  if (n && n[key]) out_s = seconds(static_cast<int>(c.integer(n[key], ctx + "." + key, 1, 86400000)));
+}
+
+void read_bool(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, bool& out) {
+  if (n && n[key]) out = c.boolean(n[key], ctx + "." + key);
+}
+
+void parse_scheduler_extras(const yaml_checker& c, const YAML::Node& s, sim_cluster& out) {
+  const std::string ctx = "scheduler";
+  read_int(c, s, "refresh_split", ctx, 0, 1 << 16, out.refresh_split);
+  read_real(c, s, "refresh_split_growth", ctx, 0, 1e6, out.refresh_split_growth);
+  read_real(c, s, "refresh_join_growth", ctx, 0, 1e6, out.refresh_join_growth);
+  read_real(c, s, "missed_renewal", ctx, 0, 1e6, out.missed_renewal);
+  read_real(c, s, "missed_grace", ctx, 0, 1e6, out.missed_grace);
+  read_bool(c, s, "admission_control", ctx, out.admission_control);
+  read_bool(c, s, "oldest_missed_first", ctx, out.oldest_missed_first);
+  read_bool(c, s, "slack_budget", ctx, out.slack_budget);
+  read_real(c, s, "drop_wait_factor", ctx, 0, 1e6, out.drop_wait_factor);
+}
+
+void parse_co_run(const yaml_checker& c, const YAML::Node& cr, sim_cluster& out) {
+  c.check_keys(cr, {"model", "sm_saturation", "max_reuse_share", "tax"}, "co_run");
+  if (cr["model"]) {
+    try {
+      out.co_run.model = policy::parse_co_run_model(c.str(cr["model"], "co_run.model"));
+    } catch (const std::exception& e) {
+      c.fail(cr["model"], std::string("co_run.model: ") + e.what());
+    }
+  }
+  read_real(c, cr, "sm_saturation", "co_run", 1e-9, 1, out.co_run.sm_saturation);
+  read_real(c, cr, "max_reuse_share", "co_run", 1e-9, 1 - 1e-9, out.co_run.max_reuse_share);
+  read_real(c, cr, "tax", "co_run", 0, 1 - 1e-9, out.co_run.tax);
+  if (out.co_run.model != policy::co_run_model::off && out.refresh_split > 0)
+    c.fail(cr, "co_run runs whole refreshes; set scheduler.refresh_split to 0");
+  const bool roofline = out.cost.kind() == policy::step_cost_model::form::roofline;
+  if (!roofline && (out.co_run.model == policy::co_run_model::fluid || out.co_run.model == policy::co_run_model::partition))
+    c.fail(cr, std::string("co_run model '") + policy::co_run_model_name(out.co_run.model) +
+                   "' needs a roofline profile (use 'tax' with a measured one)");
+}
+
+void parse_reconfigure_extras(const yaml_checker& c, const YAML::Node& r, sim_cluster& out) {
+  const std::string ctx = "reconfigure";
+  read_ms(c, r, "forecast_subwindow_ms", ctx, out.forecast_subwindow_s);
+  read_real(c, r, "forecast_quantile", ctx, 0, 1, out.forecast_quantile);
+  read_bool(c, r, "boot_from_forecast", ctx, out.boot_from_forecast);
+  read_real(c, r, "max_fraction", ctx, 0, 1, out.max_reconfig_fraction);
+  read_real(c, r, "attainment_target", ctx, 0, 1, out.reconfig.attainment_target);
+  read_real(c, r, "utilization_max", ctx, 1e-9, 1, out.reconfig.utilization_max);
+  read_int(c, r, "capacity_units", ctx, 1, 1 << 24, out.reconfig.capacity_units);
 }
 
 }  // namespace
 
-sim_cluster parse_cluster(const std::string& text, const std::string& base_dir) {
-  YAML::Node root = YAML::Load(text);
-  sim_cluster c;
-  read(root, "name", c.name);
-  if (!root["profile"] || !root["quality"])
-    throw std::invalid_argument("cluster: 'profile' and 'quality' are required");
-  c.profile_path = resolve(base_dir, root["profile"].as<std::string>());
-  c.quality_path = resolve(base_dir, root["quality"].as<std::string>());
-  c.cost = policy::load_step_cost_profile(c.profile_path);
-  c.quality = policy::load_quality_curve(c.quality_path);
+sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, const std::string& file_label) {
+  const yaml_checker c(file_label);
+  const YAML::Node root = c.load(text);
+  c.check_keys(root, {"name", "nodes", "engine", "max_canvas", "scheduler", "reconfigure", "co_run", "links", "control",
+                      "migration"},
+               "the top level");
+  sim_cluster out;
+  out.name = c.str(c.require(root, "name", "the top level"), "name");
 
-  const auto model = root["model"];
-  read(model, "block_len", c.block_len);
-  read(model, "max_canvas", c.max_canvas);
-  read(model, "ref_tau", c.ref_tau);
+  // The running cluster's engine defaults: the simulator models the block, the reference tau
+  // and the batch of a step.
+  const auto engine = root["engine"] ? config::parse_engine(c, root["engine"], config::engine_keys())
+                                     : config::engine_defaults{};
+  out.block_len = engine.decode.block_length;
+  out.ref_tau = engine.decode.threshold;
+  out.max_batch = engine.max_batch;
+  // What a running cluster reads from the model's config.json.
+  if (root["max_canvas"]) out.max_canvas = static_cast<int>(c.integer(root["max_canvas"], "max_canvas", 1, 1 << 24));
 
-  if (!root["nodes"] || !root["nodes"].IsSequence())
-    throw std::invalid_argument("cluster: 'nodes' must be a list of {count, devices, layout}");
-  for (const auto& n : root["nodes"]) {
-    const int count = n["count"] ? n["count"].as<int>() : 1;
-    const int devices = n["devices"].as<int>();
-    policy::partition layout = n["layout"] ? n["layout"].as<std::vector<int>>() : policy::partition{1};
-    if (auto why = common::layout_problem(devices, layout, /*whole*/ true); !why.empty())
-      throw std::invalid_argument("cluster: a node's layout does not fit: " + why);
-    for (int tp : layout)
-      if (!c.cost.supports(tp))
-        throw std::invalid_argument("cluster: layout uses TP " + std::to_string(tp) +
-                                    ", which the profile does not cover");
+  const auto sched = c.require(root, "scheduler", "the top level");
+  const auto s = config::parse_scheduler(c, sched, sim_scheduler_keys, base_dir, out.ref_tau);
+  if (s.profile_path.empty()) c.fail(sched, "scheduler.profile is required: the step costs the simulator runs on");
+  if (s.quality_path.empty()) c.fail(sched, "scheduler.quality is required: the curve tau control decides with");
+  out.profile_path = s.profile_path;
+  out.quality_path = s.quality_path;
+  out.cost = policy::parse_step_cost_profile(s.profile_text);
+  out.quality = policy::parse_quality_curve(s.quality_text);
+  out.token_budget = s.token_budget;
+  out.max_active = s.max_active;
+  out.reject_on_miss = s.reject_on_miss;
+  out.threshold.tau_min = s.tau_min;
+  out.threshold.tau_max = out.ref_tau;
+  out.threshold.tau_step = s.tau_step;
+  out.threshold.accuracy_budget = s.accuracy_budget;
+  if (s.refuse_overload) c.fail(sched["on_overload"], "scheduler.on_overload: refuse is not modelled by the simulator");
+  parse_scheduler_extras(c, sched, out);
+
+  const auto nodes = config::parse_nodes(c, c.require(root, "nodes", "the top level"), sim_node_keys, /*whole*/ true);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
+    for (int tp : n.groups)
+      if (!out.cost.supports(tp))
+        c.fail(root["nodes"][i]["groups"], "node '" + n.name + "' uses TP " + std::to_string(tp) +
+                                               ", which the profile does not cover");
+    auto layout = n.groups;
     std::sort(layout.begin(), layout.end(), std::greater<int>());
-    for (int i = 0; i < count; ++i) {
-      c.node_devices.push_back(devices);
-      c.initial_layout.push_back(layout);
+    for (int k = 0; k < n.replicas; ++k) {
+      out.node_devices.push_back(n.devices.slots());
+      out.initial_layout.push_back(layout);
     }
   }
 
-  const auto s = root["scheduler"];
-  read(s, "token_budget", c.token_budget);
-  read(s, "max_batch", c.max_batch);
-  read(s, "max_active", c.max_active);
-  read(s, "refresh_split", c.refresh_split);
-  read(s, "refresh_split_growth", c.refresh_split_growth);
-  read(s, "refresh_join_growth", c.refresh_join_growth);
-  if (!(c.refresh_join_growth >= 0))
-    throw std::invalid_argument("cluster: scheduler.refresh_join_growth must be >= 0");
-  read(s, "missed_renewal", c.missed_renewal);
-  read(s, "admission_control", c.admission_control);
-  read(s, "slack_budget", c.slack_budget);
-  read(s, "oldest_missed_first", c.oldest_missed_first);
-  read(s, "missed_grace", c.missed_grace);
-  if (!(c.missed_grace >= 0) || c.missed_grace > 1e6)
-    throw std::invalid_argument("cluster: scheduler.missed_grace must be in [0, 1e6]");
-  if (!(c.missed_renewal >= 0) || c.missed_renewal > 1e6)
-    throw std::invalid_argument("cluster: scheduler.missed_renewal must be in [0, 1e6]");
-  if (c.refresh_split < 0) throw std::invalid_argument("cluster: scheduler.refresh_split must be >= 0");
-  if (!(c.refresh_split_growth >= 0))
-    throw std::invalid_argument("cluster: scheduler.refresh_split_growth must be >= 0");
+  if (const auto cr = root["co_run"]) parse_co_run(c, cr, out);
 
-  if (const auto cr = root["co_run"]) {
-    if (cr["model"]) c.co_run.model = policy::parse_co_run_model(cr["model"].as<std::string>());
-    read(cr, "sm_saturation", c.co_run.sm_saturation);
-    read(cr, "max_reuse_share", c.co_run.max_reuse_share);
-    read(cr, "tax", c.co_run.tax);
-    if (!(c.co_run.sm_saturation > 0 && c.co_run.sm_saturation <= 1))
-      throw std::invalid_argument("cluster: co_run.sm_saturation must be in (0, 1]");
-    if (!(c.co_run.max_reuse_share > 0 && c.co_run.max_reuse_share < 1))
-      throw std::invalid_argument("cluster: co_run.max_reuse_share must be in (0, 1)");
-    if (!(c.co_run.tax >= 0 && c.co_run.tax < 1)) throw std::invalid_argument("cluster: co_run.tax must be in [0, 1)");
-    if (c.co_run.model != policy::co_run_model::off && c.refresh_split > 0)
-      throw std::invalid_argument("cluster: co_run runs whole refreshes; set scheduler.refresh_split to 0");
-    const bool roofline = c.cost.kind() == policy::step_cost_model::form::roofline;
-    if (!roofline && (c.co_run.model == policy::co_run_model::fluid || c.co_run.model == policy::co_run_model::partition))
-      throw std::invalid_argument(std::string("cluster: co_run model '") + policy::co_run_model_name(c.co_run.model) +
-                                  "' needs a roofline profile (use 'tax' with a measured one)");
+  if (const auto l = root["links"]) {
+    c.check_keys(l, {"intra_node_bytes_per_s", "inter_node_bytes_per_s", "latency_s"}, "links");
+    read_real(c, l, "intra_node_bytes_per_s", "links", 1, 1e15, out.link.intra_node_bytes_per_s);
+    read_real(c, l, "inter_node_bytes_per_s", "links", 1, 1e15, out.link.inter_node_bytes_per_s);
+    read_real(c, l, "latency_s", "links", 0, 10, out.link.latency_s);
+  }
+  out.link.kv_bytes_per_token =
+      out.cost.memory.kv_bytes_per_token > 0 ? out.cost.memory.kv_bytes_per_token : out.link.kv_bytes_per_token;
+
+  if (const auto ctl = root["control"]) {
+    c.check_keys(ctl, {"interval_ms"}, "control");
+    read_ms(c, ctl, "interval_ms", "control", out.control_interval_s);
   }
 
-  const auto l = root["links"];
-  read(l, "intra_node_bytes_per_s", c.link.intra_node_bytes_per_s);
-  read(l, "inter_node_bytes_per_s", c.link.inter_node_bytes_per_s);
-  read(l, "latency_s", c.link.latency_s);
-  c.link.kv_bytes_per_token = c.cost.memory.kv_bytes_per_token > 0 ? c.cost.memory.kv_bytes_per_token
-                                                                   : c.link.kv_bytes_per_token;
-
-  const auto t = root["threshold"];
-  read(t, "tau_min", c.threshold.tau_min);
-  read(t, "tau_max", c.threshold.tau_max);
-  read(t, "tau_step", c.threshold.tau_step);
-  read(t, "accuracy_budget", c.threshold.accuracy_budget);
-  read(root["control"], "interval_s", c.control_interval_s);
-
-  const auto r = root["reconfig"];
-  read(r, "interval_s", c.reconfig_interval_s);
-  read(r, "forecast_window_s", c.forecast_window_s);
-  read(r, "boot_from_forecast", c.boot_from_forecast);
-  read(r, "forecast_subwindow_s", c.forecast_subwindow_s);
-  read(r, "forecast_quantile", c.forecast_quantile);
-  read(r, "regroup_cost_s", c.regroup_cost_s);
-  read(r, "max_fraction", c.max_reconfig_fraction);
-  read(r, "min_dwell_s", c.min_dwell_s);
-  read(r, "attainment_target", c.reconfig.attainment_target);
-  read(r, "utilization_max", c.reconfig.utilization_max);
-  read(r, "capacity_units", c.reconfig.capacity_units);
-  c.reconfig.ref_tau = c.ref_tau;
-  c.reconfig.max_batch = c.max_batch;
-  c.reconfig.token_budget = c.token_budget;
+  const auto r = root["reconfigure"] ? config::parse_reconfigure(c, root["reconfigure"], sim_reconfigure_keys)
+                                     : config::reconfigure_settings{};
+  out.reconfig_interval_s = seconds(r.interval_ms);
+  out.forecast_window_s = seconds(r.window_ms);
+  out.regroup_cost_s = seconds(r.regroup_ms);
+  out.min_dwell_s = seconds(r.min_dwell_ms);
+  if (root["reconfigure"]) parse_reconfigure_extras(c, root["reconfigure"], out);
+  out.reconfig.ref_tau = out.ref_tau;
+  out.reconfig.max_batch = out.max_batch;
+  out.reconfig.token_budget = out.token_budget;
   // The optimizer plans for sustained operation, so with an accuracy budget it plans only at
   // levels whose loss the budget sustains for every request (tau control may go lower for a
   // few requests while the budget has credit).
-  c.reconfig.tau_levels.clear();
-  for (double tau : policy::tau_levels(c.threshold))
-    if (c.threshold.accuracy_budget < 0 ||
-        policy::accuracy_loss(c.quality, tau, c.threshold.tau_max) <= c.threshold.accuracy_budget + 1e-12 ||
-        c.reconfig.tau_levels.empty())
-      c.reconfig.tau_levels.push_back(tau);
+  out.reconfig.tau_levels.clear();
+  for (double tau : policy::tau_levels(out.threshold))
+    if (out.threshold.accuracy_budget < 0 ||
+        policy::accuracy_loss(out.quality, tau, out.threshold.tau_max) <= out.threshold.accuracy_budget + 1e-12 ||
+        out.reconfig.tau_levels.empty())
+      out.reconfig.tau_levels.push_back(tau);
 
-  const auto m = root["migration"];
-  read(m, "interval_s", c.migration_interval_s);
-  read(m, "max_moves", c.migration.max_moves);
-  read(m, "imbalance", c.migration.imbalance);
-  c.migration.token_budget = c.token_budget;
-  c.migration.max_active = c.max_active;
-
-  read(root, "drop_wait_factor", c.drop_wait_factor);
-  if (root["on_miss"]) {
-    const auto m = root["on_miss"].as<std::string>();
-    if (m != "serve" && m != "reject") throw std::invalid_argument("cluster: on_miss must be serve or reject");
-    c.reject_on_miss = m == "reject";
+  if (const auto m = root["migration"]) {
+    c.check_keys(m, {"interval_ms", "max_moves", "imbalance"}, "migration");
+    read_ms(c, m, "interval_ms", "migration", out.migration_interval_s);
+    read_int(c, m, "max_moves", "migration", 0, 1 << 20, out.migration.max_moves);
+    read_real(c, m, "imbalance", "migration", 1, 1e6, out.migration.imbalance);
   }
-  return c;
+  out.migration.token_budget = out.token_budget;
+  out.migration.max_active = out.max_active;
+  return out;
 }
 
 sim_cluster load_cluster(const std::string& path) {
@@ -169,7 +207,7 @@ sim_cluster load_cluster(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   const auto slash = path.find_last_of('/');
-  return parse_cluster(ss.str(), slash == std::string::npos ? std::string(".") : path.substr(0, slash));
+  return parse_cluster(ss.str(), slash == std::string::npos ? std::string(".") : path.substr(0, slash), path);
 }
 
 }  // namespace dls::sim

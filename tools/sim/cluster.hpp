@@ -24,9 +24,9 @@ struct sim_cluster {
   std::vector<int> node_devices;                 // devices per node
   std::vector<policy::partition> initial_layout;  // per node
 
-  int block_len = 32;
+  int block_len = 32;                            // engine.block_length
   int max_canvas = 4096;
-  double ref_tau = 0.9;                          // static tau and the SLO reference
+  double ref_tau = 0.9;                          // engine.threshold: static tau and the SLO reference
 
   int token_budget = 8192;
   int max_batch = 256;
@@ -65,7 +65,10 @@ struct sim_cluster {
 
 /// Loads the cluster YAML; profile and quality paths are relative to the YAML's folder.
 sim_cluster load_cluster(const std::string& path);
-/// Parses cluster YAML text; relative paths resolve against `base_dir`.
-sim_cluster parse_cluster(const std::string& text, const std::string& base_dir);
+/// Parses cluster YAML text (the running cluster's shared sections, config/cluster_schema.hpp,
+/// extended by what only the simulator models); relative paths resolve against `base_dir`;
+/// `file_label` names the text in errors (config::config_error, one line with line and column).
+sim_cluster parse_cluster(const std::string& text, const std::string& base_dir,
+                          const std::string& file_label = "cluster");
 
 }  // namespace dls::sim

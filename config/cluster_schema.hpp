@@ -1,0 +1,102 @@
+#pragma once
+// The sections the running cluster's file (runtime/cluster_config.hpp) and the simulator's
+// (tools/sim/cluster.hpp) have in common, with one parser each: the nodes and their TP layout,
+// the engine's decode defaults, the scheduler's knobs and when TP groups regroup. Each file
+// allows the shared keys of a section plus its own (the simulator's extend them with what only
+// it models), so one key means one thing with one default in both. Schema: docs/config.md.
+#include "common/decode_settings.hpp"
+#include "common/layout.hpp"
+#include "config/yaml_checker.hpp"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dls::config {
+
+/// The devices of one node: `cpu` core slots, or `cuda` device ids.
+struct device_spec {
+  std::string kind = "cpu";
+  int count = 0;             // cpu: number of core slots
+  std::vector<int> ids;      // cuda: device ids
+  int slots() const { return kind == "cpu" ? count : static_cast<int>(ids.size()); }
+};
+
+struct node_config {
+  std::string name;
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: the node picks a free port when it starts
+  device_spec devices;
+  common::tp_layout groups;  // initial TP degrees, e.g. {2} or {1, 1}
+  int replicas = 1;          // simulator: this many identical nodes
+};
+
+/// Decoding defaults that a request may override (tau per request), and the batch of a step.
+struct engine_defaults {
+  // A refresh every 4 steps inside a block: requests move between groups only at refresh
+  // boundaries, so this also bounds how long a split or merge waits (docs/config.md).
+  engine_defaults() { decode.refresh_interval = 4; }
+  common::decode_settings decode;
+  int max_batch = 8;  // requests per group step
+};
+
+/// The policies the cluster decides with (docs/config.md, "scheduler"): a policy set of
+/// policies/presets.hpp and its knobs. The profile and quality files are read when the file
+/// is parsed, so every node gets their text from the head.
+struct scheduler_settings {
+  std::string policy = "static";
+  double slo_scale = 2.0;      // deadline without slo_ms: arrival + slo_scale x solo latency
+  int token_budget = 8192;     // query rows per group step
+  int max_active = 64;         // requests admitted per group at once
+  double tau_min = 0.7;        // lowest tau the controller may choose
+  double tau_step = 0.05;      // spacing of the controller's tau levels
+  // Quality SLO of tau control: mean expected accuracy loss per request against the
+  // reference tau (fraction; 0.01 = one point), enforced by policy::accuracy_ledger.
+  // `none` (< 0): no budget, tau_min alone bounds the loss.
+  double accuracy_budget = 0.01;
+  bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
+  bool reject_on_miss = false;  // on_miss: reject (refuse at once what cannot meet its deadline) | serve
+  std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one
+  std::string profile_text;
+  std::string quality_path;    // a quality curve (docs/policies.md); empty: tau control has no curve
+  std::string quality_text;
+};
+
+/// When TP groups split and merge (docs/config.md, "reconfigure"): on command only
+/// (`manual`), or also when the reconfigurer's periodic call to the optimizer says so.
+struct reconfigure_settings {
+  bool automatic = false;
+  int interval_ms = 1000;     // how often the reconfigurer reads the load
+  int min_dwell_ms = 10000;   // a regrouped node keeps its layout at least this long
+  int window_ms = 5000;       // arrivals the forecast's rate looks at
+  // A regrouped node serves nothing for about this long (drain and re-initialisation); the
+  // optimizer switches only when the gain over min_dwell_ms repays it (policy::switch_pays).
+  int regroup_ms = 2000;
+};
+
+// The keys each section shares; a file passes these plus its own to the parsers below.
+const std::set<std::string>& node_keys();         // name, devices, groups
+const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch
+const std::set<std::string>& scheduler_keys();    // token_budget, max_active, tau_*, ...
+const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms
+
+/// `nodes:`, a non-empty list with unique names. `whole`: every node's groups use all its
+/// devices (the simulator's reconfiguration partitions whole nodes).
+std::vector<node_config> parse_nodes(const yaml_checker& c, const YAML::Node& n, const std::set<std::string>& keys,
+                                     bool whole);
+
+engine_defaults parse_engine(const yaml_checker& c, const YAML::Node& n, const std::set<std::string>& keys);
+
+/// `scheduler: NAME` or a map; `tau_ref` is the engine's threshold (tau_min may not exceed it).
+scheduler_settings parse_scheduler(const yaml_checker& c, const YAML::Node& n, const std::set<std::string>& keys,
+                                   const std::string& base_dir, double tau_ref);
+
+/// Reads a step-cost profile for `s` (path and text), checked by the policies' loader; throws
+/// config_error naming the file and the problem.
+void set_profile(scheduler_settings& s, const std::string& path);
+
+/// `reconfigure: manual | auto` or a map.
+reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& n, const std::set<std::string>& keys);
+
+}  // namespace dls::config
