@@ -57,6 +57,7 @@ struct queued_request {
   answer_text text;             // the answer decoded so far
   int32_t streamed_blocks = 0;  // chunks numbered so far (a resumed request goes on from its block)
   std::string arrived_how;  // how it came here when migrated: canvas, rebuild, transfer, handover
+  double resumed_ms = -1;   // migrated: from the source's stop to the start of its first step here
   std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
 };
 
@@ -129,9 +130,15 @@ struct group_state {
   std::map<uint64_t, pending_kv> pending;
   uint64_t next_transfer = 0;
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
-  // Downtimes of the migrations into this group, by how they came: [canvas rows, ms] from the
-  // source's stop to the end of the first step here, the newest downtime_samples of each kind.
-  std::map<std::string, std::deque<std::pair<int32_t, double>>> downtime;
+  // Downtimes of the migrations into this group, by how they came, the newest downtime_samples
+  // of each kind: canvas rows, and ms from the source's stop to the end of the first step here
+  // (what a mid-block move costs, its rebuild included) and to its start (when it runs again).
+  struct downtime_sample {
+    int32_t rows = 0;
+    double to_step_end_ms = 0;
+    double to_step_start_ms = 0;
+  };
+  std::map<std::string, std::deque<downtime_sample>> downtime;
   static inline const char* name = "dls.tp_group";
 };
 
@@ -223,9 +230,10 @@ void report_load(group_ptr self) {
   l.kv_imported = st.kv_imported;
   l.kv_refused = st.kv_refused;
   for (const auto& [how, samples] : st.downtime)
-    for (const auto& [rows, ms] : samples) {
-      l.downtime_rows[how].push_back(rows);
-      l.downtime_ms[how].push_back(ms);
+    for (const auto& d : samples) {
+      l.downtime_rows[how].push_back(d.rows);
+      l.downtime_ms[how].push_back(d.to_step_end_ms);
+      l.downtime_start_ms[how].push_back(d.to_step_start_ms);
     }
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
@@ -364,8 +372,9 @@ void finish_drain(group_ptr self) {
 // processes share when they run on one host (across hosts it mixes two clocks).
 void note_downtime(group_state& st, queued_request& q) {
   auto& list = st.downtime[q.arrived_how.empty() ? "canvas" : q.arrived_how];
-  list.emplace_back(q.live.progress.prompt_len + q.live.progress.gen_len,
-                    static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3);
+  const double end_ms = static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3;
+  list.push_back({q.live.progress.prompt_len + q.live.progress.gen_len, end_ms,
+                  q.resumed_ms >= 0 ? q.resumed_ms : end_ms});
   if (list.size() > downtime_samples) list.pop_front();
   q.meta.moved_at_us = 0;
 }
@@ -958,6 +967,9 @@ void run_step(group_ptr self) {
   auto results = std::make_shared<std::vector<step_result>>(k);
   auto left = std::make_shared<std::size_t>(k);
   auto t0 = clock_type::now();
+  for (auto id : ids)
+    if (auto& q = st.queue[id]; q.meta.moved_at_us > 0 && q.resumed_ms < 0)
+      q.resumed_ms = static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3;
   for (std::size_t r = 0; r < k; ++r) {
     // Generous: a step of a large model takes seconds. A worker that never answers
     // fails its batch explicitly instead of stalling the group forever.

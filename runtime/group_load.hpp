@@ -39,18 +39,23 @@ struct group_load {
   // The data plane: KV caches this group sent, imported, and refused (then rebuilt).
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
   // Downtimes of the migrations into the group by how they came (canvas, rebuild, transfer,
-  // handover): canvas rows and ms from the source's stop to the end of the first step here.
+  // handover): canvas rows and ms from the source's stop to the end of the first step here
+  // (what a mid-block move costs, a rebuild's refresh included) and to its start (when the
+  // request runs again).
   std::map<std::string, std::vector<int32_t>> downtime_rows;
   std::map<std::string, std::vector<double>> downtime_ms;
+  std::map<std::string, std::vector<double>> downtime_start_ms;  // ... to the start of that step
 
   /// The directory's view (the keys docs/embedding.md lists for a tp_group row).
   nlohmann::json to_json() const {
     nlohmann::json down = nlohmann::json::object();
     for (const auto& [how, rows] : downtime_rows) {
       auto ms = downtime_ms.find(how);
-      if (ms == downtime_ms.end()) continue;
+      auto start = downtime_start_ms.find(how);
+      if (ms == downtime_ms.end() || start == downtime_start_ms.end()) continue;
       auto& list = down[how] = nlohmann::json::array();
-      for (std::size_t i = 0; i < rows.size() && i < ms->second.size(); ++i) list.push_back({rows[i], ms->second[i]});
+      for (std::size_t i = 0; i < rows.size() && i < ms->second.size() && i < start->second.size(); ++i)
+        list.push_back({rows[i], ms->second[i], start->second[i]});
     }
     return {{"queue", queued},
             {"queued_tokens", work},
@@ -88,7 +93,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
            x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused,
-           x.downtime_rows, x.downtime_ms);
+           x.downtime_rows, x.downtime_ms, x.downtime_start_ms);
 }
 
 }  // namespace dls::runtime

@@ -118,6 +118,20 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   }
   BOOST_TEST(in == 3);
   BOOST_TEST(out == 3);
+  // Every move into a group is timed from the source's stop to the start and to the end of its
+  // first step there, in that order.
+  int timed = 0;
+  for (auto& g : status["groups"]) {
+    const auto downtimes = g.value("migration_downtime", json::object());
+    for (auto& [how, samples] : downtimes.items())
+      for (auto& sample : samples) {
+        ++timed;
+        BOOST_REQUIRE_EQUAL(sample.size(), 3u);
+        BOOST_TEST(sample[2].get<double>() >= 0.0, how);
+        BOOST_TEST(sample[2].get<double>() <= sample[1].get<double>(), how);
+      }
+  }
+  BOOST_TEST(timed == 3);
   BOOST_TEST(status["migrator"].value("planned", -1) == 0);
 }
 

@@ -135,23 +135,25 @@ void move_one(rt::cluster_session& s, const std::string& state_dir, uint64_t id,
       [&](caf::error& e) { throw std::runtime_error(s.system().render(e)); });
 }
 
-// Every group's downtime samples of kind `how`, by canvas length.
-std::map<int, std::vector<double>> downtimes(rt::cluster_session& s, const std::string& how) {
+// Every group's downtime samples of kind `how`, by canvas length: field 1 of a sample is the
+// time to the end of the first step at the destination, field 2 to its start.
+std::map<int, std::vector<double>> downtimes(rt::cluster_session& s, const std::string& how, std::size_t field = 1) {
   auto status = ask(s, rt::status_atom::value);
   std::map<int, std::vector<double>> out;
   for (auto& g : status["groups"]) {
     if (!g.contains("migration_downtime") || !g["migration_downtime"].contains(how)) continue;
-    for (auto& sample : g["migration_downtime"][how]) out[sample[0].get<int>()].push_back(sample[1].get<double>());
+    for (auto& sample : g["migration_downtime"][how]) out[sample[0].get<int>()].push_back(sample[field].get<double>());
   }
   return out;
 }
 
 // The samples once the groups' last load reports (sent as their requests finish) reached the
 // head: `expected` of them, or what there is after a few seconds.
-std::map<int, std::vector<double>> settled(rt::cluster_session& s, const std::string& how, std::size_t expected) {
+std::map<int, std::vector<double>> settled(rt::cluster_session& s, const std::string& how, std::size_t expected,
+                                           std::size_t field = 1) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
-    auto d = downtimes(s, how);
+    auto d = downtimes(s, how, field);
     std::size_t n = 0;
     for (auto& [rows, v] : d) n += v.size();
     if (n >= expected || std::chrono::steady_clock::now() > until) return d;
@@ -217,10 +219,15 @@ json live_migration(const live_migration_options& o) {
       throw_if_interrupted();
       move_one(s, c.state_dir(), static_cast<uint64_t>(i + 1), "A8341.+962.....=", "boundary");
     }
-    std::vector<double> all;
+    std::vector<double> all, resumed;
     for (auto& [rows, v] : settled(s, "canvas", static_cast<std::size_t>(o.canvas_moves)))
       all.insert(all.end(), v.begin(), v.end());
+    for (auto& [rows, v] : settled(s, "canvas", static_cast<std::size_t>(o.canvas_moves), 2))
+      resumed.insert(resumed.end(), v.begin(), v.end());
     out["canvas_move_ms"] = summary(all);
+    // Until the destination's first step starts: the time the request is stopped, without the
+    // step it would have taken at the source too.
+    out["canvas_resume_ms"] = summary(resumed);
     c.stop();
   }
   const auto big = write_random_model(dir / "model-d512", o.model, big_d_model, big_layers, big_max_seq);

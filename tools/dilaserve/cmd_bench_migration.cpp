@@ -480,8 +480,10 @@ int run(const options& o) {
   for (const auto& t : all["transports"]) {
     if (!t.contains("live")) continue;
     const auto& l = t["live"];
-    std::printf("%s live (two node processes, `migrate` orders): canvas move %s ms\n", t["tls"].get<std::string>().c_str(),
-                l["canvas_move_ms"].dump().c_str());
+    std::printf("%s live (two node processes, `migrate` orders): canvas move %s ms to the end of the first step there, "
+                "%s ms to its start\n",
+                t["tls"].get<std::string>().c_str(), l["canvas_move_ms"].dump().c_str(),
+                l.value("canvas_resume_ms", json()).dump().c_str());
     for (const auto& m : l["midblock"])
       std::printf("  live mid-block L %d: transfer %s, recompute %s\n", m["L"].get<int>(),
                   m.value("transfer_ms", json()).dump().c_str(), m.value("recompute_ms", json()).dump().c_str());
