@@ -1,6 +1,7 @@
 // The gateway's pure parts: request mapping (every field honoured or refused by name),
 // stop sequences and max_tokens over block-by-block text, keys, the error shape.
 #define BOOST_TEST_MODULE http_units
+#include "gateway/accept_queue.hpp"
 #include "gateway/answer_error.hpp"
 #include "gateway/api_error.hpp"
 #include "gateway/api_keys.hpp"
@@ -10,6 +11,11 @@
 
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 using namespace dls::gateway;
 using json = nlohmann::json;
@@ -231,4 +237,31 @@ BOOST_AUTO_TEST_CASE(the_dashboard_history_keeps_per_second_buckets_for_its_wind
   s = w.series();
   BOOST_TEST(s.size() == 2u);
   BOOST_TEST(s[0]["t"] == 101);
+}
+
+// The gateway's listening socket gets a deeper accept queue than the 5 cpp-httplib's compiled
+// library listens with. Linux reports a listening socket's backlog as tcpi_sacked.
+BOOST_AUTO_TEST_CASE(the_accept_queue_of_a_listening_socket_is_deepened) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE_EQUAL(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  BOOST_REQUIRE_EQUAL(::listen(fd, 5), 0);
+  socklen_t len = sizeof addr;
+  BOOST_REQUIRE_EQUAL(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  auto backlog = [&] {
+    tcp_info info{};
+    socklen_t n = sizeof info;
+    BOOST_REQUIRE_EQUAL(::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &n), 0);
+    return info.tcpi_sacked;
+  };
+  BOOST_TEST(backlog() == 5u);
+  BOOST_TEST(deepen_accept_queue(port, 300) == "");
+  BOOST_TEST(backlog() == 300u);
+  // A port nobody here listens on is named.
+  ::close(fd);
+  BOOST_TEST(deepen_accept_queue(port, 300) == "no listening socket on port " + std::to_string(port));
 }
