@@ -247,6 +247,13 @@ bool eventually(double seconds, const std::function<bool()>& probe) {
   return false;
 }
 
+nlohmann::json only_group(const cluster& c) {
+  const auto status = c.json_cli({"status"});
+  if (status["groups"].size() != 1)
+    throw std::runtime_error("status lists " + std::to_string(status["groups"].size()) + " groups, expected one");
+  return status["groups"][0];
+}
+
 std::string node_state(const cluster& c, const std::string& node) {
   const auto status = c.json_cli({"status"});
   for (const auto& n : status["nodes"])

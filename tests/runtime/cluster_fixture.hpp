@@ -104,6 +104,9 @@ std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& pr
 std::vector<std::string> reference_answers(const std::string& config_name, const std::vector<problem>& problems,
                                            double threshold = -1);
 
+/// The `status` row of the cluster's one TP group; throws unless there is exactly one.
+nlohmann::json only_group(const cluster& c);
+
 /// A node's state in `status` (ALIVE, DEAD, ...); empty when the node is not listed.
 std::string node_state(const cluster& c, const std::string& node);
 

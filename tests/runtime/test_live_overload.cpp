@@ -171,24 +171,34 @@ std::string config_with(const std::string& scheduler) {
          "nodes: [{name: n0, devices: {kind: cpu, count: 1}}]\nmodel: {path: m}\n" + scheduler;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(on_overload_parses_strictly) {
-  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.refuse_overload);
-  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {policy: dilaserve, on_overload: refuse}\n"), "c.yaml",
-                                      "/tmp")
-                 .scheduler.refuse_overload);
-  BOOST_TEST(!rt::parse_cluster_config(config_with("scheduler: {on_overload: queue}\n"), "c.yaml", "/tmp")
-                  .scheduler.refuse_overload);
+// A two-word scheduler choice: absent or `off` leaves `flag` false, `on` sets it, and any other
+// word is refused in one line that names the key and the word.
+void expect_strict_choice(const std::string& key, const std::string& on, const std::string& off,
+                          bool rt::scheduler_settings::*flag) {
+  auto parse = [](const std::string& text) {
+    return rt::parse_cluster_config(config_with(text), "c.yaml", "/tmp").scheduler;
+  };
+  const bool absent = parse("").*flag;
+  const bool set_on = parse("scheduler: {policy: dilaserve, " + key + ": " + on + "}\n").*flag;
+  const bool set_off = parse("scheduler: {" + key + ": " + off + "}\n").*flag;
+  BOOST_TEST(!absent, key);
+  BOOST_TEST(set_on, key);
+  BOOST_TEST(!set_off, key);
   std::string error;
   try {
-    rt::parse_cluster_config(config_with("scheduler: {on_overload: drop}\n"), "c.yaml", "/tmp");
+    parse("scheduler: {" + key + ": drop}\n");
   } catch (const rt::config_error& e) {
     error = e.what();
   }
-  BOOST_TEST(error.find("scheduler.on_overload") != std::string::npos, error);
+  BOOST_TEST(error.find("scheduler." + key) != std::string::npos, error);
   BOOST_TEST(error.find("'drop'") != std::string::npos, error);
   BOOST_TEST(error.find('\n') == std::string::npos);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(on_overload_parses_strictly) {
+  expect_strict_choice("on_overload", "refuse", "queue", &rt::scheduler_settings::refuse_overload);
 }
 
 BOOST_AUTO_TEST_CASE(the_backlog_and_the_refusal_at_placement) {
@@ -261,19 +271,7 @@ BOOST_AUTO_TEST_CASE(strict_slos_are_refused_at_the_first_decision_as_the_simula
 }
 
 BOOST_AUTO_TEST_CASE(on_miss_parses_strictly) {
-  BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.reject_on_miss);
-  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {policy: dilaserve, on_miss: reject}\n"), "c.yaml", "/tmp")
-                 .scheduler.reject_on_miss);
-  BOOST_TEST(!rt::parse_cluster_config(config_with("scheduler: {on_miss: serve}\n"), "c.yaml", "/tmp")
-                  .scheduler.reject_on_miss);
-  std::string error;
-  try {
-    rt::parse_cluster_config(config_with("scheduler: {on_miss: drop}\n"), "c.yaml", "/tmp");
-  } catch (const rt::config_error& e) {
-    error = e.what();
-  }
-  BOOST_TEST(error.find("scheduler.on_miss") != std::string::npos, error);
-  BOOST_TEST(error.find('\n') == std::string::npos);
+  expect_strict_choice("on_miss", "reject", "serve", &rt::scheduler_settings::reject_on_miss);
 }
 
 // Per request: a client's strict SLO is refused the same way under a set without the knob,

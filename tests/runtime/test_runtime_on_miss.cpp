@@ -17,12 +17,6 @@ namespace {
 
 constexpr const char* strict_prefix = "refused (on_miss: reject): ";
 
-json group_of(const cluster& c) {
-  const auto st = c.json_cli({"status"});
-  BOOST_REQUIRE_EQUAL(st["groups"].size(), 1u);
-  return st["groups"][0];
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(requests_that_cannot_meet_their_deadline_are_refused_at_admission) {
@@ -50,7 +44,7 @@ BOOST_AUTO_TEST_CASE(requests_that_cannot_meet_their_deadline_are_refused_at_adm
   BOOST_TEST(line.find('\n') == std::string::npos);
   BOOST_TEST(line.find("cannot meet its deadline") != std::string::npos, line);
   BOOST_TEST(line.find("alone at tau") != std::string::npos, line);
-  BOOST_TEST(group_of(c).value("rejected_on_miss", -1) == 1);
+  BOOST_TEST(dls::test::only_group(c).value("rejected_on_miss", -1) == 1);
 
   // A burst of 400 at once, each with five times its solo latency (the group steps 8 at a time:
   // at most about 40 of them fit), and 40 with a minute each, which the group has room for.
@@ -94,7 +88,7 @@ BOOST_AUTO_TEST_CASE(requests_that_cannot_meet_their_deadline_are_refused_at_adm
   BOOST_TEST(refused > 0);
   BOOST_TEST(answered + refused == static_cast<int>(burst));
   // Counted apart: strict refusals in their own field, none as load shedding.
-  const auto g = group_of(c);
+  const auto g = dls::test::only_group(c);
   BOOST_TEST(g.value("rejected_on_miss", 0) == refused + 1);
   BOOST_TEST(g.value("refused", -1) == 0);
   BOOST_TEST(dls::test::eventually(30, [&] {
@@ -119,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_client_may_ask_for_a_strict_slo_per_request) {
   const auto answer = json::parse(late.out);
   BOOST_TEST(answer["ok"].get<bool>());
   BOOST_TEST(!answer["slo_met"].get<bool>());  // served late, as on_miss: serve says
-  BOOST_TEST(group_of(c).value("rejected_on_miss", -1) == 1);
+  BOOST_TEST(dls::test::only_group(c).value("rejected_on_miss", -1) == 1);
   const auto bad = c.cli({"submit", "--prompt", "x", "--on-miss", "drop"});
   BOOST_TEST(bad.rc == 2);
   BOOST_TEST(bad.err.find("--on-miss") != std::string::npos, bad.err);

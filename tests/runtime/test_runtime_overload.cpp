@@ -26,12 +26,6 @@ std::string write_jsonl(const cluster& c, const std::string& name, std::size_t n
   return path;
 }
 
-json group_of(const cluster& c) {
-  const auto st = c.json_cli({"status"});
-  BOOST_REQUIRE_EQUAL(st["groups"].size(), 1u);
-  return st["groups"][0];
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_normal_load_is_not) {
@@ -55,8 +49,8 @@ BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_norma
     auto r = c.cli({"submit", "--file", path, "--rate", "10", "--json", "--timeout", "120"});
     BOOST_REQUIRE_MESSAGE(r.rc == 0, r.out + r.err);
     BOOST_TEST(json::parse(r.out)["summary"]["failed"].get<int>() == 0);
-    BOOST_TEST(group_of(c).value("refused", -1) == 0);
-    BOOST_TEST(group_of(c).value("refused_at_placement", -1) == 0);
+    BOOST_TEST(dls::test::only_group(c).value("refused", -1) == 0);
+    BOOST_TEST(dls::test::only_group(c).value("refused_at_placement", -1) == 0);
   }
 
   // The burst: a thousand at once.
@@ -97,7 +91,7 @@ BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_norma
   BOOST_TEST(refused_at_lowered_tau == refused);
   BOOST_TEST(first_reason.find('\n') == std::string::npos);
   // The group's record: tau went down before its first refusal, and it counted them all.
-  const auto g = group_of(c);
+  const auto g = dls::test::only_group(c);
   BOOST_TEST(g.value("refused", 0) + g.value("refused_at_placement", 0) == refused);
   BOOST_TEST_MESSAGE("refused by the group " << g.value("refused", 0) << ", at placement "
                                              << g.value("refused_at_placement", 0));
@@ -117,6 +111,6 @@ BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_norma
   auto again = write_jsonl(c, "after.jsonl", 20, 20 * slo_ms);
   auto after = c.cli({"submit", "--file", again, "--rate", "10", "--json", "--timeout", "120"});
   BOOST_REQUIRE_MESSAGE(after.rc == 0, after.out + after.err);
-  const auto g2 = group_of(c);
+  const auto g2 = dls::test::only_group(c);
   BOOST_TEST(g2.value("refused", 0) + g2.value("refused_at_placement", 0) == refused);
 }
