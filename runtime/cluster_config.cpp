@@ -1,18 +1,11 @@
 #include "runtime/cluster_config.hpp"
 
-#include "common/layout.hpp"
-
-#include "policies/presets.hpp"
-#include "policies/quality.hpp"
-#include "policies/step_cost.hpp"
-
 #include <yaml-cpp/yaml.h>
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <set>
 #include <sstream>
 
@@ -23,8 +16,6 @@ namespace dls::runtime {
 namespace {
 
 using checker = config::yaml_checker;
-
-std::string resolve(const std::string& p, const std::string& base_dir) { return config::resolve_path(p, base_dir); }
 
 // CAF's own parser knows each option's type, so the YAML tree is flattened into
 // command-line style arguments ("--scheduler.max-threads=2") and handed to it.
@@ -151,7 +142,7 @@ http_config parse_http(const checker& c, const YAML::Node& n, const std::string&
   h.host = c.str(c.require(n, "host", "http"), "http.host");
   h.port = static_cast<uint16_t>(c.integer(c.require(n, "port", "http"), "http.port", 0, 65535));
   auto keys = c.require(n, "api_keys_file", "http");
-  h.api_keys_file = resolve(c.str(keys, "http.api_keys_file"), base_dir);
+  h.api_keys_file = config::resolve_path(c.str(keys, "http.api_keys_file"), base_dir);
   h.api_keys = read_api_keys(c, keys, h.api_keys_file);
   if (n["max_body_bytes"])
     h.max_body_bytes = static_cast<std::size_t>(c.integer(n["max_body_bytes"], "http.max_body_bytes", 1024, 1 << 30));
@@ -209,7 +200,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
       token = c.str(auth[key], "auth." + key);
       if (token.size() < 8) c.fail(auth[key], "auth." + key + " must have at least 8 characters");
     } else if (auth[key_file]) {
-      auto path = resolve(c.str(auth[key_file], "auth." + key_file), base_dir);
+      auto path = config::resolve_path(c.str(auth[key_file], "auth." + key_file), base_dir);
       if (file) *file = path;
       token = read_token_file(c, auth[key_file], path);
       if (token.size() < 8) c.fail(auth[key_file], "the token in '" + path + "' must have at least 8 characters");
@@ -224,7 +215,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
       (!cfg.node_token.empty() && cfg.node_token == cfg.token) ||
       (!cfg.node_token.empty() && cfg.node_token == cfg.submit_token))
     c.fail(auth, "auth: the admin, submit and node tokens must differ, or the roles mean nothing");
-  if (auth["tls_dir"]) cfg.tls_dir = resolve(c.str(auth["tls_dir"], "auth.tls_dir"), base_dir);
+  if (auth["tls_dir"]) cfg.tls_dir = config::resolve_path(c.str(auth["tls_dir"], "auth.tls_dir"), base_dir);
   if (auth["insecure"]) {
     auto v = c.one_of(auth["insecure"], "auth.insecure", {"true", "false"});
     cfg.insecure = v == "true";
@@ -253,7 +244,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
 
   auto model = c.require(root, "model", "the top level");
   c.check_keys(model, {"path"}, "model");
-  cfg.model_path = resolve(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
+  cfg.model_path = config::resolve_path(c.str(c.require(model, "path", "model"), "model.path"), base_dir);
 
   if (auto eng = root["engine"]) cfg.engine = config::parse_engine(c, eng, runtime_engine_keys);
   if (auto limits = root["limits"]) cfg.limits = parse_limits(c, limits);
