@@ -1,5 +1,8 @@
 #include "cluster_fixture.hpp"
 
+#include <boost/test/results_collector.hpp>
+#include <boost/test/unit_test.hpp>
+
 #include "runtime/process.hpp"
 #include "runtime/state_dir.hpp"
 
@@ -13,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 
@@ -144,7 +148,36 @@ cluster::cluster(const std::string& config_name, int dead_after_ms, const std::s
   if (up_.rc != 0) throw std::runtime_error("dilaserve up failed (" + std::to_string(up_.rc) + "): " + up_.err);
 }
 
+namespace {
+
+// The last `lines` lines of a text file.
+std::string tail_of(const fs::path& file, std::size_t lines) {
+  std::ifstream in(file);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  std::string out;
+  for (auto i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += all[i] + "\n";
+  return out;
+}
+
+bool current_test_failed() {
+  namespace ut = boost::unit_test;
+  return !ut::results_collector.results(ut::framework::current_test_case().p_id).passed();
+}
+
+}  // namespace
+
 cluster::~cluster() {
+  // A failed test shows what its cluster's processes logged: CI keeps nothing else of them.
+  try {
+    if (std::uncaught_exceptions() > 0 || current_test_failed()) {
+      std::error_code ec;
+      for (const auto& f : fs::directory_iterator(fs::path(state_dir_) / "logs", ec))
+        std::cerr << "---- last lines of " << f.path().filename().string() << " ----\n" << tail_of(f.path(), 40);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "cannot show the cluster's logs: " << e.what() << "\n";
+  }
   // Record the pids first: `down` removes the state file.
   std::vector<int> pids;
   try {
