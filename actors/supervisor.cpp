@@ -30,6 +30,7 @@ using json = nlohmann::json;
 namespace {
 
 using wal_sync_atom = caf::atom_constant<caf::atom("wal_sync")>;
+using wal_synced_atom = caf::atom_constant<caf::atom("wal_synced")>;
 
 struct group_slot {
   rt::group_info info;
@@ -71,13 +72,16 @@ struct supervisor_state {
   rt::head_journal_ptr journal;  // nullptr: nothing is persisted
   std::map<std::string, uint64_t> by_key;  // requests in flight by the client's key
   // Accepted submits whose log record is written but not yet synced: one sync covers all
-  // that arrived together, then each starts.
+  // that arrived together, then each starts. The sync runs on the journal's thread; while it
+  // does, newer submits gather for the next one.
   struct unsynced_submit {
     uint64_t id;
     rt::submit_spec spec;
     caf::response_promise rp;
   };
   std::vector<unsynced_submit> unsynced;
+  std::vector<unsynced_submit> syncing;
+  bool sync_in_flight = false;
   static inline const char* name = "dls.supervisor";
 };
 
@@ -304,9 +308,11 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (!st.journal)
           return start_request(self, id, std::move(spec),
                                [&](const caf::actor& r) { return self->delegate(r, rt::await_atom::value); });
-        for (const auto& u : st.unsynced)
-          if (!spec.key.empty() && u.spec.key == spec.key)
-            return caf::make_message(refusal_of(0, spec, "a request with this key is being accepted; submit it again"));
+        for (const auto* batch : {&st.unsynced, &st.syncing})
+          for (const auto& u : *batch)
+            if (!spec.key.empty() && u.spec.key == spec.key)
+              return caf::make_message(
+                  refusal_of(0, spec, "a request with this key is being accepted; submit it again"));
         // On disk before anything else happens to it: from the sync on, a head restart resumes it.
         rt::journal_request entry;
         entry.id = id;
@@ -321,7 +327,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           return caf::make_message(refusal_of(id, spec, std::string("the head cannot persist the request: ") + e.what()));
         }
         // The sync waits behind the submits already in the mailbox, so one covers them all.
-        if (st.unsynced.empty()) self->send(self, wal_sync_atom::value);
+        if (st.unsynced.empty() && !st.sync_in_flight) self->send(self, wal_sync_atom::value);
         auto rp = self->make_response_promise();
         st.unsynced.push_back({id, std::move(spec), rp});
         return rp;
@@ -329,14 +335,24 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](wal_sync_atom) {
         if (!local(self)) return;
         auto& st = self->state;
-        auto batch = std::move(st.unsynced);
+        if (st.sync_in_flight || st.unsynced.empty()) return;
+        st.syncing = std::move(st.unsynced);
         st.unsynced.clear();
-        std::string failure;
-        try {
-          st.journal->sync();
-        } catch (const std::exception& e) {
-          failure = std::string("the head cannot persist the request: ") + e.what();
-        }
+        st.sync_in_flight = true;
+        auto me = caf::actor_cast<caf::weak_actor_ptr>(self->ctrl());
+        st.journal->sync_later([me](const std::string& error) {
+          // From the journal's thread, sent as the supervisor itself: it serves only local senders.
+          if (auto strong = caf::actor_cast<caf::actor>(me.lock()))
+            caf::send_as(strong, strong, wal_synced_atom::value, error);
+        });
+      },
+      [=](wal_synced_atom, const std::string& error) {
+        if (!local(self)) return;
+        auto& st = self->state;
+        auto batch = std::move(st.syncing);
+        st.syncing.clear();
+        st.sync_in_flight = false;
+        const std::string failure = error.empty() ? "" : "the head cannot persist the request: " + error;
         for (auto& u : batch) {
           if (!failure.empty()) {
             auto a = refusal_of(u.id, u.spec, failure);
@@ -350,6 +366,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           start_request(self, u.id, std::move(u.spec),
                         [&](const caf::actor& r) { return u.rp.delegate(r, rt::await_atom::value); });
         }
+        if (!st.unsynced.empty()) self->send(self, wal_sync_atom::value);
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!local(self)) return;

@@ -232,65 +232,133 @@ head_journal::head_journal(const std::string& dir, bool recover, std::size_t fin
     log_line("wal", "recovered " + std::to_string(state_.live.size()) + " requests in flight, " +
                         std::to_string(state_.joins.size()) + " nodes, from " + std::to_string(applied) +
                         " records of " + wal_.path());
+  syncer_ = std::thread([this] { run_syncs(); });
 }
 
-void head_journal::append(const std::string& payload, bool sync) {
+head_journal::~head_journal() {
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_one();
+  syncer_.join();
+}
+
+void head_journal::append(const std::string& payload) {
   // On disk first: a write that fails leaves the state as the log has it.
-  wal_.append(payload, sync);
+  wal_.append(payload, false);
   apply_record(state_, payload, finished_kept_);
-  compact_if_due();
+  note_growth();
 }
 
-void head_journal::append_applied(const std::string& payload, bool sync, const std::function<void()>& apply) {
-  wal_.append(payload, sync);
+void head_journal::append_applied(const std::string& payload, const std::function<void()>& apply) {
+  wal_.append(payload, false);
   apply();
-  compact_if_due();
+  note_growth();
 }
 
-void head_journal::compact_if_due() {
-  if (wal_.size() <= compact_at_) return;
-  auto records = checkpoint_records(state_);
-  wal_.rewrite(records);
-  ++compactions_;
-  compact_at_ = std::max(compact_min_bytes_, 2 * wal_.size());
+void head_journal::note_growth() {
+  if (wal_.size() <= compact_at_ || compact_due_) return;
+  compact_due_ = true;
+  // Through the queue's mutex, so that the thread cannot miss the flag between its check and its wait.
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+  }
+  queue_cv_.notify_one();
 }
 
-void head_journal::accepted(const journal_request& r, bool sync_now) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (r.id == 0) throw journal_error("request id 0");
-  append_applied(encode_accepted(r), sync_now, [&] { apply_accepted(state_, r); });
-}
-
-void head_journal::sync() {
-  std::lock_guard<std::mutex> lk(mu_);
+void head_journal::sync_locked() {
+  if (compact_due_.exchange(false)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    try {
+      wal_.rewrite(checkpoint_records(state_));
+      ++compactions_;
+    } catch (const std::exception& e) {
+      // The records are still in the old log; the sync below makes them durable there.
+      log_line("wal", std::string("warning: cannot checkpoint the log: ") + e.what());
+    }
+    compact_at_ = std::max(compact_min_bytes_, 2 * wal_.size());
+  }
   wal_.sync();
 }
 
+void head_journal::sync() {
+  std::lock_guard<std::mutex> s(sync_mu_);
+  sync_locked();
+}
+
+void head_journal::sync_later(synced_fn done) {
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    waiting_.push_back(std::move(done));
+  }
+  queue_cv_.notify_one();
+}
+
+void head_journal::run_syncs() {
+  for (;;) {
+    std::vector<synced_fn> batch;
+    {
+      std::unique_lock<std::mutex> q(queue_mu_);
+      queue_cv_.wait(q, [&] { return stopping_ || !waiting_.empty() || compact_due_; });
+      if (stopping_ && waiting_.empty()) return;
+      batch.swap(waiting_);
+    }
+    std::string error;
+    try {
+      sync();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    for (auto& done : batch) done(error);
+  }
+}
+
+void head_journal::accepted(const journal_request& r, bool sync_now) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (r.id == 0) throw journal_error("request id 0");
+    append_applied(encode_accepted(r), [&] { apply_accepted(state_, r); });
+  }
+  if (sync_now) sync();
+}
+
 void head_journal::joined(const std::string& node, uint32_t joins) {
-  std::lock_guard<std::mutex> lk(mu_);
-  append(encode_joined(node, joins), true);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    append(encode_joined(node, joins));
+  }
+  sync();
 }
 
 void head_journal::layout(const std::string& node, const std::vector<int32_t>& sizes) {
-  std::lock_guard<std::mutex> lk(mu_);
-  append(encode_layout(node, sizes), true);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    append(encode_layout(node, sizes));
+  }
+  sync();
 }
 
 void head_journal::policy(const std::string& name) {
-  std::lock_guard<std::mutex> lk(mu_);
-  append(encode_policy(name), true);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    append(encode_policy(name));
+  }
+  sync();
 }
 
 void head_journal::port(int port) {
-  std::lock_guard<std::mutex> lk(mu_);
-  append(encode_port(port), true);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    append(encode_port(port));
+  }
+  sync();
 }
 
 void head_journal::snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
   std::lock_guard<std::mutex> lk(mu_);
   if (!state_.live.count(id)) return;
-  append_applied(encode_snapshot(id, canvas, steps, tokens), false,
-                 [&] { apply_snapshot(state_, id, canvas, steps, tokens); });
+  append_applied(encode_snapshot(id, canvas, steps, tokens), [&] { apply_snapshot(state_, id, canvas, steps, tokens); });
 }
 
 void head_journal::finished(uint64_t id, const answer& a) {
@@ -298,7 +366,7 @@ void head_journal::finished(uint64_t id, const answer& a) {
   auto it = state_.live.find(id);
   if (it == state_.live.end()) return;
   auto key = it->second.key;
-  append_applied(encode_finished(id, key, a), false,
+  append_applied(encode_finished(id, key, a),
                  [&] { apply_finished(state_, id, key, key.empty() ? answer{} : a, finished_kept_); });
 }
 

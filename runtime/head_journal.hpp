@@ -8,6 +8,8 @@
 #include "runtime/messages.hpp"
 #include "runtime/wal.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace dls::runtime {
@@ -70,14 +73,25 @@ class head_journal {
   /// the log is replaced by a checkpoint once it is larger than this and twice the last one.
   head_journal(const std::string& dir, bool recover, std::size_t finished_kept,
                std::uint64_t compact_min_bytes = default_compact_min_bytes);
+  /// Runs the syncs still asked for, then stops the journal's thread.
+  ~head_journal();
+  head_journal(const head_journal&) = delete;
+  head_journal& operator=(const head_journal&) = delete;
 
   /// The state found at open.
   const journal_state& recovered() const { return recovered_; }
 
   // Synced before returning (fdatasync): the client may rely on them. `accepted` with
-  // `sync` false leaves the sync to a later sync() that covers many (a group commit).
+  // `sync` false leaves the sync to a later sync() or sync_later() that covers many (a group
+  // commit).
   void accepted(const journal_request& r, bool sync = true);
+  /// Makes every record written before the call durable (and checkpoints the log if it is due).
   void sync();
+  /// The same on the journal's own thread, which then calls `done("")`, or `done(reason)` if
+  /// the sync failed. For actors: a sync can take seconds behind other writes to the disk, and
+  /// no scheduler thread of CAF may wait that long. Syncs asked for together share one fdatasync.
+  using synced_fn = std::function<void(const std::string& error)>;
+  void sync_later(synced_fn done);
   void joined(const std::string& node, uint32_t joins);
   void layout(const std::string& node, const std::vector<int32_t>& sizes);
   void policy(const std::string& name);
@@ -103,13 +117,26 @@ class head_journal {
   static constexpr std::uint64_t default_compact_min_bytes = 8u << 20;
 
  private:
-  void append(const std::string& payload, bool sync);
+  // Both under mu_; neither syncs.
+  void append(const std::string& payload);
   // The same for the per-request records, which change the state by `apply` rather than by
   // decoding what was just encoded.
-  void append_applied(const std::string& payload, bool sync, const std::function<void()>& apply);
-  void compact_if_due();
+  void append_applied(const std::string& payload, const std::function<void()>& apply);
+  // Under mu_: flags a checkpoint for the next sync once the log has outgrown the last one.
+  void note_growth();
+  // Under sync_mu_: the checkpoint if one is due, then the fdatasync.
+  void sync_locked();
+  void run_syncs();
 
+  // Lock order: sync_mu_ before mu_. Appends take mu_ only, so an fdatasync (under sync_mu_)
+  // never makes an appending actor wait.
   mutable std::mutex mu_;
+  std::mutex sync_mu_;
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::vector<synced_fn> waiting_;  // under queue_mu_
+  bool stopping_ = false;           // under queue_mu_
+  std::atomic<bool> compact_due_{false};
   std::size_t finished_kept_;
   std::uint64_t compact_min_bytes_;
   std::uint64_t compact_at_;
@@ -117,6 +144,7 @@ class head_journal {
   wal_file wal_;
   journal_state state_;
   journal_state recovered_;
+  std::thread syncer_;  // last: it starts once everything above exists
 };
 
 using head_journal_ptr = std::shared_ptr<head_journal>;

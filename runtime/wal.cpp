@@ -165,9 +165,12 @@ void wal_file::append(std::string_view payload, bool sync_now) {
 }
 
 void wal_file::sync() {
-  if (!dirty_) return;
-  if (::fdatasync(fd_) != 0) throw io_error("cannot sync", path_);
-  dirty_ = false;
+  // Cleared before the sync, so that an append landing during it marks the log dirty again.
+  if (!dirty_.exchange(false)) return;
+  if (::fdatasync(fd_) != 0) {
+    dirty_ = true;
+    throw io_error("cannot sync", path_);
+  }
 }
 
 void wal_file::rewrite(const std::vector<std::string>& records) {

@@ -3,6 +3,7 @@
 // [payload], little-endian. It knows nothing of what the payloads mean (runtime/head_journal
 // does). Opening it drops a torn or corrupt tail (a crash in the middle of an append) with one
 // warning line; the file is never left unreadable.
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -47,7 +48,9 @@ class wal_file {
   /// disk (fdatasync). Throws std::runtime_error on a failed write.
   void append(std::string_view payload, bool sync);
 
-  /// Makes every appended record durable.
+  /// Makes every record appended before the call durable. It may run beside `append` on
+  /// another thread (records appended meanwhile are left to the next sync), never beside
+  /// `rewrite` or another `sync`: the caller serialises those.
   void sync();
 
   /// Replaces the whole log by `records` atomically: written to PATH.tmp, synced, renamed over
@@ -61,7 +64,7 @@ class wal_file {
   std::string path_;
   int fd_ = -1;
   std::uint64_t size_ = 0;
-  bool dirty_ = false;  // appended since the last sync
+  std::atomic<bool> dirty_{false};  // appended since the last sync began
   std::vector<std::string> recovered_;
 };
 

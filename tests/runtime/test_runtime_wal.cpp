@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
+#include <thread>
 #include <fstream>
 #include <sstream>
 
@@ -287,4 +289,42 @@ BOOST_AUTO_TEST_CASE(accepts_written_together_are_made_durable_by_one_sync) {
   rt::head_journal j(dir.path, true, 10);
   BOOST_TEST(j.recovered().live.size() == 50u);
   BOOST_TEST(j.recovered().next_id == 51u);
+}
+
+BOOST_AUTO_TEST_CASE(a_sync_asked_for_later_runs_on_the_journals_thread_and_covers_what_came_before) {
+  temp_dir dir;
+  {
+    rt::head_journal j(dir.path, false, 10);
+    std::vector<std::future<std::pair<std::string, std::thread::id>>> done;
+    std::vector<std::promise<std::pair<std::string, std::thread::id>>> promises(3);
+    for (uint64_t batch = 0; batch < 3; ++batch) {
+      for (uint64_t k = 1; k <= 20; ++k) j.accepted(request(batch * 20 + k, "b" + std::to_string(batch * 20 + k)), false);
+      done.push_back(promises[batch].get_future());
+      j.sync_later([&p = promises[batch]](const std::string& error) { p.set_value({error, std::this_thread::get_id()}); });
+    }
+    for (auto& f : done) {
+      auto [error, thread] = f.get();
+      BOOST_TEST(error.empty(), error);
+      BOOST_TEST((thread != std::this_thread::get_id()));
+    }
+  }
+  rt::head_journal j(dir.path, true, 10);
+  BOOST_TEST(j.recovered().live.size() == 60u);
+}
+
+BOOST_AUTO_TEST_CASE(the_journals_thread_checkpoints_a_log_that_outgrew_the_threshold) {
+  temp_dir dir;
+  constexpr std::uint64_t small = 16 * 1024;
+  rt::head_journal j(dir.path, false, 5, small);
+  for (uint64_t id = 1; id <= 400; ++id) {
+    j.accepted(request(id, "c" + std::to_string(id)), false);
+    j.finished(id, answer_for(id, "t"));
+  }
+  // No append waits for the checkpoint: the journal's thread writes it, at the latest with the
+  // next sync it runs.
+  std::promise<void> synced;
+  j.sync_later([&](const std::string&) { synced.set_value(); });
+  synced.get_future().get();
+  BOOST_TEST(j.compactions() > 0u);
+  BOOST_TEST(j.bytes() <= 2 * small + 4096, j.bytes());
 }
