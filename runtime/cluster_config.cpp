@@ -109,7 +109,7 @@ const std::set<std::string>& ucx_transport_names() {
 }
 
 ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
-  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "timeout_ms", "kv_move"}, "ucx");
+  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "timeout_ms", "kv_move"}, "ucx");
   ucx_config u;
   if (n["tls"]) {
     u.tls = c.str(n["tls"], "ucx.tls");
@@ -128,6 +128,12 @@ ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
   if (n["rndv_threshold_bytes"])
     u.rndv_threshold_bytes =
         static_cast<std::size_t>(c.integer(n["rndv_threshold_bytes"], "ucx.rndv_threshold_bytes", 0, 1LL << 30));
+  if (n["part_bytes"])
+    u.part_bytes = static_cast<std::size_t>(c.integer(n["part_bytes"], "ucx.part_bytes", 0, 1LL << 30));
+  // Parts below a page cost a message each for almost nothing hashed.
+  constexpr std::size_t min_part_bytes = 4096;
+  if (u.part_bytes != 0 && u.part_bytes < min_part_bytes)
+    c.fail(n["part_bytes"], "ucx.part_bytes must be 0 (send whole) or at least " + std::to_string(min_part_bytes));
   if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
   if (n["kv_move"]) u.kv_move = c.one_of(n["kv_move"], "ucx.kv_move", {"auto", "transfer", "rebuild"});
   return u;

@@ -54,6 +54,12 @@ struct ucx_config {
   // rendezvous into registered memory. 64 KiB: the smallest KV cache of the shipped model at
   // one layer is above it, and below it one extra round trip costs more than the copy.
   std::size_t rndv_threshold_bytes = 64 << 10;
+  // Larger buffers travel in parts of this size, each hashed (XXH3) just before it is sent and
+  // checked as soon as it lands, on a thread beside UCX's progress thread, so that hashing
+  // overlaps the transfer instead of adding to it. 0 sends every buffer whole. 2 MiB: of 512 KiB,
+  // 2 MiB and 4 MiB it was the best on both transports here (docs/performance.md, "Data plane
+  // in parts"); smaller parts cost a rendezvous and two thread hops each for little hashing.
+  std::size_t part_bytes = 2 << 20;
   // The deadline of one transfer: 10 s moves 256 MB at 25 MB/s, far below any transport here.
   int timeout_ms = 10000;
   // A mid-block migration to another process: "auto" moves the KV cache when the profile's

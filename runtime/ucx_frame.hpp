@@ -1,7 +1,9 @@
 #pragma once
-// The header every UCX data-plane transfer carries as its active-message header: which
-// transfer it is, how many bytes follow and their checksum, so a receiver refuses a
-// truncated or corrupt buffer before anything imports it.
+// The header every UCX data-plane message carries as its active-message header: which
+// transfer it belongs to, which part of it this is (a large buffer travels in parts, each
+// hashed as it is sent and checked as it lands, so that hashing overlaps the transfer), how
+// many bytes follow and their checksum, so a receiver refuses a truncated or corrupt buffer
+// before anything imports it.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,22 +13,36 @@ namespace dls::runtime {
 
 struct ucx_frame_header {
   static constexpr uint32_t magic_value = 0x58534c44;  // "DLSX" in memory order
-  static constexpr uint32_t current_version = 1;
+  static constexpr uint32_t current_version = 2;
   uint32_t magic = magic_value;
   uint32_t version = current_version;
   uint64_t transfer_id = 0;
-  uint64_t bytes = 0;     // payload length
-  uint64_t checksum = 0;  // XXH3-64 of the payload
+  uint64_t bytes = 0;     // this part's payload length
+  uint64_t checksum = 0;  // XXH3-64 of this part's payload
+  uint64_t total = 0;     // the whole transfer's length
+  uint64_t offset = 0;    // where this part starts in it
+  uint32_t part = 0;      // 0 .. parts - 1
+  uint32_t parts = 1;
 };
 
-/// The header of `payload` under `transfer_id`.
+/// The most parts one transfer may have: a header claiming more is not ours.
+constexpr uint32_t ucx_max_parts = 1u << 20;
+
+/// The header of a transfer sent whole (one part).
 ucx_frame_header make_frame_header(uint64_t transfer_id, std::string_view payload);
+
+/// The header of part `part` of `parts` of `whole`: `part_bytes` each, the last one the rest.
+ucx_frame_header make_part_header(uint64_t transfer_id, std::string_view whole, std::size_t part_bytes, uint32_t part,
+                                  uint32_t parts);
+
+/// How many parts of `part_bytes` a buffer of `size` bytes travels in (1 when part_bytes is 0).
+uint32_t parts_for(std::size_t size, std::size_t part_bytes);
 
 /// Checks an arriving header (its length as UCX delivered it) and the payload length UCX
 /// announced; returns "" or a one-line reason ("...: truncated, 100 of 4096 bytes").
 std::string check_frame_header(const void* header, std::size_t header_length, std::size_t payload_length);
 
-/// Checks the payload against a header that passed check_frame_header; "" or the reason.
+/// Checks a part's payload against a header that passed check_frame_header; "" or the reason.
 std::string check_frame_payload(const ucx_frame_header& h, std::string_view payload);
 
 }  // namespace dls::runtime

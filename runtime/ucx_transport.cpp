@@ -1,11 +1,13 @@
 #include "runtime/ucx_transport.hpp"
 
 #include "runtime/log.hpp"
+#include "runtime/ucx_assembly.hpp"
 #include "runtime/ucx_frame.hpp"
 
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -105,6 +107,26 @@ struct arrival {
   clock::time_point expires;
 };
 
+// The parts of one outgoing transfer: the sender's `done` runs once, when the last part is
+// delivered or the first one fails.
+struct send_group {
+  uint64_t id = 0;
+  ucx_transport::send_done done;
+  std::size_t part_bytes = 0;
+  uint32_t parts_total = 1;
+  uint32_t left = 0;
+  bool reported = false;
+};
+
+// An incoming transfer in parts and the buffer they land in (given back once nothing is in
+// flight on it; a failed one is kept, without its buffer, until it expires, so that its late
+// parts are dropped rather than starting it again).
+struct incoming {
+  ucx_assembly parts;
+  ucx_buffer_pool::buffer buffer;
+  clock::time_point expires;
+};
+
 }  // namespace
 
 struct ucx_transport::impl {
@@ -121,6 +143,14 @@ struct ucx_transport::impl {
   std::deque<std::function<void()>> tasks;
   bool stopping = false;
 
+  // The hashing thread: checksums of parts being sent and of parts that landed, so that the
+  // progress thread moves the next part meanwhile.
+  std::thread hasher;
+  std::mutex hash_mu;  // guards hash_jobs and hash_stopping
+  std::condition_variable hash_cv;
+  std::deque<std::function<void()>> hash_jobs;
+  bool hash_stopping = false;
+
   // Owned by the progress thread.
   std::map<std::string, ucp_ep_h> eps;
   std::map<ucp_ep_h, std::string> peer_of;
@@ -128,11 +158,15 @@ struct ucx_transport::impl {
   std::set<recv_op*> recvs;
   std::map<uint64_t, waiter> waiting;
   std::map<uint64_t, arrival> arrived;
+  std::map<uint64_t, incoming> assemblies;
+  std::set<std::shared_ptr<send_group>> groups;  // multi-part sends not yet reported
   std::vector<void*> closing;
 
   explicit impl(const ucx_config& c);
   ~impl();
   void post(std::function<void()> task);
+  void hash_later(std::function<void()> job);
+  void hash_loop();
   void loop();
   void run_tasks();
   void check_deadlines();
@@ -140,7 +174,17 @@ struct ucx_transport::impl {
   void drop_endpoint(ucp_ep_h ep, bool force);
   void start_send(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
                   clock::time_point deadline, send_done done);
+  void send_in_parts(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
+                     clock::time_point deadline, send_done done);
+  void start_part(const std::string& peer, const ucx_frame_header& h, std::shared_ptr<const std::string> bytes,
+                  std::shared_ptr<send_group> group, clock::time_point deadline);
+  void report(send_group& g, const std::string& error);
   void finish_send(send_op* op, ucs_status_t status);
+  ucs_status_t on_part(const ucx_frame_header& h, void* data, std::size_t length, bool rndv);
+  void check_part(uint64_t id, const ucx_frame_header& h, const char* bytes);
+  void part_checked(uint64_t id, const std::string& error);
+  void fail_incoming(uint64_t id, incoming& in, const std::string& error);
+  void release_if_idle(std::map<uint64_t, incoming>::iterator it, clock::time_point now);
   void landed(uint64_t id, std::string error, ucx_payload payload);
   ucs_status_t on_message(const void* header, std::size_t header_length, void* data, std::size_t length,
                           const ucp_am_recv_param_t* param);
@@ -154,16 +198,15 @@ namespace {
 struct send_op {
   ucx_frame_header header;  // UCX 1.13 may read the header after the send call returns
   std::shared_ptr<const std::string> bytes;
-  ucx_transport::send_done done;
+  std::shared_ptr<send_group> group;
   clock::time_point deadline;
   std::string peer;
   ucx_transport::impl* owner = nullptr;
-  bool reported = false;
 };
 
 struct recv_op {
   ucx_frame_header header;
-  ucx_buffer_pool::buffer buffer;
+  ucx_buffer_pool::buffer buffer;  // a transfer sent whole; a part lands in its assembly's
   ucx_transport::impl* owner = nullptr;
 };
 
@@ -229,9 +272,18 @@ ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(!uses_share
   if (epfd < 0 || ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) != 0) fail("epoll on the worker's event fd", UCS_ERR_IO_ERROR);
   pool = std::make_shared<ucx_buffer_pool>(ctx, idle_receive_bytes);
   thread = std::thread([this] { loop(); });
+  hasher = std::thread([this] { hash_loop(); });
 }
 
 ucx_transport::impl::~impl() {
+  // The hasher first: checks it has not begun are dropped (teardown answers their transfers),
+  // and what it finishes is posted to the progress thread, which is still running.
+  {
+    std::lock_guard<std::mutex> lock(hash_mu);
+    hash_stopping = true;
+  }
+  hash_cv.notify_one();
+  hasher.join();
   {
     std::lock_guard<std::mutex> lock(mu);
     stopping = true;
@@ -239,6 +291,29 @@ ucx_transport::impl::~impl() {
   ucp_worker_signal(worker);
   thread.join();
   teardown();
+}
+
+void ucx_transport::impl::hash_later(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(hash_mu);
+    if (hash_stopping) return;
+    hash_jobs.push_back(std::move(job));
+  }
+  hash_cv.notify_one();
+}
+
+void ucx_transport::impl::hash_loop() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(hash_mu);
+      hash_cv.wait(lock, [&] { return hash_stopping || !hash_jobs.empty(); });
+      if (hash_stopping) return;
+      job = std::move(hash_jobs.front());
+      hash_jobs.pop_front();
+    }
+    job();
+  }
 }
 
 void ucx_transport::impl::post(std::function<void()> task) {
@@ -292,11 +367,22 @@ void ucx_transport::impl::check_deadlines() {
   }
   for (auto it = arrived.begin(); it != arrived.end();)
     it = it->second.expires <= now ? arrived.erase(it) : std::next(it);
+  for (auto it = assemblies.begin(); it != assemblies.end();) {
+    auto next = std::next(it);
+    if (it->second.expires <= now) {
+      auto& in = it->second;
+      if (!in.parts.failed)
+        fail_incoming(it->first, in,
+                      "ucx transfer " + std::to_string(it->first) + ": " + std::to_string(in.parts.arrived()) + " of " +
+                          std::to_string(in.parts.parts()) + " parts arrived within its deadline");
+      release_if_idle(it, now);
+    }
+    it = next;
+  }
   std::set<std::string> stuck;
   for (auto* op : sends) {
-    if (op->reported || op->deadline > now) continue;
-    op->reported = true;
-    op->done("ucx transfer " + std::to_string(op->header.transfer_id) + ": not delivered within its deadline");
+    if (op->group->reported || op->deadline > now) continue;
+    report(*op->group, "ucx transfer " + std::to_string(op->header.transfer_id) + ": not delivered within its deadline");
     stuck.insert(op->peer);
   }
   // Closing the endpoint cancels what is still in flight on it, which frees those sends.
@@ -343,20 +429,52 @@ void ucx_transport::impl::start_send(const std::string& peer, uint64_t id, std::
     done({});
     return;
   }
+  auto group = std::make_shared<send_group>();
+  group->id = id;
+  group->done = std::move(done);
+  group->left = 1;
+  const auto header = make_frame_header(id, *bytes);
+  start_part(peer, header, std::move(bytes), std::move(group), deadline);
+}
+
+void ucx_transport::impl::send_in_parts(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
+                                        clock::time_point deadline, send_done done) {
+  auto group = std::make_shared<send_group>();
+  group->id = id;
+  group->done = std::move(done);
+  // Parts of the configured size, or larger for a buffer that would need more than a header allows.
+  group->part_bytes = std::max<std::size_t>(cfg.part_bytes, (bytes->size() + ucx_max_parts - 1) / ucx_max_parts);
+  group->parts_total = parts_for(bytes->size(), group->part_bytes);
+  group->left = group->parts_total;
+  groups.insert(group);
+  // One job a part: the hasher posts each part as soon as it is hashed, and the checks of
+  // parts arriving here take turns with them.
+  for (uint32_t part = 0; part < group->parts_total; ++part)
+    hash_later([this, peer, bytes, group, deadline, part] {
+      auto h = make_part_header(group->id, *bytes, group->part_bytes, part, group->parts_total);
+      post([this, peer, h, bytes, group, deadline] { start_part(peer, h, bytes, group, deadline); });
+    });
+}
+
+void ucx_transport::impl::start_part(const std::string& peer, const ucx_frame_header& h,
+                                     std::shared_ptr<const std::string> bytes, std::shared_ptr<send_group> group,
+                                     clock::time_point deadline) {
+  if (group->reported) return;  // an earlier part failed or missed the deadline
   ucp_ep_h ep = nullptr;
   try {
     ep = endpoint(peer);
   } catch (const std::exception& e) {
-    done(e.what());
+    report(*group, e.what());
     return;
   }
-  auto* op = new send_op{make_frame_header(id, *bytes), std::move(bytes), std::move(done), deadline, peer, this};
+  auto* op = new send_op{h, std::move(bytes), std::move(group), deadline, peer, this};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
-  p.flags = op->bytes->size() > cfg.rndv_threshold_bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
+  p.flags = op->header.bytes > cfg.rndv_threshold_bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = on_sent;
   p.user_data = op;
-  void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->bytes->data(), op->bytes->size(), &p);
+  void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->bytes->data() + op->header.offset,
+                            static_cast<std::size_t>(op->header.bytes), &p);
   if (UCS_PTR_IS_PTR(r)) {
     sends.insert(op);
     return;
@@ -364,14 +482,23 @@ void ucx_transport::impl::start_send(const std::string& peer, uint64_t id, std::
   finish_send(op, UCS_PTR_STATUS(r));  // done at once, or failed at once
 }
 
+void ucx_transport::impl::report(send_group& g, const std::string& error) {
+  if (g.reported) return;
+  g.reported = true;
+  g.done(error);
+  for (auto it = groups.begin(); it != groups.end(); ++it)
+    if (it->get() == &g) {
+      groups.erase(it);
+      break;
+    }
+}
+
 void ucx_transport::impl::finish_send(send_op* op, ucs_status_t status) {
-  if (!op->reported) {
-    op->reported = true;
-    if (status == UCS_OK)
-      op->done({});
-    else
-      op->done("ucx transfer " + std::to_string(op->header.transfer_id) + " failed: " + ucs_status_string(status));
-  }
+  auto& g = *op->group;
+  if (status != UCS_OK)
+    report(g, "ucx transfer " + std::to_string(g.id) + " failed: " + ucs_status_string(status));
+  else if (--g.left == 0)
+    report(g, {});
   sends.erase(op);
   delete op;
 }
@@ -399,6 +526,7 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   }
   ucx_frame_header h;
   std::memcpy(&h, header, sizeof h);
+  if (h.parts > 1) return on_part(h, data, length, rndv);
   ucx_buffer_pool::buffer b;
   try {
     b = pool->take(length);
@@ -431,9 +559,120 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   return UCS_INPROGRESS;
 }
 
+ucs_status_t ucx_transport::impl::on_part(const ucx_frame_header& h, void* data, std::size_t length, bool rndv) {
+  const uint64_t id = h.transfer_id;
+  auto it = assemblies.find(id);
+  if (it == assemblies.end()) {
+    ucx_buffer_pool::buffer b;
+    try {
+      b = pool->take(static_cast<std::size_t>(h.total));
+    } catch (const std::exception& e) {
+      // Kept as failed, so that its other parts are dropped rather than retried.
+      it = assemblies.emplace(id, incoming{ucx_assembly(h), {}, clock::now() + std::chrono::milliseconds(cfg.timeout_ms)}).first;
+      fail_incoming(id, it->second, e.what());
+      return rndv ? UCS_ERR_NO_MEMORY : UCS_OK;
+    }
+    it = assemblies.emplace(id, incoming{ucx_assembly(h), b, clock::now() + std::chrono::milliseconds(cfg.timeout_ms)}).first;
+  }
+  auto& in = it->second;
+  if (in.parts.failed) return rndv ? UCS_ERR_CANCELED : UCS_OK;
+  if (auto why = in.parts.admit(h); !why.empty()) {
+    log_line("ucx", why);
+    fail_incoming(id, in, why);
+    release_if_idle(it, clock::now());
+    return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+  }
+  char* dest = in.buffer.data + h.offset;
+  if (!rndv) {
+    if (length) std::memcpy(dest, data, length);  // eager data lives only during this call
+    check_part(id, h, dest);
+    return UCS_OK;
+  }
+  auto* op = new recv_op{h, {}, this};
+  ucp_request_param_t q{};
+  q.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL |
+                   UCP_OP_ATTR_FIELD_MEMH;
+  q.cb.recv_am = on_landed;
+  q.user_data = op;
+  q.memh = in.buffer.memh;
+  void* r = ucp_am_recv_data_nbx(worker, data, dest, length, &q);
+  if (UCS_PTR_IS_ERR(r)) {
+    delete op;
+    fail_incoming(id, in, "ucx transfer " + std::to_string(id) + ": cannot receive part " + std::to_string(h.part) + ": " +
+                              ucs_status_string(UCS_PTR_STATUS(r)));
+    release_if_idle(it, clock::now());
+    return UCS_OK;
+  }
+  ++in.parts.in_flight;
+  recvs.insert(op);
+  return UCS_INPROGRESS;
+}
+
+void ucx_transport::impl::check_part(uint64_t id, const ucx_frame_header& h, const char* bytes) {
+  auto it = assemblies.find(id);
+  ++it->second.parts.in_flight;  // the buffer stays until the check is back
+  hash_later([this, id, h, bytes] {
+    auto error = check_frame_payload(h, std::string_view(bytes, static_cast<std::size_t>(h.bytes)));
+    post([this, id, error] { part_checked(id, error); });
+  });
+}
+
+void ucx_transport::impl::part_checked(uint64_t id, const std::string& error) {
+  auto it = assemblies.find(id);
+  if (it == assemblies.end()) return;
+  auto& in = it->second;
+  --in.parts.in_flight;
+  if (!in.parts.failed) {
+    if (!error.empty()) {
+      fail_incoming(id, in, error);
+    } else {
+      in.parts.part_checked();
+      if (in.parts.whole()) {
+        auto payload = pool->as_payload(in.buffer, static_cast<std::size_t>(in.parts.total()));
+        assemblies.erase(it);
+        landed(id, {}, std::move(payload));
+        return;
+      }
+    }
+  }
+  release_if_idle(it, clock::now());
+}
+
+void ucx_transport::impl::fail_incoming(uint64_t id, incoming& in, const std::string& error) {
+  in.parts.failed = true;
+  landed(id, error, {});
+}
+
+void ucx_transport::impl::release_if_idle(std::map<uint64_t, incoming>::iterator it, clock::time_point now) {
+  auto& in = it->second;
+  if (!in.parts.failed || in.parts.in_flight > 0) return;
+  if (in.buffer.data) {
+    pool->give(in.buffer);
+    in.buffer = {};
+  }
+  if (in.expires <= now) assemblies.erase(it);
+}
+
 void ucx_transport::impl::finish_receive(recv_op* op, ucs_status_t status, std::size_t length) {
   recvs.erase(op);
   const uint64_t id = op->header.transfer_id;
+  if (op->header.parts > 1) {
+    if (auto it = assemblies.find(id); it != assemblies.end()) {
+      auto& in = it->second;
+      --in.parts.in_flight;
+      if (status != UCS_OK) {
+        if (!in.parts.failed)
+          fail_incoming(id, in, "ucx transfer " + std::to_string(id) + " failed while part " +
+                                    std::to_string(op->header.part) + " was arriving (the sender or its link failed): " +
+                                    ucs_status_string(status));
+        release_if_idle(it, clock::now());
+      } else {
+        check_part(id, op->header, in.buffer.data + op->header.offset);
+      }
+    }
+    delete op;
+    return;
+  }
   if (status != UCS_OK) {
     pool->give(op->buffer);
     landed(id, "ucx transfer " + std::to_string(id) + " failed while arriving (the sender or its link failed): " +
@@ -467,10 +706,13 @@ void ucx_transport::impl::teardown() {
   }
   for (void* r : closing) ucp_request_free(r);
   for (auto* op : std::set<send_op*>(sends)) {
-    if (!op->reported) op->done("ucx transfer " + std::to_string(op->header.transfer_id) + ": the transport stopped");
+    report(*op->group, "ucx transfer " + std::to_string(op->header.transfer_id) + ": the transport stopped");
     delete op;
   }
   sends.clear();
+  // Multi-part sends with parts still unhashed when the hasher stopped.
+  for (auto g : std::set<std::shared_ptr<send_group>>(groups))
+    report(*g, "ucx transfer " + std::to_string(g->id) + ": the transport stopped");
   for (auto& [id, w] : waiting) w.done("ucx transfer " + std::to_string(id) + ": the transport stopped", {});
   waiting.clear();
   arrived.clear();
@@ -478,9 +720,12 @@ void ucx_transport::impl::teardown() {
   left.swap(recvs);
   ucp_worker_destroy(worker);  // cancels receives a dead peer will never finish
   for (auto* op : left) {
-    pool->give(op->buffer);
+    if (op->header.parts == 1) pool->give(op->buffer);
     delete op;
   }
+  for (auto& [id, in] : assemblies)
+    if (in.buffer.data) pool->give(in.buffer);
+  assemblies.clear();
   pool->close();
   ::close(epfd);
   ucp_cleanup(ctx);
@@ -498,8 +743,13 @@ void ucx_transport::send(const std::string& peer_address, uint64_t id, std::shar
                          clock::time_point deadline, send_done done) {
   if (!bytes) throw std::invalid_argument("ucx_transport::send: no buffer");
   auto* self = impl_.get();
-  self->post([self, peer_address, id, bytes = std::move(bytes), deadline, done = std::move(done)]() mutable {
-    self->start_send(peer_address, id, std::move(bytes), deadline, std::move(done));
+  // A hand-over stays one zero-copy step whatever its size.
+  const bool in_parts = peer_address != self->address && parts_for(bytes->size(), self->cfg.part_bytes) > 1;
+  self->post([self, peer_address, id, bytes = std::move(bytes), deadline, done = std::move(done), in_parts]() mutable {
+    if (in_parts)
+      self->send_in_parts(peer_address, id, std::move(bytes), deadline, std::move(done));
+    else
+      self->start_send(peer_address, id, std::move(bytes), deadline, std::move(done));
   });
 }
 

@@ -1,8 +1,9 @@
 #define BOOST_TEST_MODULE runtime_ucx
 // The UCX data plane: two processes on 127.0.0.1 move a real mid-block KV cache and the
 // destination decodes on token-identically (tcp and shared memory); a hand-over inside one
-// process copies nothing; a killed source ends the receiver's wait cleanly; corrupt,
-// truncated and unknown frames are refused with a reason; a missing transport is named.
+// process copies nothing; a buffer sent in parts arrives whole; a killed source ends the
+// receiver's wait cleanly; corrupt, truncated, misplaced and unknown frames and parts are
+// refused with a reason; a missing transport is named.
 #include "ucx_test_support.hpp"
 
 #include "gpu/cpu_backend.hpp"
@@ -10,6 +11,7 @@
 #include "gpu/model.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/process.hpp"
+#include "runtime/ucx_assembly.hpp"
 #include "runtime/ucx_frame.hpp"
 #include "runtime/ucx_transport.hpp"
 
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <sstream>
 
 namespace rt = dls::runtime;
@@ -176,4 +179,71 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   refused("ucx: {tsl: tcp}\n", "unknown key 'tsl'");
   refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
   refused("ucx: {kv_move: sometimes}\n", "ucx.kv_move");
+}
+
+namespace {
+
+// Two transports of this process: a real UCX transfer between two workers (not a hand-over).
+void parts_arrive_whole(const std::string& tls) {
+  auto cfg = local(tls);
+  cfg.part_bytes = 256 << 10;
+  rt::ucx_transport a(cfg), b(cfg);
+  // Not a multiple of the part size, and every part's bytes differ, so a part landing at the
+  // wrong offset shows.
+  std::string bytes((3u << 20) + 7, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  auto buf = std::make_shared<const std::string>(bytes);
+  BOOST_TEST(rt::parts_for(buf->size(), cfg.part_bytes) == 13u);
+  auto got = std::async(std::launch::async, [&] { return b.receive_wait(11); });
+  BOOST_TEST(a.send_wait(b.address(), 11, buf).empty());
+  auto r = got.get();
+  BOOST_REQUIRE_MESSAGE(r.error.empty(), r.error);
+  BOOST_TEST((r.payload.view() == bytes));
+  // A small one after it still goes whole.
+  BOOST_TEST(a.send_wait(b.address(), 12, std::make_shared<const std::string>("small")).empty());
+  BOOST_TEST(b.receive_wait(12).payload.view() == "small");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_buffer_sent_in_parts_arrives_whole_over_tcp) { parts_arrive_whole("tcp"); }
+
+BOOST_AUTO_TEST_CASE(a_buffer_sent_in_parts_arrives_whole_over_shared_memory) { parts_arrive_whole("shm,cma,tcp"); }
+
+BOOST_AUTO_TEST_CASE(parts_that_do_not_fit_their_transfer_are_refused_with_a_reason) {
+  std::string whole(1000, 'w');
+  const auto p1 = rt::make_part_header(8, whole, 300, 1, 4);
+  BOOST_TEST(p1.offset == 300u);
+  BOOST_TEST(p1.bytes == 300u);
+  BOOST_TEST(rt::make_part_header(8, whole, 300, 3, 4).bytes == 100u);  // the last part is the rest
+  BOOST_TEST(rt::check_frame_header(&p1, sizeof p1, 300).empty());
+  BOOST_TEST(rt::check_frame_payload(p1, std::string_view(whole).substr(300, 300)).empty());
+  std::string flipped = whole;
+  flipped[450] ^= 1;
+  BOOST_TEST(rt::check_frame_payload(p1, std::string_view(flipped).substr(300, 300)).find("checksum mismatch over 300 bytes of part 1") !=
+             std::string::npos);
+  auto beyond = p1;
+  beyond.offset = 900;  // 900 + 300 > 1000
+  BOOST_TEST(rt::check_frame_header(&beyond, sizeof beyond, 300).find("does not fit a transfer of 1000") != std::string::npos);
+  auto wrapping = p1;
+  wrapping.offset = ~uint64_t{0} - 10;  // offset + bytes wraps 64 bits
+  BOOST_TEST(rt::check_frame_header(&wrapping, sizeof wrapping, 300).find("does not fit") != std::string::npos);
+  auto no_part = p1;
+  no_part.part = 4;
+  BOOST_TEST(rt::check_frame_header(&no_part, sizeof no_part, 300).find("part 4 of 4 is not a part") != std::string::npos);
+  auto old = p1;
+  old.version = 1;
+  BOOST_TEST(rt::check_frame_header(&old, sizeof old, 300).find("frame version 1") != std::string::npos);
+
+  rt::ucx_assembly in(p1);
+  BOOST_TEST(in.admit(p1).empty());
+  BOOST_TEST(in.admit(p1).find("part 1 arrived twice") != std::string::npos);
+  auto other = rt::make_part_header(8, std::string(2000, 'x'), 300, 2, 7);
+  BOOST_TEST(in.admit(other).find("claims 7 parts and 2000 bytes") != std::string::npos);
+  for (uint32_t k : {0u, 2u, 3u}) BOOST_TEST(in.admit(rt::make_part_header(8, whole, 300, k, 4)).empty());
+  BOOST_TEST(in.arrived() == 4u);
+  for (int k = 0; k < 3; ++k) in.part_checked();
+  BOOST_TEST(!in.whole());
+  in.part_checked();
+  BOOST_TEST(in.whole());
 }

@@ -52,6 +52,7 @@ struct options {
   bool json_out = false;
   std::string profile;  // a `dilaserve profile` file to store the measured transfer figures in
   bool links_only = false;
+  std::size_t part_bytes = rt::ucx_config{}.part_bytes;  // ucx.part_bytes of both processes
   bool live = true;  // also through the real migration path on a two-node cluster
   int live_canvas_moves = 20;
   int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
@@ -79,9 +80,10 @@ std::string from_hex(const std::string& h) {
 
 int transfers_per_round(std::size_t size) { return static_cast<int>(std::max<std::size_t>(1, round_bytes / size)); }
 
-rt::ucx_config ucx_for(const std::string& tls) {
+rt::ucx_config ucx_for(const std::string& tls, std::size_t part_bytes) {
   rt::ucx_config c;
   c.tls = tls;
+  c.part_bytes = part_bytes;
   c.net_devices = "lo";
   c.timeout_ms = ucx_timeout_ms;
   return c;
@@ -131,7 +133,7 @@ void must(const std::string& error) {
 // -- the destination process ----------------------------------------------------------------
 
 int run_peer(const options& o, int ready_fd) {
-  rt::ucx_transport t(ucx_for(o.peer_tls));
+  rt::ucx_transport t(ucx_for(o.peer_tls, o.part_bytes));
   const std::string parent = from_hex(o.peer_of);
   rt::signal_ready(ready_fd, to_hex(t.address()));
   plan_walker w;
@@ -270,7 +272,7 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
 // -- the source process ---------------------------------------------------------------------
 
 json run_transport(const options& o, const std::string& tls) {
-  rt::ucx_transport t(ucx_for(tls));
+  rt::ucx_transport t(ucx_for(tls, o.part_bytes));
   auto joined = [](const auto& xs) {
     std::string s;
     for (auto x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -278,7 +280,8 @@ json run_transport(const options& o, const std::string& tls) {
   };
   std::vector<std::string> argv{rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
                                 "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
-                                "--sizes", joined(o.sizes), "--lengths", joined(o.lengths)};
+                                "--sizes", joined(o.sizes), "--lengths", joined(o.lengths),
+                                "--part-bytes", std::to_string(o.part_bytes)};
   if (o.links_only) argv.push_back("--links-only");
   auto child = rt::spawn_background(argv, "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
   const std::string peer = from_hex(rt::wait_ready(child, 60000));
@@ -337,7 +340,9 @@ json run_transport(const options& o, const std::string& tls) {
     if (size >= (1u << 20)) kv_size_bw.push_back(ours);
     out["sizes"].push_back({{"bytes", size}, {"ours_gbps", ours * 8 / 1e9}, {"perftest_gbps", ref * 8 / 1e9},
                             {"ratio", ref > 0 ? ours / ref : 0}});
-    if (!o.json_out)
+    if (!o.json_out && refs.empty())  // --links-only: no reference run
+      std::printf("  %-12s %10zu B  ours %8.3f Gb/s\n", tls.c_str(), size, ours * 8 / 1e9);
+    else if (!o.json_out)
       std::printf("  %-12s %10zu B  ours %8.3f Gb/s  ucx_perftest %8.3f Gb/s  (%.0f %%)\n", tls.c_str(), size,
                   ours * 8 / 1e9, ref * 8 / 1e9, ref > 0 ? 100 * ours / ref : 0.0);
   }
@@ -501,6 +506,8 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--sizes", o->sizes, "buffer sizes in bytes")->delimiter(',');
   sub->add_option("--lengths", o->lengths, "canvas lengths of the mid-block comparison")->delimiter(',');
   sub->add_option("--model", o->model, "model of the canvas move");
+  sub->add_option("--part-bytes", o->part_bytes,
+                  "ucx.part_bytes of both processes (0: every buffer whole, its checksum before and after the transfer)");
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
