@@ -2,6 +2,7 @@
 
 #include "actors/node_parts.hpp"
 #include "actors/spawn.hpp"
+#include "actors/stall_probe.hpp"
 #include "gateway/gateway.hpp"
 #include "runtime/caf_setup.hpp"
 #include "runtime/log.hpp"
@@ -42,6 +43,7 @@ int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   caf::actor_system_config caf_cfg;
   rt::configure_networked_caf(caf_cfg, cfg.process_caf_args(), opts.security);
   caf::actor_system sys{caf_cfg};
+  spawn_stall_probe(sys, "head");
   rt::head_journal_ptr journal;
   if (!opts.state_dir.empty()) {
     try {
@@ -137,6 +139,7 @@ int run_node(const node_options& opts) {
     caf::actor_system_config caf_cfg;
     rt::configure_networked_caf(caf_cfg, opts.caf_args, opts.security);
     caf::actor_system sys{caf_cfg};
+    spawn_stall_probe(sys, "node " + opts.node);
     auto gate = rt::connect_gate(sys, opts.host, static_cast<uint16_t>(opts.port), opts.security);
     if (!gate) {
       if (grace_until && std::chrono::steady_clock::now() + rejoin_interval < *grace_until) {
