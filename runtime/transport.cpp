@@ -43,20 +43,11 @@ caf::expected<uint16_t> publish_gate(caf::actor_system& sys, const gate_actor& g
   return sys.middleman().publish(gate, port, host.c_str(), true);
 }
 
-caf::expected<gate_actor> connect_gate(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                       const transport_security& sec, std::chrono::milliseconds timeout) {
-  if (sec.tls && !sys.has_openssl_manager())
-    return caf::make_error(caf::sec::runtime_error, "TLS requested without the openssl module");
-  // remote_actor() waits for the handshake without a limit: a stopped head that the kernel
-  // still accepts connections for would hang every client. The middleman actor's connect
-  // with a request timeout is the same operation, bounded.
-  if (sec.tls) {
-    auto why = probe_tls_handshake(host, port, tls_files(sec.dir, sec.role), timeout);
-    if (!why.empty()) return caf::make_error(caf::sec::cannot_connect_to_node, why);
-  }
-  const auto& mm = sec.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  caf::scoped_actor self{sys};
-  caf::expected<gate_actor> result{caf::sec::request_timeout};
+namespace {
+
+// One connection attempt through the middleman actor; `result` gets the gate or the error.
+void connect_once(caf::scoped_actor& self, const caf::io::middleman_actor& mm, const std::string& host, uint16_t port,
+                  std::chrono::milliseconds timeout, caf::actor_system& sys, caf::expected<gate_actor>& result) {
   self->request(mm, timeout, caf::connect_atom::value, host, port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
@@ -82,6 +73,39 @@ caf::expected<gate_actor> connect_gate(caf::actor_system& sys, const std::string
             else
               result = std::move(e);
           });
+}
+
+}  // namespace
+
+caf::expected<gate_actor> connect_gate(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                       const transport_security& sec, std::chrono::milliseconds timeout) {
+  if (sec.tls && !sys.has_openssl_manager())
+    return caf::make_error(caf::sec::runtime_error, "TLS requested without the openssl module");
+  // remote_actor() waits for the handshake without a limit: a stopped head that the kernel
+  // still accepts connections for would hang every client. The middleman actor's connect
+  // with a request timeout is the same operation, bounded.
+  if (sec.tls) {
+    auto why = probe_tls_handshake(host, port, tls_files(sec.dir, sec.role), timeout);
+    if (!why.empty()) return caf::make_error(caf::sec::cannot_connect_to_node, why);
+  }
+  const auto& mm = sec.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  caf::scoped_actor self{sys};
+  caf::expected<gate_actor> result{caf::sec::request_timeout};
+  // CAF 0.17's BASP broker creates a connecting client's context with its last-seen time at
+  // zero and only sets it when the server's handshake arrives; a heartbeat tick in between
+  // (every 200 ms here, while TLS and the handshake take milliseconds) drops the connection
+  // as timed out (sec::connection_timeout) before it ever carried a message. That race is
+  // the only way a fresh connection times out that fast, so it is tried again, within the
+  // same overall timeout.
+  constexpr int connect_attempts = 3;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (int attempt = 1;; ++attempt) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    connect_once(self, mm, host, port, left, sys, result);
+    if (result || result.error() != caf::sec::connection_timeout || attempt == connect_attempts) break;
+  }
   return result;
 }
 
