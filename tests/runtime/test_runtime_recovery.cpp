@@ -12,6 +12,9 @@
 #include <caf/all.hpp>
 #include <signal.h>
 
+#include <chrono>
+#include <thread>
+
 using dls::test::cluster;
 using json = nlohmann::json;
 namespace rt = dls::runtime;
@@ -60,19 +63,23 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   BOOST_REQUIRE(dls::test::eventually(60, [&] { return alive_requests(session) + finished(session) >= n; }));
   ::kill(pid1, SIGCONT);
 
-  // Kill node1 while it is decoding a request that has a snapshot to resume from. Once the
-  // probe sees one, it freezes node1 and looks again, so a request seen in flight there
-  // cannot finish before the kill; the first frozen look lets updates already on their way
-  // reach the directory.
+  // Kill node1 while it is decoding a request that has a snapshot to resume from. node1 runs
+  // in short slices and is looked at frozen between them, so a request seen in flight there
+  // cannot finish before the kill. Left running, node1 decodes its backlog in a fraction of a
+  // second, and looking for a request in flight then missed it now and then (in CI too); in
+  // slices it takes a few steps between two looks. The first frozen look lets updates already
+  // on their way reach the directory.
+  constexpr auto slice = std::chrono::milliseconds(5);  // a few of the tiny model's steps
+  ::kill(pid1, SIGSTOP);
   bool caught = dls::test::eventually(60, [&] {
-    if (!running_on(session, "node1")) return false;
+    ::kill(pid1, SIGCONT);
+    std::this_thread::sleep_for(slice);
     ::kill(pid1, SIGSTOP);
     running_on(session, "node1");
-    if (running_on(session, "node1")) return true;
-    ::kill(pid1, SIGCONT);
-    return false;
+    return running_on(session, "node1");
   });
   if (!caught) {
+    ::kill(pid1, SIGCONT);
     auto r = submit.wait();
     int on1 = 0;
     if (auto j = json::parse(r.out, nullptr, false); j.is_object())
