@@ -251,6 +251,14 @@ void head_journal::append(const std::string& payload) {
   note_growth();
 }
 
+void head_journal::append_synced(const std::string& payload) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    append(payload);
+  }
+  sync();  // outside mu_: appending actors never wait for the disk
+}
+
 void head_journal::append_applied(const std::string& payload, const std::function<void()>& apply) {
   wal_.append(payload, false);
   apply();
@@ -323,37 +331,13 @@ void head_journal::accepted(const journal_request& r, bool sync_now) {
   if (sync_now) sync();
 }
 
-void head_journal::joined(const std::string& node, uint32_t joins) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    append(encode_joined(node, joins));
-  }
-  sync();
-}
+void head_journal::joined(const std::string& node, uint32_t joins) { append_synced(encode_joined(node, joins)); }
 
-void head_journal::layout(const std::string& node, const std::vector<int32_t>& sizes) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    append(encode_layout(node, sizes));
-  }
-  sync();
-}
+void head_journal::layout(const std::string& node, const std::vector<int32_t>& sizes) { append_synced(encode_layout(node, sizes)); }
 
-void head_journal::policy(const std::string& name) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    append(encode_policy(name));
-  }
-  sync();
-}
+void head_journal::policy(const std::string& name) { append_synced(encode_policy(name)); }
 
-void head_journal::port(int port) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    append(encode_port(port));
-  }
-  sync();
-}
+void head_journal::port(int port) { append_synced(encode_port(port)); }
 
 void head_journal::snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
   std::lock_guard<std::mutex> lk(mu_);

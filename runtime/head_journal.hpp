@@ -117,11 +117,14 @@ class head_journal {
   static constexpr std::uint64_t default_compact_min_bytes = 8u << 20;
 
  private:
-  // Both under mu_; neither syncs.
+  // Under mu_; does not sync.
   void append(const std::string& payload);
   // The same for the per-request records, which change the state by `apply` rather than by
   // decoding what was just encoded.
   void append_applied(const std::string& payload, const std::function<void()>& apply);
+  // Takes mu_ to append, then syncs outside it: the rare records a caller relies on (joins,
+  // layouts, the policy, the port).
+  void append_synced(const std::string& payload);
   // Under mu_: flags a checkpoint for the next sync once the log has outgrown the last one.
   void note_growth();
   // Under sync_mu_: the checkpoint if one is due, then the fdatasync.

@@ -486,6 +486,7 @@ void ucx_transport::impl::report(send_group& g, const std::string& error) {
   if (g.reported) return;
   g.reported = true;
   g.done(error);
+  if (g.parts_total == 1) return;  // only multi-part sends are tracked in `groups`
   for (auto it = groups.begin(); it != groups.end(); ++it)
     if (it->get() == &g) {
       groups.erase(it);
@@ -564,15 +565,19 @@ ucs_status_t ucx_transport::impl::on_part(const ucx_frame_header& h, void* data,
   auto it = assemblies.find(id);
   if (it == assemblies.end()) {
     ucx_buffer_pool::buffer b;
+    std::string no_buffer;
     try {
       b = pool->take(static_cast<std::size_t>(h.total));
     } catch (const std::exception& e) {
+      no_buffer = e.what();
+    }
+    const auto expires = clock::now() + std::chrono::milliseconds(cfg.timeout_ms);
+    it = assemblies.emplace(id, incoming{ucx_assembly(h), b, expires}).first;
+    if (!no_buffer.empty()) {
       // Kept as failed, so that its other parts are dropped rather than retried.
-      it = assemblies.emplace(id, incoming{ucx_assembly(h), {}, clock::now() + std::chrono::milliseconds(cfg.timeout_ms)}).first;
-      fail_incoming(id, it->second, e.what());
+      fail_incoming(id, it->second, no_buffer);
       return rndv ? UCS_ERR_NO_MEMORY : UCS_OK;
     }
-    it = assemblies.emplace(id, incoming{ucx_assembly(h), b, clock::now() + std::chrono::milliseconds(cfg.timeout_ms)}).first;
   }
   auto& in = it->second;
   if (in.parts.failed) return rndv ? UCS_ERR_CANCELED : UCS_OK;
