@@ -149,11 +149,13 @@ void finish(req_ptr self, rt::answer a) {
 }
 
 // Resumes the request elsewhere from its last snapshot. Messages the old group may
-// still send carry the old epoch and are ignored. Idempotent while it waits, unless
-// `again`: the placement it waits for went to a group that died too.
-void replace(req_ptr self, const std::string& why, bool again = false) {
+// still send carry the old epoch and are ignored. The supervisor orders this once per
+// placement it forgets, named by its epoch, so the epoch alone makes it idempotent: a request
+// still REPLACING (or MIGRATING) whose awaited placement went to a group that died must go
+// again, or nobody places it.
+void replace(req_ptr self, const std::string& why) {
   auto& st = self->state;
-  if (st.done || (st.status == "REPLACING" && !again)) return;
+  if (st.done) return;
   ++st.epoch;
   ++st.moves;
   st.status = "REPLACING";
@@ -370,13 +372,10 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         a.group = self->state.group;
         finish(self, std::move(a));
       },
-      // The node of the group of its placement `epoch` died (the group it runs on, or one
-      // whose admission of it was still in flight): resume elsewhere from the last
-      // snapshot. An older epoch is a placement it already left. While REPLACING, the
-      // supervisor picked a group of a node whose death it had not heard of yet, and it
-      // forgets that placement when it tells us: ignoring this would lose the request.
       // The group of placement `epoch` ended otherwise than by a regroup (the supervisor
-      // watches the groups).
+      // watches the groups), or its node died; the group may be one whose admission of it was
+      // still in flight. Resume elsewhere from the last snapshot. An older epoch is a placement
+      // it already left.
       [=](rt::replace_atom, uint32_t epoch, const std::string& why) {
         if (!from_head(self)) return;
         if (epoch != self->state.epoch) return;
@@ -386,7 +385,7 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         if (!from_head(self)) return;
         const auto& st = self->state;
         if (epoch != st.epoch) return;
-        replace(self, "node '" + node + "' died", st.status == "REPLACING");
+        replace(self, "node '" + node + "' died");
       },
   };
 }

@@ -66,6 +66,16 @@ caf::behavior late_group(caf::event_based_actor* self, caf::actor supervisor, st
   };
 }
 
+// A group on the dying node that takes the re-placement and dies before admitting it,
+// without the node's death being reported (a group that crashed, or whose node's death the
+// head hears of only later): its down message alone must re-place the request, which is
+// still waiting for that placement.
+caf::behavior silently_dying_group(caf::event_based_actor* self) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item&) { self->quit(caf::exit_reason::remote_link_unreachable); },
+  };
+}
+
 // A group on a surviving node that finishes every request it admits.
 caf::behavior good_group(caf::event_based_actor* self, std::string node, std::string name,
                          std::shared_ptr<std::atomic<int>> admitted) {
@@ -166,4 +176,17 @@ BOOST_AUTO_TEST_CASE(a_request_is_placed_once_when_both_the_group_and_the_superv
   // A request placed twice answers from its latest placement, which z admits after the
   // earlier one: by the answer, z has counted every admission.
   BOOST_TEST(out.admitted == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_replacement_whose_group_dies_before_admitting_it_is_placed_again) {
+  auto out = submit_one([](caf::actor_system& sys, caf::actor) {
+    auto a = sys.spawn(dying_group, std::string("n1"), std::string("n1/a"));
+    auto b = sys.spawn(silently_dying_group);
+    return std::vector<rt::group_info>{info(1, "n1/a", "n1", a), info(2, "n1/b", "n1", b)};
+  });
+  BOOST_REQUIRE_MESSAGE(out.failure.empty(), "the request was lost: no answer (" << out.failure << ")");
+  BOOST_TEST(out.got.ok);
+  BOOST_TEST(out.got.node == "n0");
+  BOOST_TEST(out.admitted == 1);
+  BOOST_TEST(out.got.moves >= 2);
 }
