@@ -92,6 +92,48 @@ BOOST_AUTO_TEST_CASE(tiny_scenario_matches_the_hand_computed_timeline) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_control_plane_delays_requests_on_its_way_to_a_group_by_the_hand_computed_times) {
+  // The hand cluster behind a control plane whose server spends 12 ms of CPU on a request,
+  // then 2 ms of latency. A at 0 reaches the group at 14 ms: steps 14-24 and 24-34. With one
+  // server B (at 1 ms) waits for it until 12 ms and reaches the group at 26 ms, during A's
+  // reuse step: it starts at 34 and ends at 54. With two servers B reaches the group at 15 ms,
+  // during A's refresh, joins A's reuse step at 24 and ends at 44. Deadlines stay arrival +
+  // 2 x isolated (40 ms): A meets its own, B misses.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  hand_cluster();  // writes flat.yaml and q.yaml
+  auto with = [&](const std::string& cp) {
+    return sim::parse_cluster(one_gpu_cluster("flat.yaml") + "control_plane: " + cp + "\n", dir.string());
+  };
+  std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.001, 100, 32}};
+  for (const char* p : {"static", "dilaserve"}) {
+    auto r = run(with("{request_ms: 2, cpu_ms: 12, cores: 1}"), reqs, p);
+    BOOST_TEST(r.requests[0].finish_s == 0.034, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].finish_s == 0.054, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[0].deadline_s == 0.04, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.041, tt::tolerance(1e-12));
+    BOOST_TEST(sim::summarize(r, p, 1.0, 2.0).slo_attainment == 0.5, tt::tolerance(1e-12));
+  }
+  auto two = run(with("{request_ms: 2, cpu_ms: 12, cores: 2}"), reqs, "static");
+  BOOST_TEST(two.requests[0].finish_s == 0.034, tt::tolerance(1e-12));
+  BOOST_TEST(two.requests[1].finish_s == 0.044, tt::tolerance(1e-12));
+  BOOST_TEST(two.requests[1].queued_s == 0.023, tt::tolerance(1e-12));
+  // The messaging around each step lengthens every step, and the deadlines count it as the
+  // live groups do: one request alone takes 2 x 12 ms against a deadline of 2 x 24 ms.
+  auto r3 = run(with("{step_ms: 2}"), {{0.0, 100, 32}}, "static");
+  BOOST_TEST(r3.requests[0].finish_s == 0.024, tt::tolerance(1e-12));
+  BOOST_TEST(r3.requests[0].deadline_s == 0.048, tt::tolerance(1e-12));
+  // Bad figures are named.
+  for (const char* bad : {"control_plane: {request_ms: -1}\n", "control_plane: {cores: 0}\n",
+                          "control_plane: {cpu: 1}\n"}) {
+    try {
+      sim::parse_cluster(one_gpu_cluster("flat.yaml") + bad, dir.string(), "c.yaml");
+      BOOST_FAIL("accepted " << bad);
+    } catch (const std::exception& e) {
+      BOOST_TEST(std::string(e.what()).find("control_plane") != std::string::npos, e.what());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(co_running_streams_follow_the_hand_computed_timeline) {
   // The hand cluster (every step 10 ms, two steps a block) with co-running under a tax of
   // 0.5. A at 0 and B at 5 ms, one block each. 0-10 A's refresh. At 10 B's refresh starts on

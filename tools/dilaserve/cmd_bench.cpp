@@ -13,6 +13,7 @@
 #include "runtime/state_dir.hpp"
 #include "sim/report.hpp"
 #include "sim/trace.hpp"
+#include "gpu/tokenizer.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <httplib.h>
@@ -145,6 +146,22 @@ ds::result_row summarize(const std::vector<dls::cli::replay_outcome>& outs, cons
   client.first_block_p50_s = ds::nearest_rank(first, 50);
   client.first_block_p99_s = ds::nearest_rank(first, 99);
   return row;
+}
+
+// The replayed requests as a trace `dilaserve sim --trace` reads: trace seconds and the token
+// counts the cluster decoded, so that the simulator replays the same arrivals at each load
+// with `--rate CAPACITY --load L` (tools/sim_vs_live.sh).
+void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_request>& reqs,
+                    const std::vector<dls::gpu::eval_problem>& problems, const rt::cluster_config& cfg) {
+  const auto tok = dls::gpu::load_tokenizer(cfg.model_path);
+  std::ofstream out(path);
+  out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  for (const auto& r : reqs) {
+    const auto& p = problems[r.problem];
+    const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
+    out << r.t << ',' << tok->encode(p.prompt).size() << ',' << gen << '\n';
+  }
+  if (!out) throw std::runtime_error("cannot write " + path);
 }
 
 std::string first_error(const std::vector<dls::cli::replay_outcome>& outs) {
@@ -304,6 +321,16 @@ int run_bench(const bench_options& o) {
     fs::create_directories(o.out);
     ds::write_results_csv(o.out + "/results.csv", results);
     std::ofstream(o.out + "/results.json") << ds::results_json(results).dump(2) << "\n";
+    if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, problems, *cfg);
+    // What the loads were relative to, for a replay of arrivals.csv in the simulator.
+    std::ofstream(o.out + "/bench.json") << json{{"capacity_rps", capacity},
+                                                 {"capacity_measured", o.capacity <= 0},
+                                                 {"slo_scale", slo_scale},
+                                                 {"requests", reqs.size()},
+                                                 {"trace_rate_rps", raw_rate},
+                                                 {"via", ep ? "http" : "caf"}}
+                                                .dump(2)
+                                         << "\n";
     std::ofstream client_csv(o.out + "/client.csv");
     client_csv << "policy,load,send_lag_p99_s,client_latency_p50_s,client_latency_p99_s,first_block_p50_s,"
                   "first_block_p99_s,retried\n";
@@ -317,8 +344,8 @@ int run_bench(const bench_options& o) {
     std::ofstream(o.out + "/attainment_s" + scale + ".svg") << ds::attainment_svg(results, slo_scale);
     std::ofstream(o.out + "/latency_s" + scale + ".svg") << ds::latency_svg(results, slo_scale);
     if (!o.json_out)
-      std::printf("wrote %s/results.csv, results.json, client.csv, attainment_s%s.svg and latency_s%s.svg\n",
-                  o.out.c_str(), scale, scale);
+      std::printf("wrote %s/results.csv, results.json, client.csv, bench.json, %sattainment_s%s.svg and latency_s%s.svg\n",
+                  o.out.c_str(), cfg ? "arrivals.csv, " : "", scale, scale);
   }
   if (owned) {
     owned->stop();
@@ -359,7 +386,8 @@ dls::cli::register_command reg{"bench", [](CLI::App& app) {
   sub->add_option("--timeout", o->timeout_s, "seconds to wait for answers after a run's last arrival")
       ->check(dls::cli::positive);
   sub->add_flag("--json", o->json_out, "print {\"results\": [...]} only (dilaserve sim's schema)");
-  sub->add_option("--out", o->out, "directory for results.csv, results.json, client.csv and SVG plots");
+  sub->add_option("--out", o->out, "directory for results.csv, results.json, client.csv, SVG plots and (with a cluster file) "
+                  "arrivals.csv, the requests as a trace for `dilaserve sim`");
   auto* http = sub->get_option("--http");
   return std::function<int()>([o, http] {
     o->http = http->count() > 0;

@@ -107,7 +107,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   const yaml_checker c(file_label);
   const YAML::Node root = c.load(text);
   c.check_keys(root, {"name", "nodes", "engine", "max_canvas", "scheduler", "reconfigure", "co_run", "links", "control",
-                      "migration"},
+                      "control_plane", "migration"},
                "the top level");
   sim_cluster out;
   out.name = c.str(c.require(root, "name", "the top level"), "name");
@@ -169,6 +169,23 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   if (const auto ctl = root["control"]) {
     c.check_keys(ctl, {"interval_ms"}, "control");
     read_ms(c, ctl, "interval_ms", "control", out.control_interval_s);
+  }
+
+  if (const auto cp = root["control_plane"]) {
+    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms"}, "control_plane");
+    auto& m = out.control_plane;
+    // Measured figures are fractions of a millisecond, so these take reals.
+    auto ms = [&](const char* key, double& out_s) {
+      double v = out_s * 1e3;
+      read_real(c, cp, key, "control_plane", 0, 60000, v);
+      out_s = v / 1e3;
+    };
+    ms("request_ms", m.request_s);
+    ms("cpu_ms", m.cpu_s);
+    read_int(c, cp, "cores", "control_plane", 1, 1 << 16, m.cores);
+    ms("step_ms", m.step_s);
+    if (m.step_s > 0)
+      for (int tp : out.cost.tp_degrees()) out.cost = policy::with_step_overhead(out.cost, tp, m.step_s);
   }
 
   const auto r = root["reconfigure"] ? config::parse_reconfigure(c, root["reconfigure"], sim_reconfigure_keys)

@@ -47,6 +47,21 @@ struct sim_cluster {
   policy::migration_config migration;            // mode is set per policy
   policy::co_run_config co_run;                  // refresh and reuse steps side by side; off by default
 
+  // The serving path outside the groups (client to head to group and back, over CAF), which a
+  // GPU cluster file leaves at zero; tools/sim_vs_live.sh measures it on a live cluster.
+  // A request spends request_s outside any group before it reaches one (the whole path is put
+  // before placement: its split between the way in and out is not measured), and first waits
+  // for one of `cores` FIFO servers that each spend cpu_s of CPU on it: the path's throughput.
+  // step_s is the messaging around every engine step that the profile does not hold (a live
+  // group measures it and counts it in deadlines too).
+  struct control_plane_model {
+    double request_s = 0;
+    double cpu_s = 0;
+    int cores = 1;
+    double step_s = 0;
+    bool modelled() const { return request_s > 0 || cpu_s > 0; }
+  } control_plane;
+
   double control_interval_s = 0.02;    // tau controller per group, at most this often
   double migration_interval_s = 0.1;
   double reconfig_interval_s = 5.0;

@@ -22,7 +22,10 @@ double timed(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-enum class ev : std::uint8_t { step_done, reuse_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done };
+enum class ev : std::uint8_t {
+  step_done, reuse_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done,
+  reach_group  // a request leaves the control plane (sim_cluster::control_plane)
+};
 
 struct event {
   double t;
@@ -110,6 +113,7 @@ class engine {
   // simulator.cpp
   void push(double t, ev type, std::uint32_t a = 0, std::uint32_t b = 0);
   void on_arrival(std::uint32_t id);
+  void enter_control_plane(std::uint32_t id);
   void enqueue(int g, const policy::request_view& r);
   void start_step(int g);
   void on_step_done(int g);
@@ -156,6 +160,7 @@ class engine {
   std::size_t in_system_ = 0;
   std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
   std::vector<req_rt> rt_;
+  std::vector<double> cp_free_;  // when each control-plane server is next free
   std::vector<sim_group> groups_;
   std::vector<sim_node> nodes_;
   std::set<std::pair<double, int>> placement_;  // (requests per device, group id)

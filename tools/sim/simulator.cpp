@@ -137,6 +137,19 @@ void engine::on_arrival(std::uint32_t id) {
   enqueue(g, r);
 }
 
+// The path from the client to a group: wait for the first free server, which spends cpu_s on
+// the request, then request_s of latency. In flight there the request counts as in the
+// system, so the policy ticks keep running.
+void engine::enter_control_plane(std::uint32_t id) {
+  const auto& cp = cl_.control_plane;
+  if (cp_free_.empty()) cp_free_.assign(static_cast<std::size_t>(cp.cores), 0.0);
+  auto server = std::min_element(cp_free_.begin(), cp_free_.end());
+  const double start = std::max(now_, *server);
+  *server = start + cp.cpu_s;
+  ++in_system_;
+  push(*server + cp.request_s, ev::reach_group, id);
+}
+
 void engine::enqueue(int gi, const policy::request_view& r) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   g.queue.push_back(r);
@@ -436,7 +449,11 @@ run_result engine::run() {
     if (!have_arrival && events_.empty()) break;
     if (have_arrival && (events_.empty() || in_[next_arrival_].arrival_s <= events_.top().t)) {
       now_ = in_[next_arrival_].arrival_s;
-      on_arrival(static_cast<std::uint32_t>(next_arrival_++));
+      const auto id = static_cast<std::uint32_t>(next_arrival_++);
+      if (cl_.control_plane.modelled())
+        enter_control_plane(id);
+      else
+        on_arrival(id);
       ++stats_.events;
       if (cfg_.progress && next_arrival_ % report_every == 0)
         cfg_.progress(static_cast<double>(next_arrival_) / static_cast<double>(n));
@@ -466,6 +483,10 @@ run_result engine::run() {
         push(now_ + cl_.reconfig_interval_s, ev::tick_reconfig);
         break;
       case ev::regroup_done: on_regroup_done(static_cast<int>(e.a)); break;
+      case ev::reach_group:
+        --in_system_;
+        on_arrival(e.a);
+        break;
     }
   }
   run_result res;
