@@ -882,9 +882,17 @@ void run_step(group_ptr self) {
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
   snap.ledger = &st.ledger;
-  if (need_queued) snap.fresh = std::move(st.fresh);
-  st.fresh.clear();
+  // A decision that does not look at the queue leaves its new requests new.
+  if (need_queued) {
+    snap.fresh = std::move(st.fresh);
+    st.fresh.clear();
+  }
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
+  // Shedding waited for tau to come down: the requests it did not examine stay new for it (a
+  // strict one was judged by its deadline already, once, as promised).
+  if (d.shedding_deferred && !st.policy.reject_on_miss)
+    for (auto id : snap.fresh)
+      if (auto it = st.queue.find(id); it != st.queue.end() && !it->second.live.reject_on_miss) st.fresh.push_back(id);
   for (auto id : d.admitted) {
     auto& q = st.queue[id];
     q.active = true;

@@ -158,8 +158,20 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     step_s = step_estimate(g, p, cost, q, d.tau_cap);
   }
   if (p.refuse_overload && cost && d.controlled && !g.group.draining) {
-    d.refused = shed_fresh(g, g.fresh, p, *cost, q);
-    drop_from(g.queued, d.refused);
+    // Tau first: overload is answered by lowering tau, and only a group already running at a
+    // lowered tau refuses. The controller and the shedding test model the backlog differently
+    // (slack of each request against the group's work owed in arrival order), so in the first
+    // controlled step of a burst the test can find a request hopeless at tau_min while the
+    // controller still sees no need to lower anyone's tau.
+    bool lowered = !p.tau_control() || p.thr.tau_min >= p.thr.tau_max;
+    for (const auto* list : {&g.active, &g.queued})
+      for (const auto& r : *list) lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
+    if (lowered) {
+      d.refused = shed_fresh(g, g.fresh, p, *cost, q);
+      drop_from(g.queued, d.refused);
+    } else {
+      d.shedding_deferred = !g.fresh.empty();
+    }
   }
   d.step_s = step_s;
   // Candidates: every active request, or while draining only those inside a block.

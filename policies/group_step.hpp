@@ -83,6 +83,9 @@ struct step_decision {
   bool controlled = false;              // the tau controller ran (taus may have changed)
   std::vector<refusal> refused;         // removed from queued: the group cannot finish them in time
   std::vector<refusal> rejected;        // removed from queued: strict SLO (on_miss: reject) unreachable
+  /// Load shedding waited: tau control may still lower tau, and nobody's is lowered yet. The
+  /// fresh requests stay fresh for the next decision (the caller keeps them).
+  bool shedding_deferred = false;
 };
 
 /// Decides the next step and applies it to `g`: admitted requests move from `queued` to the
@@ -90,8 +93,9 @@ struct step_decision {
 /// drains it admits nothing and steps only requests inside a block (the others wait at their
 /// refresh boundary, where the canvas alone can move).
 /// With refuse_overload and a cost model, the fresh queued requests it cannot finish in time
-/// even at their lowest tau are then refused (after the tau controller ran, so tau is lowered
-/// first) and leave `queued`.
+/// even at their lowest tau are then refused and leave `queued`, but only once tau is lowered:
+/// after the tau controller ran and lowered some request's tau (or when tau cannot be lowered:
+/// no tau control, or tau_min at the reference); until then the decision defers shedding.
 /// With reject_on_miss and a cost model, every fresh queued request is first checked by
 /// policy::refuse_if_late against the active requests and the queued ones before it (at its
 /// lowest tau); those that cannot meet their deadline leave `queued` as `rejected`, before

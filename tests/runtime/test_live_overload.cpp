@@ -1,6 +1,7 @@
 // Load shedding in a group's step decision, without a cluster: with on_overload: refuse a
 // burst far above what the group can finish in time is partly refused, after the tau controller
-// lowered tau in the same decision; at normal load nothing is refused; only requests no
+// lowered tau in the same decision, and never before some tau is lowered; at normal load
+// nothing is refused; only requests no
 // decision has seen are refused; floors and pins count; without the knob (every set's default,
 // and static's FCFS) nothing is ever refused; the cluster file names a bad value in one line.
 #define BOOST_TEST_MODULE test_live_overload
@@ -133,6 +134,33 @@ BOOST_AUTO_TEST_CASE(the_lowest_tau_counts_the_floor_and_the_pin) {
   const auto d = pol::decide_step(g, policy("dilaserve", true, 1), &m, q);
   BOOST_REQUIRE_EQUAL(d.refused.size(), 1u);
   BOOST_TEST(d.refused[0].id == 11u);
+}
+
+BOOST_AUTO_TEST_CASE(no_refusal_before_some_tau_is_lowered_and_the_request_stays_new_for_later) {
+  // The request floored at 0.9 that the case above refuses, alone in the queue behind a lax
+  // request: the controller lowers nobody's tau (nobody can use it: the lax one has slack and
+  // the floored one may not go lower), so the group does not refuse yet.
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  auto g = burst(0);
+  g.active.push_back(dls::test::fresh_request(9, 0, 1000));
+  auto b = dls::test::fresh_request(11, 0, 0.008);
+  b.tau_floor = 0.9;
+  g.queued = {b};
+  g.fresh = {11};
+  const auto d = pol::decide_step(g, policy("dilaserve", true, 1), &m, q);
+  BOOST_TEST(d.controlled);
+  for (const auto& r : g.active) BOOST_TEST(r.tau == 0.9);
+  BOOST_TEST(d.refused.empty());
+  BOOST_TEST(d.shedding_deferred);
+  // Without tau control there is nothing to lower first: the same request is refused at once.
+  auto h = burst(0);
+  h.active.push_back(dls::test::fresh_request(9, 0, 1000));
+  h.queued = {b};
+  h.fresh = {11};
+  const auto e = pol::decide_step(h, policy("deadline", true, 1), &m, q);
+  BOOST_REQUIRE_EQUAL(e.refused.size(), 1u);
+  BOOST_TEST(!e.shedding_deferred);
 }
 
 BOOST_AUTO_TEST_CASE(without_the_knob_nothing_is_refused_and_static_stays_fcfs) {
