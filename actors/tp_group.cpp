@@ -106,6 +106,7 @@ struct group_state {
   uint64_t steps = 0;
   double wall_seconds = 0;    // from sending a step to the last worker's reply
   double engine_seconds = 0;  // the slowest rank's time inside engine::step
+  double predicted_seconds = 0;  // the profile's time for the same steps (with a profile)
   double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
   uint64_t decisions = 0;
@@ -207,6 +208,7 @@ void report_load(group_ptr self) {
   l.steps = st.steps;
   l.step_wall_s = st.wall_seconds;
   l.engine_s = st.engine_seconds;
+  l.predicted_s = st.predicted_seconds;
   l.policy_s = st.policy_seconds;
   l.policy_cpu_s = st.policy_cpu_seconds;
   l.decisions = st.decisions;
@@ -396,6 +398,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   st.engine_seconds += slowest;
   if (st.profile) {
     const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
+    st.predicted_seconds += st.predicted_s;
     st.overhead_s += overhead_weight * (std::max(0.0, wall - st.predicted_s) - st.overhead_s);
     st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
   }

@@ -150,16 +150,25 @@ ds::result_row summarize(const std::vector<dls::cli::replay_outcome>& outs, cons
 
 // The replayed requests as a trace `dilaserve sim --trace` reads: trace seconds and the token
 // counts the cluster decoded, so that the simulator replays the same arrivals at each load
-// with `--rate CAPACITY --load L` (tools/sim_vs_live.sh).
+// with `--rate CAPACITY --load L` (tools/sim_vs_live.sh). A decode ends with the block in
+// which the answer's EOS is committed, so the tokens decoded are the answer's blocks, taken
+// from the answers of the first run (`first`): a short answer under a long gen_length decodes
+// one block, not all of them (a trace's GeneratedTokens is what was generated, too).
 void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_request>& reqs,
-                    const std::vector<dls::gpu::eval_problem>& problems, const rt::cluster_config& cfg) {
+                    const std::vector<dls::gpu::eval_problem>& problems, const rt::cluster_config& cfg,
+                    const std::vector<dls::cli::replay_outcome>& first) {
   const auto tok = dls::gpu::load_tokenizer(cfg.model_path);
+  const int block = std::max(1, cfg.engine.decode.block_length);
   std::ofstream out(path);
   out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
-  for (const auto& r : reqs) {
-    const auto& p = problems[r.problem];
-    const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
-    out << r.t << ',' << tok->encode(p.prompt).size() << ',' << gen << '\n';
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    const auto& p = problems[reqs[i].problem];
+    int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
+    if (i < first.size() && first[i].ok) {
+      const auto answer = static_cast<int>(tok->encode(first[i].text).size());
+      if (answer < gen) gen = std::min(gen, (answer / block + 1) * block);
+    }
+    out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << '\n';
   }
   if (!out) throw std::runtime_error("cannot write " + path);
 }
@@ -280,6 +289,7 @@ int run_bench(const bench_options& o) {
 
   std::vector<ds::result_row> results;
   std::vector<client_figures> clients;
+  std::vector<dls::cli::replay_outcome> first_outs;  // the first run's answers (arrivals.csv)
   for (double load : o.loads) {
     // Arrival times scaled so the mean rate is load x capacity; the arrival pattern is kept.
     const double time_scale = raw_rate / (load * capacity);
@@ -289,6 +299,7 @@ int run_bench(const bench_options& o) {
       const auto before = head_status(session);
       const auto t0 = std::chrono::steady_clock::now();
       auto outs = replay({reqs, time_scale, o.timeout_s, tick});
+      if (first_outs.empty()) first_outs = outs;
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const auto after = head_status(session);
       client_figures cf;
@@ -321,7 +332,7 @@ int run_bench(const bench_options& o) {
     fs::create_directories(o.out);
     ds::write_results_csv(o.out + "/results.csv", results);
     std::ofstream(o.out + "/results.json") << ds::results_json(results).dump(2) << "\n";
-    if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, problems, *cfg);
+    if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, problems, *cfg, first_outs);
     // What the loads were relative to, for a replay of arrivals.csv in the simulator.
     std::ofstream(o.out + "/bench.json") << json{{"capacity_rps", capacity},
                                                  {"capacity_measured", o.capacity <= 0},
