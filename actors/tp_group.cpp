@@ -96,6 +96,8 @@ struct group_state {
   // The accuracy budget tau control spends (policies/threshold.hpp): a running account of
   // the group's requests, kept here because the policies own no state.
   policy::accuracy_ledger ledger;
+  // The group's recent arrivals, whose predicted work the tau cap counts (threshold.hpp).
+  policy::load_forecast load;
   double last_control_s = -1e9;
   clock_type::time_point epoch = clock_type::now();  // the group's clock for the policies
   bool stepping = false;
@@ -885,6 +887,7 @@ void run_step(group_ptr self) {
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
   snap.ledger = &st.ledger;
+  snap.load = &st.load;
   // A decision that does not look at the queue leaves its new requests new.
   if (need_queued) {
     snap.fresh = std::move(st.fresh);
@@ -1022,6 +1025,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   st.view.tau_cap = ctx.knobs.tau_max;
   st.ledger.budget = ctx.knobs.accuracy_budget;
   st.ledger.tau_ref = ctx.knobs.tau_max;
+  st.load.cfg.window_s = ctx.knobs.cap_forecast_s;
+  st.load.refresh_s = ctx.knobs.cap_forecast_refresh_s;
   if (ctx.cost && ctx.cost->supports(st.view.tp)) {
     st.profile = &*ctx.cost;
     st.cost = *ctx.cost;
@@ -1131,6 +1136,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         auto& q = add_request(self, std::move(item), progress);
         q.arrived_how = kv_bytes.empty() ? "canvas" : "rebuild";
         if (first_placement) st.fresh.push_back(q.live.id);
+        // Every request that joins is load on this group, placed, re-placed or moved in.
+        st.load.record({now_s(st), q.live.progress.prompt_len, q.live.progress.gen_len,
+                        q.live.deadline_s - q.live.arrival_s});
         q.text = std::move(streamed);
         q.streamed_blocks = progress.block;
         report_load(self);

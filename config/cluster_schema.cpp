@@ -21,7 +21,8 @@ const std::set<std::string>& engine_keys() {
 
 const std::set<std::string>& scheduler_keys() {
   static const std::set<std::string> keys{"token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget",
-                                          "on_overload",  "on_miss",    "profile", "quality"};
+                                          "on_overload",  "on_miss",    "profile", "quality", "cap_forecast_ms",
+                                          "cap_forecast_refresh_ms"};
   return keys;
 }
 
@@ -152,6 +153,11 @@ scheduler_settings parse_scheduler(const yaml_checker& c, const YAML::Node& n, c
       s.accuracy_budget =
           c.real(n["accuracy_budget"], "scheduler.accuracy_budget (a fraction: 0.01 = one point, or none)", 0.0, 1.0);
   }
+  if (n["cap_forecast_ms"])
+    s.cap_forecast_ms = static_cast<int>(c.integer(n["cap_forecast_ms"], "scheduler.cap_forecast_ms", 1, 86400000));
+  if (n["cap_forecast_refresh_ms"])
+    s.cap_forecast_refresh_ms =
+        static_cast<int>(c.integer(n["cap_forecast_refresh_ms"], "scheduler.cap_forecast_refresh_ms", 1, 86400000));
   if (n["on_overload"])
     s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
   if (n["on_miss"]) s.reject_on_miss = c.one_of(n["on_miss"], "scheduler.on_miss", {"serve", "reject"}) == "reject";

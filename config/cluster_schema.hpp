@@ -55,6 +55,10 @@ struct scheduler_settings {
   // reference tau (fraction; 0.01 = one point), enforced by policy::accuracy_ledger.
   // `none` (< 0): no budget, tau_min alone bounds the loss.
   double accuracy_budget = 0.01;
+  // The tau cap counts the work the group's own arrivals of the last cap_forecast_ms predict
+  // (policies/threshold.hpp), recomputed at most every cap_forecast_refresh_ms.
+  int cap_forecast_ms = 2000;
+  int cap_forecast_refresh_ms = 500;
   bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
   bool reject_on_miss = false;  // on_miss: reject (refuse at once what cannot meet its deadline) | serve
   std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one

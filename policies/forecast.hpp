@@ -14,6 +14,9 @@ struct arrival_record {
   double t_s = 0;      // arrival time on the caller's clock
   int prompt_len = 0;  // tokens (or the caller's estimate of them)
   int gen_len = 0;
+  /// Its SLO window, deadline - arrival (seconds; 0: not known). The tau cap's demand test
+  /// (threshold.hpp) needs it to tell which predicted arrivals would be due before whom.
+  double window_s = 0;
 };
 
 struct forecast_config {

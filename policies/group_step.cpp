@@ -147,7 +147,9 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     marg.reserve(all.size());
     for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));
     std::vector<double> tau;
-    const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau, g.ledger);
+    const arrival_demand* demand =
+        g.load && p.thr.load_cap ? &g.load->update(g.now_s, *cost, tp, ref, block, q, p.thr) : nullptr;
+    const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau, g.ledger, demand);
     d.controlled = true;
     d.tau_cap = cap.cap;
     d.infeasible = cap.infeasible_prefixes;

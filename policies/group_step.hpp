@@ -32,6 +32,10 @@ struct group_knobs {
   /// on_miss: reject (a strict SLO for every request): refuse at its first decision a newly
   /// queued request that cannot meet its deadline (policy::refuse_if_late, as the simulator).
   bool reject_on_miss = false;
+  /// The tau cap's forecast of the group's arrivals (threshold.hpp, load_forecast): the history
+  /// it predicts from and how often it is recomputed (seconds).
+  double cap_forecast_s = 2.0;
+  double cap_forecast_refresh_s = 0.5;
 };
 
 struct group_policy {
@@ -66,6 +70,9 @@ struct group_snapshot {
   accuracy_ledger* ledger = nullptr;
   /// Ids of queued requests no decision has seen yet: the only ones load shedding may refuse.
   std::vector<std::uint64_t> fresh;
+  /// The group's recent arrivals (caller-owned running state, see threshold.hpp): the tau cap
+  /// counts the work they predict. Null: the cap sees the work present only.
+  load_forecast* load = nullptr;
 };
 
 /// A request the group refuses (load shedding, policies/overload.hpp), with a one-line reason.

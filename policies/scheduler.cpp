@@ -23,6 +23,7 @@ int query_rows_of(const request_view& r) {
 
 // Sort key: (late, value) so that late requests can be grouped after the on-time ones.
 // Ties break on id, which keeps the order deterministic whatever the input order.
+// late: 0 on time; 1 missed and past its grace (overdue), by arrival; 2 the other late ones.
 struct keyed {
   int late;
   double value;
@@ -36,6 +37,15 @@ struct keyed {
     return id < o.id;
   }
 };
+
+// A missed request past its grace: from here on only its latency matters, and among such
+// requests the tail is shortest when the oldest go first (FCFS), while shortest-first would
+// let long ones wait behind every short one that misses after them. `d` is the deadline it is
+// scheduled against (renewed or its own).
+bool overdue(const request_view& r, double now, double d, const scheduler_config& cfg) {
+  return cfg.oldest_missed_first && d <= r.deadline_s &&
+         now - r.deadline_s >= cfg.missed_grace * (r.deadline_s - r.arrival_s);
+}
 
 // Seconds the request still needs if every one of its steps ran alone on this group: the
 // best case. A request whose best case misses the deadline is late whatever we do.
@@ -78,8 +88,10 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       const double chain = d - now - best;
       if (!cfg.demote_late || chain >= 0)
         keys.push_back({0, d, r.id, i, std::max(0.0, chain)});
+      else if (overdue(r, now, d, cfg))
+        keys.push_back({1, r.arrival_s, r.id, i, 0.0});
       else
-        keys.push_back({1, best, r.id, i, 0.0});
+        keys.push_back({2, best, r.id, i, 0.0});
       continue;
     }
     const double s = slack_s(r, now, q, step_s);
@@ -95,10 +107,12 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       const double best_slack = r.deadline_s - now - best;
       if (best_slack >= 0)
         keys.push_back({0, s, r.id, i, best_slack});
+      else if (overdue(r, now, r.deadline_s, cfg))
+        keys.push_back({1, r.arrival_s, r.id, i, 0.0});
       else
-        keys.push_back({1, best, r.id, i, 0.0});
+        keys.push_back({2, best, r.id, i, 0.0});
     } else {
-      keys.push_back({1, remaining_steps(r, r.tau, q).total(), r.id, i, 0.0});
+      keys.push_back({2, remaining_steps(r, r.tau, q).total(), r.id, i, 0.0});
     }
   }
   std::sort(keys.begin(), keys.end());

@@ -72,7 +72,10 @@ struct scheduler_config {
   /// Least slack: the oldest request that can no longer meet its deadline leads every step's
   /// order (so it is always taken) and is admitted whenever a slot and KV room are free, so a
   /// missed request's wait is bounded by the missed requests that arrived before it, not by
-  /// the arrivals that keep coming after it.
+  /// the arrivals that keep coming after it. The other overdue requests (missed, past the grace
+  /// below) follow the on-time ones in arrival order, before the late ones still within their
+  /// grace (shortest remaining work first): for them only the latency is left to win, and its
+  /// tail is shortest oldest first.
   bool oldest_missed_first = true;
   /// ... counting only requests past their deadline by at least this many SLO windows
   /// (deadline - arrival); 0: every request that can no longer meet it.

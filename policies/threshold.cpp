@@ -140,9 +140,62 @@ double tau_from_slack(const request_view& r, double now, const quality_model& q,
   return pick_tau(r, now, q, step_s, cfg, tau_levels(cfg));
 }
 
+arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s,
+                                    const forecast_config& fc, const step_cost_model& cost, int tp,
+                                    const batch_totals& ref, int block_len, const quality_model& q,
+                                    const threshold_config& cfg) {
+  arrival_demand d;
+  d.levels = tau_levels(cfg);
+  if (fc.window_s <= 0) return d;
+  std::vector<std::pair<double, std::size_t>> by_window;  // (SLO window, index)
+  double seen = 0;
+  for (std::size_t i = arrivals.size(); i-- > 0;) {
+    const auto& a = arrivals[i];
+    if (now_s - a.t_s >= fc.window_s) break;
+    if (a.t_s > now_s) continue;
+    seen += 1;
+    if (a.window_s > 0 && a.gen_len > 0) by_window.push_back({a.window_s, i});
+  }
+  if (by_window.empty()) return d;
+  d.rate = seen / fc.window_s;
+  std::sort(by_window.begin(), by_window.end());
+  d.work_s.assign(d.levels.size(), std::vector<double>(by_window.size(), 0.0));
+  for (std::size_t k = 0; k < by_window.size(); ++k) {
+    const auto& a = arrivals[by_window[k].second];
+    d.window_s.push_back(by_window[k].first);
+    request_view r;  // the request as it arrives: nothing done yet
+    r.prompt_len = a.prompt_len;
+    r.gen_len = a.gen_len;
+    r.block_len = block_len;
+    const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), block_len);
+    for (std::size_t l = 0; l < d.levels.size(); ++l) d.work_s[l][k] = work_s(r, d.levels[l], m, q);
+  }
+  return d;
+}
+
+void load_forecast::record(const arrival_record& a) {
+  arrivals.push_back(a);
+  changed = true;
+}
+
+const arrival_demand& load_forecast::update(double now_s, const step_cost_model& cost, int tp,
+                                            const batch_totals& ref, int block_len, const quality_model& q,
+                                            const threshold_config& thr) {
+  std::size_t old = 0;
+  while (old < arrivals.size() && now_s - arrivals[old].t_s >= cfg.window_s) ++old;
+  if (old > 0) arrivals.erase(arrivals.begin(), arrivals.begin() + static_cast<std::ptrdiff_t>(old));
+  // An emptied window means no demand at once; otherwise new arrivals show within refresh_s.
+  const bool due = (changed && now_s - computed_s >= refresh_s) || (arrivals.empty() && !demand.empty());
+  if (!due) return demand;
+  demand = demand_from_arrivals(arrivals, now_s, cfg, cost, tp, ref, block_len, q, thr);
+  computed_s = now_s;
+  changed = false;
+  return demand;
+}
+
 cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<double>& tau,
                     const std::vector<marginal_cost>& marg, double now, const quality_model& q,
-                    double step_s, const threshold_config& cfg) {
+                    double step_s, const threshold_config& cfg, const arrival_demand* demand) {
   cap_result res;
   res.cap = cfg.tau_max;
   if (!cfg.load_cap || reqs.empty()) return res;
@@ -160,7 +213,17 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
     const auto& rb = reqs[static_cast<std::size_t>(b)];
     return ra.deadline_s != rb.deadline_s ? ra.deadline_s < rb.deadline_s : ra.id < rb.id;
   });
+  const bool predicted = demand && !demand->empty();
+  const double per_sample = predicted ? demand->rate / static_cast<double>(demand->window_s.size()) : 0.0;
   auto infeasible = [&](double c) {
+    // Predicted arrivals at the cap's level: samples with windows shorter than T fall due
+    // before T; with them in window order, sum (T - D_k) w_k = T s1 - s2 over those.
+    const std::vector<double>* pw = nullptr;
+    if (predicted)
+      for (std::size_t l = 0; l < demand->levels.size(); ++l)
+        if (std::abs(demand->levels[l] - c) < 1e-9) pw = &demand->work_s[l];
+    std::size_t k = 0;
+    double s1 = 0, s2 = 0;
     double w = 0;
     int bad = 0;
     for (int i : order) {
@@ -168,7 +231,25 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
       const auto& r = reqs[ui];
       const double t = r.tau_pinned ? tau[ui] : std::max(r.tau_floor, std::min(tau[ui], c));
       w += work_s(r, t, marg[ui], q);
-      if (w > reqs[ui].deadline_s - now) ++bad;
+      const double left = reqs[ui].deadline_s - now;
+      double ahead = 0;
+      if (pw) {
+        for (; k < demand->window_s.size() && demand->window_s[k] < left; ++k) {
+          s1 += (*pw)[k];
+          s2 += demand->window_s[k] * (*pw)[k];
+        }
+        ahead = per_sample * (left * s1 - s2);
+      }
+      if (w + ahead > left) ++bad;
+    }
+    // Past the last deadline present the test's left side grows at rate lambda x mean w(c)
+    // and the right side at 1: arrivals above the capacity at c make every horizon far enough
+    // infeasible. Counted as one more prefix, so a cap that only this rules out comes down,
+    // and an overload no level fixes (this prefix fails at tau_min too) changes nothing.
+    if (pw) {
+      double all = 0;
+      for (double x : *pw) all += x;
+      if (per_sample * all > 1.0) ++bad;
     }
     return bad;
   };
@@ -191,12 +272,13 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
 cap_result control_group(const std::vector<request_view>& reqs,
                          const std::vector<marginal_cost>& marg, double now,
                          const quality_model& q, double step_s, const threshold_config& cfg,
-                         std::vector<double>& tau_out, accuracy_ledger* ledger) {
+                         std::vector<double>& tau_out, accuracy_ledger* ledger,
+                         const arrival_demand* demand) {
   tau_out.resize(reqs.size());
   const auto levels = tau_levels(cfg);
   for (std::size_t i = 0; i < reqs.size(); ++i)
     tau_out[i] = reqs[i].tau_pinned ? reqs[i].tau : std::max(reqs[i].tau_floor, pick_tau(reqs[i], now, q, step_s, cfg, levels));
-  auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg);
+  auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg, demand);
   for (std::size_t i = 0; i < reqs.size(); ++i)
     if (!reqs[i].tau_pinned) tau_out[i] = std::max(reqs[i].tau_floor, std::min(tau_out[i], cap.cap));
   if (ledger && ledger->enabled())

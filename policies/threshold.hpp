@@ -14,6 +14,17 @@
 // tau_min: lowering tau further rescues nobody. Requests that miss even alone at tau_min are
 // left out of the test, so one hopeless request cannot drag everyone's tau down.
 //
+// Predicted arrivals (optional, arrival_demand): the work present is not all the work that
+// must fit before a deadline. Requests that arrive later with shorter SLO windows fall due
+// earlier, and EDF serves them first. With the group's forecast rate lambda (its own arrivals
+// over a recent window, forecast.hpp) and those arrivals as the mix (n samples, SLO window
+// D_k, work w_k(c) at the cap from the same marginal costs), prefix j must also fit
+//     lambda / n x sum_k max(0, T_j - D_k) x w_k(c),    T_j = deadline_j - now,
+// the work of the arrivals due by deadline_j (the demand-bound function of EDF). So the cap is
+// set by the predicted load against the group's measured capacity (one second of saturated
+// group time per second): when lambda x mean w(c) approaches 1 the far prefixes stop fitting
+// at c and the cap comes down before the backlog exists, not after.
+//
 // Accuracy budget (optional, accuracy_budget = b >= 0): a quality SLO on the mean expected
 // accuracy loss per request against tau_max, loss(tau) = acc(tau_max) - acc(tau). A ledger
 // (accuracy_ledger, running state owned by the caller) earns b once per request that
@@ -25,6 +36,7 @@
 // neither does the final mean. Raises (refunds) are applied first, then lowerings breadth
 // first (every request that wants it goes one level down before any goes two), within a
 // level on-time requests by deadline (EDF) and hopeless ones last.
+#include "policies/forecast.hpp"
 #include "policies/predict.hpp"
 #include "policies/quality.hpp"
 #include "policies/snapshot.hpp"
@@ -83,6 +95,41 @@ std::vector<double> tau_levels(const threshold_config& cfg);
 double tau_from_slack(const request_view& r, double now, const quality_model& q, double step_s,
                       const threshold_config& cfg);
 
+/// Work the group expects to arrive, at each tau level, for the cap's test (see above).
+struct arrival_demand {
+  double rate = 0;                        // requests/s the group expects
+  std::vector<double> levels;             // tau_levels(cfg) it was computed for
+  std::vector<double> window_s;           // SLO window of each sample, ascending
+  std::vector<std::vector<double>> work_s;  // [level][sample]: seconds of saturated group time
+  bool empty() const { return rate <= 0 || window_s.empty(); }
+};
+
+/// Demand from `arrivals` (the group's own, oldest first): the rate is the mean over
+/// `fc.window_s` before `now_s` (the cap looks a few seconds ahead, where the mean is the
+/// expected demand), the mix the arrivals of that window, each costed whole at every level
+/// against the reference batch `ref` of the group (marginal step costs, predict.hpp).
+/// Arrivals without a known SLO window are left out of the mix.
+arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s,
+                                    const forecast_config& fc, const step_cost_model& cost, int tp,
+                                    const batch_totals& ref, int block_len, const quality_model& q,
+                                    const threshold_config& cfg);
+
+/// A group's arrivals and the demand last computed from them: running state the caller owns
+/// (as the accuracy ledger), recorded as requests join the group's queue.
+struct load_forecast {
+  forecast_config cfg;                    // window_s: the history the demand comes from
+  double refresh_s = 0.5;                 // recompute the demand at most this often
+  std::vector<arrival_record> arrivals;   // oldest first, none older than cfg.window_s
+  arrival_demand demand;
+  double computed_s = -1e300;
+  bool changed = false;                   // arrivals recorded since the last computation
+  void record(const arrival_record& a);
+  /// The demand at `now_s`, recomputed when arrivals came in and refresh_s has passed since the
+  /// last computation (or when the window has emptied).
+  const arrival_demand& update(double now_s, const step_cost_model& cost, int tp, const batch_totals& ref,
+                               int block_len, const quality_model& q, const threshold_config& cfg);
+};
+
 struct cap_result {
   double cap = 1.0;
   int infeasible_prefixes = 0;   // at the chosen cap
@@ -91,9 +138,10 @@ struct cap_result {
 
 /// The aggregate cap for one group. `marg[i]` are request i's marginal step costs and
 /// `tau[i]` its tau from slack; `step_s` is the group's current step time (hopeless test).
+/// `demand`: predicted arrivals counted in every prefix (null or empty: the work present only).
 cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<double>& tau,
                     const std::vector<marginal_cost>& marg, double now, const quality_model& q,
-                    double step_s, const threshold_config& cfg);
+                    double step_s, const threshold_config& cfg, const arrival_demand* demand = nullptr);
 
 /// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request, raised to its
 /// tau_floor; a request with tau_pinned keeps its tau (and is planned at it by the cap). With a
@@ -102,6 +150,7 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
 cap_result control_group(const std::vector<request_view>& reqs,
                          const std::vector<marginal_cost>& marg, double now,
                          const quality_model& q, double step_s, const threshold_config& cfg,
-                         std::vector<double>& tau_out, accuracy_ledger* ledger = nullptr);
+                         std::vector<double>& tau_out, accuracy_ledger* ledger = nullptr,
+                         const arrival_demand* demand = nullptr);
 
 }  // namespace dls::policy

@@ -93,7 +93,7 @@ typename Inspector::result_type inspect(Inspector& f, engine_defaults& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, scheduler_settings& x) {
   return f(caf::meta::type_name("dls_scheduler_settings"), x.policy, x.slo_scale, x.token_budget, x.max_active,
-           x.tau_min, x.tau_step, x.accuracy_budget, x.refuse_overload, x.reject_on_miss, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
+           x.tau_min, x.tau_step, x.accuracy_budget, x.cap_forecast_ms, x.cap_forecast_refresh_ms, x.refuse_overload, x.reject_on_miss, x.profile_path, x.profile_text, x.quality_path, x.quality_text);
 }
 
 }  // namespace dls::config

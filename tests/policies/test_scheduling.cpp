@@ -476,3 +476,104 @@ BOOST_AUTO_TEST_CASE(budget_is_spent_breadth_first_in_deadline_order) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The cap counts predicted arrivals (threshold.hpp): each one-block request below costs 10 ms
+// of group time per step, so its work is steps_for(32, c) x 10 ms: 98.5 ms at tau 0.9, 85.4 ms
+// at 0.85, 62.5 ms at 0.7 (Fast-dLLM curve: 3.25, 3.75 and 5.12 tokens per step).
+BOOST_AUTO_TEST_SUITE(cap_from_predicted_load)
+
+namespace {
+// One sample of predicted arrivals with SLO window `window_s`, at `rate` requests/s.
+policy::arrival_demand one_sample(const policy::quality_model& q, const policy::threshold_config& cfg, double rate,
+                                  double window_s) {
+  policy::arrival_demand d;
+  d.rate = rate;
+  d.levels = policy::tau_levels(cfg);
+  d.window_s = {window_s};
+  for (double c : d.levels) d.work_s.push_back({q.steps_for(32, c) * 0.01});
+  return d;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(arrivals_due_earlier_count_in_a_prefix) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  // Eight requests due at 0.9 s: 0.788 s of work at 0.9 fits alone. Arrivals at 2/s with a
+  // 0.1-s window fall due before them from now until 0.8 s: 2 x 0.8 x 98.5 ms = 0.158 s more,
+  // 0.946 s > 0.9 at tau 0.9; at 0.85, 0.683 + 2 x 0.8 x 0.0854 = 0.820 s fits.
+  std::vector<policy::request_view> reqs;
+  for (int i = 0; i < 8; ++i) reqs.push_back(test::request(i, 0, 0.9, 100, 32));
+  std::vector<policy::marginal_cost> marg(reqs.size(), {0.01, 0.01});
+  std::vector<double> tau;
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau).cap == 0.9);
+  const auto d = one_sample(q, cfg, 2.0, 0.1);
+  const auto cap = policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &d);
+  BOOST_TEST(cap.cap == 0.85);
+  for (double t : tau) BOOST_TEST(t == 0.85);
+  // The same arrivals with windows longer than every deadline present are never due first,
+  // and 2/s x 98.5 ms is far below the capacity: no cap.
+  const auto later = one_sample(q, cfg, 2.0, 1.5);
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &later).cap == 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(arrivals_above_the_capacity_at_a_level_rule_it_out) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  // One request with plenty of time, and arrivals never due before it: only the long-run
+  // test binds. At 11/s they need 11 x 98.5 ms = 1.08 s of group time per second at 0.9, and
+  // 11 x 85.4 ms = 0.94 s at 0.85: the cap is the highest level the group keeps up at.
+  std::vector<policy::request_view> reqs{test::request(1, 0, 5.0, 100, 32)};
+  std::vector<policy::marginal_cost> marg(1, {0.01, 0.01});
+  std::vector<double> tau;
+  auto d = one_sample(q, cfg, 11.0, 10.0);
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &d).cap == 0.85);
+  // At 15/s only tau 0.7 keeps up (15 x 62.5 ms = 0.94 s; 15 x 68.4 ms = 1.03 s at 0.75).
+  d = one_sample(q, cfg, 15.0, 10.0);
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &d).cap == 0.7);
+  // At 17/s no level does (1.06 s at 0.7): lowering tau rescues nobody, so the cap stays at
+  // the top.
+  d = one_sample(q, cfg, 17.0, 10.0);
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &d).cap == 0.9);
+  // Without tau control's cap the prediction is not looked at.
+  cfg.load_cap = false;
+  d = one_sample(q, cfg, 11.0, 10.0);
+  BOOST_TEST(policy::control_group(reqs, marg, 0.0, q, 0.001, cfg, tau, nullptr, &d).cap == 0.9);
+}
+
+BOOST_AUTO_TEST_CASE(demand_comes_from_the_window_of_recent_arrivals) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  // 10 us per query row and nothing else: a refresh of a 132-token canvas adds 1.32 ms to a
+  // saturated step and a reuse step 0.32 ms, so a one-block request needs
+  // 1.32 + (steps - 1) x 0.32 ms.
+  const auto cost = test::flat_cost(0.0, 1e-5);
+  const policy::batch_totals ref = policy::saturated_batch(132, 32, 8192, q.steps_for(32, 0.9));
+  policy::forecast_config fc;
+  fc.window_s = 2.0;
+  // Four arrivals in the last 2 s (one without a known SLO window: counted in the rate, not
+  // in the mix), one older than the window.
+  std::vector<policy::arrival_record> a{{0.5, 100, 32, 0.3}, {1.5, 100, 32, 0.4}, {2.0, 100, 32, 0.2},
+                                        {2.5, 100, 32, 0.0}, {2.9, 100, 32, 0.1}};
+  const auto d = policy::demand_from_arrivals(a, 3.0, fc, cost, 1, ref, 32, q, cfg);
+  BOOST_TEST(d.rate == 2.0, tt::tolerance(1e-12));
+  BOOST_TEST(d.window_s == std::vector<double>({0.1, 0.2, 0.4}), tt::per_element());
+  BOOST_REQUIRE(d.work_s.size() == d.levels.size());
+  for (std::size_t l = 0; l < d.levels.size(); ++l)
+    for (double w : d.work_s[l])
+      BOOST_TEST(w == 1.32e-3 + (q.steps_for(32, d.levels[l]) - 1) * 0.32e-3, tt::tolerance(1e-9));
+
+  // The running state: the demand follows new arrivals at most every refresh_s, and empties
+  // as soon as the window holds nothing.
+  policy::load_forecast lf;
+  lf.cfg = fc;
+  lf.refresh_s = 0.5;
+  lf.record({0.0, 100, 32, 0.3});
+  BOOST_TEST(lf.update(0.0, cost, 1, ref, 32, q, cfg).rate == 0.5, tt::tolerance(1e-12));
+  lf.record({0.2, 100, 32, 0.3});
+  BOOST_TEST(lf.update(0.2, cost, 1, ref, 32, q, cfg).rate == 0.5, tt::tolerance(1e-12));  // not due yet
+  BOOST_TEST(lf.update(0.5, cost, 1, ref, 32, q, cfg).rate == 1.0, tt::tolerance(1e-12));
+  BOOST_TEST(lf.update(2.5, cost, 1, ref, 32, q, cfg).empty());  // both older than 2 s
+  BOOST_TEST(lf.arrivals.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

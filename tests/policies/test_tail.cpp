@@ -163,3 +163,24 @@ BOOST_AUTO_TEST_CASE(the_oldest_missed_request_leads_every_step_once_past_its_gr
   auto picked = policy::admit(a, policy::admission_room{1, 1e9}, 5.0, cfg, q, 0.05, &cost, 1, &none);
   BOOST_TEST(picked == std::vector<int>({1}), tt::per_element());
 }
+
+BOOST_AUTO_TEST_CASE(overdue_requests_follow_the_on_time_ones_oldest_first) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.001, 1e-5);
+  policy::scheduler_config cfg;  // grace: one window
+  // At 5 s: L (arrived 0, due 1 s, four blocks) and L2 (arrived 1, due 2 s, four blocks) and
+  // S (arrived 2, due 3 s, one block) are overdue, past their deadline by more than a window;
+  // N (arrived 4, due 4.9 s) has missed by 0.1 s, less than its 0.9-s window; C is on time.
+  std::vector<policy::request_view> a{test::request(1, 2.0, 3.0, 968, 32), test::request(2, 4.0, 4.9, 968, 32),
+                                      test::request(3, 4.9, 5.5, 968, 32), test::request(4, 1.0, 2.0, 968, 128),
+                                      test::request(5, 0.0, 1.0, 968, 128)};
+  const policy::admission_room room{5, 1e9};
+  // L, the oldest, leads; after C the overdue ones go by arrival, L2 before the shorter S,
+  // then N, which is not overdue yet, by its remaining work.
+  auto order = policy::admit(a, room, 5.0, cfg, q, 0.05, &cost, 1);
+  BOOST_TEST(order == std::vector<int>({4, 2, 3, 0, 1}), tt::per_element());
+  // Without the rule every late request goes after C, shortest first: L and L2 last.
+  cfg.oldest_missed_first = false;
+  order = policy::admit(a, room, 5.0, cfg, q, 0.05, &cost, 1);
+  BOOST_TEST(order == std::vector<int>({2, 0, 1, 3, 4}), tt::per_element());
+}

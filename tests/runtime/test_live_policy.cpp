@@ -184,6 +184,38 @@ BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_bel
   BOOST_TEST(st.active[1].tau == 0.5);
 }
 
+BOOST_AUTO_TEST_CASE(the_cap_comes_down_when_the_groups_arrivals_outrun_its_capacity) {
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  // A lone request with ten seconds to spare keeps the reference tau...
+  auto lone = [] {
+    pol::group_snapshot g;
+    g.group.tp = 1;
+    g.now_s = 2.0;
+    g.active.push_back(dls::test::fresh_request(1, 2.0, 12.0));
+    return g;
+  };
+  auto g = lone();
+  BOOST_TEST(pol::decide_step(g, policy_named("dilaserve", 8), &m, q).tau_cap == 0.9);
+  // ... until the group has seen 1,000 arrivals a second (10-s SLO windows: never due before
+  // it). Each costs 0.1 ms of group time per step (the profile's per-request term) over 16
+  // steps at 0.9, 1.6 s of work per second; at 0.8 (2 tokens a step) 0.8 s: the cap is the
+  // highest level the group keeps up at.
+  pol::load_forecast lf;
+  lf.cfg.window_s = 2.0;
+  for (int i = 1; i <= 2000; ++i) lf.record({i * 1e-3, 4, 16, 10.0});
+  BOOST_TEST(1000 * 2 * q.steps_for(8, 0.85) * 1e-4 > 1.0);  // 0.85 does not keep up either
+  g = lone();
+  g.load = &lf;
+  const auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
+  BOOST_TEST(d.tau_cap == 0.8);
+  BOOST_TEST(g.active[0].tau == 0.8);
+  // Static has no tau control, whatever the forecast says.
+  g = lone();
+  g.load = &lf;
+  BOOST_TEST(pol::decide_step(g, policy_named("static", 8), &m, q).tau_cap == 0.9);
+}
+
 BOOST_AUTO_TEST_CASE(the_groups_accuracy_budget_limits_how_far_tau_falls) {
   const auto m = dls::test::small_cost();
   const auto q = dls::test::small_quality();

@@ -137,6 +137,8 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.threshold.tau_max = out.ref_tau;
   out.threshold.tau_step = s.tau_step;
   out.threshold.accuracy_budget = s.accuracy_budget;
+  out.cap_forecast_s = seconds(s.cap_forecast_ms);
+  out.cap_forecast_refresh_s = seconds(s.cap_forecast_refresh_ms);
   if (s.refuse_overload) c.fail(sched["on_overload"], "scheduler.on_overload: refuse is not modelled by the simulator");
   parse_scheduler_extras(c, sched, out);
 

@@ -63,6 +63,8 @@ struct sim_cluster {
   } control_plane;
 
   double control_interval_s = 0.02;    // tau controller per group, at most this often
+  double cap_forecast_s = 2.0;         // the tau cap's forecast: the group's arrivals this far back
+  double cap_forecast_refresh_s = 0.5; // ... recomputed at most this often
   double migration_interval_s = 0.1;
   double reconfig_interval_s = 5.0;
   double forecast_window_s = 60.0;     // history the forecast looks at (>= min_dwell_s)

@@ -74,6 +74,7 @@ struct sim_group {
   double kv_free = 0;
   std::vector<policy::request_view> active;
   std::vector<policy::request_view> queue;
+  policy::load_forecast arrivals;  // requests that joined lately, for the tau cap (threshold.hpp)
   policy::group_load load;
   std::vector<int> batch;      // indices into `active` of the running step
   std::vector<double> shares;  // layer share of each batch entry (layer-split refresh)

@@ -28,7 +28,10 @@ void engine::control(int gi) {
     std::vector<double> tau;
     policy::cap_result cap;
     stats_.control_policy_s += timed([&] {
-      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_);
+      const policy::arrival_demand* demand =
+          thr_.load_cap ? &g.arrivals.update(now_, cl_.cost, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_)
+                        : nullptr;
+      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_, demand);
     });
     ++stats_.control_decisions;
     g.tau_cap = cap.cap;
@@ -142,6 +145,7 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
     d.load.add(r.canvas_len());
     d.kv_free -= r.canvas_len();
     d.active.push_back(r);
+    d.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
     d.dirty = true;
     touch(dst);
     start_step(dst);

@@ -77,6 +77,8 @@ int engine::make_group(int node, int tp) {
   g.tp = tp;
   g.kv_free = cl_.cost.kv_capacity_tokens(tp);
   g.tau_cap = thr_.tau_max;
+  g.arrivals.cfg.window_s = cl_.cap_forecast_s;
+  g.arrivals.refresh_s = cl_.cap_forecast_refresh_s;
   groups_.push_back(std::move(g));
   nodes_[static_cast<std::size_t>(node)].groups.push_back(groups_.back().id);
   touch(groups_.back().id);
@@ -154,6 +156,7 @@ void engine::enqueue(int gi, const policy::request_view& r) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   g.queue.push_back(r);
   g.queue.back().group = gi;
+  g.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
   g.dirty = true;
   touch(gi);
   start_step(gi);
