@@ -1,5 +1,6 @@
 #include "common/decode_settings.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace dls::common {
@@ -12,6 +13,12 @@ std::string decode_settings::validate() const {
   if (temperature < 0) return "temperature must be >= 0";
   if (!(threshold >= 0.0 && threshold <= 1.0)) return "threshold must lie in [0, 1]";
   if (!(factor > 0.0)) return "factor must be positive";
+  if (!(top_p > 0.0 && top_p <= 1.0)) return "top_p must lie in (0, 1]";
+  if (top_k < 0) return "top_k must be >= 0 (0: no top-k truncation)";
+  if (!(alg_temp >= 0.0) || std::isinf(alg_temp)) return "alg_temp must be a finite number >= 0";
+  if (alg_temp > 0.0 && rule != commit_rule::quota && rule != commit_rule::margin && rule != commit_rule::entropy)
+    return std::string("alg_temp samples the positions of a fixed number of commits: it needs the quota, margin or "
+                       "entropy rule, not ") + to_string(rule);
   return {};
 }
 

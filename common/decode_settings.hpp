@@ -42,6 +42,16 @@ struct decode_settings {
   int refresh_interval = 0;   // >0: also refresh every N steps inside a block
   double temperature = 0.0;   // 0 = argmax; >0 = Gumbel sampling from softmax(l/T)
   uint64_t seed = 0;
+  // Dream's sampler options. top_p and top_k truncate each position's token distribution before
+  // the token is chosen and scored (1 and 0: no truncation); alg_temp > 0 draws the positions
+  // a quota, margin or entropy step commits from softmax(score / alg_temp) instead of taking the
+  // highest scores (0: the highest).
+  double top_p = 1.0;
+  int top_k = 0;
+  double alg_temp = 0.0;
+
+  /// Whether a backend must truncate distributions (top_p or top_k set).
+  bool truncates() const { return top_p < 1.0 || top_k > 0; }
 
   /// Returns an empty string when the settings are usable, else a one-line reason.
   std::string validate() const;

@@ -114,6 +114,10 @@ engine_defaults parse_engine(const yaml_checker& c, const YAML::Node& n, const s
   if (n["temperature"]) d.temperature = c.real(n["temperature"], "engine.temperature", 0.0, 100.0);
   if (n["seed"])
     d.seed = static_cast<uint64_t>(c.integer(n["seed"], "engine.seed", 0, std::numeric_limits<long long>::max()));
+  if (n["top_p"]) d.top_p = c.real(n["top_p"], "engine.top_p", 0.0, 1.0);
+  if (n["top_k"]) d.top_k = static_cast<int>(c.integer(n["top_k"], "engine.top_k", 0, 1 << 24));
+  if (n["alg_temp"]) d.alg_temp = c.real(n["alg_temp"], "engine.alg_temp", 0.0, 1e6);
+  if (auto why = d.validate(); !why.empty()) c.fail(n, "engine: " + why);
   if (n["max_batch"]) e.max_batch = static_cast<int>(c.integer(n["max_batch"], "engine.max_batch", 1, 4096));
   return e;
 }

@@ -32,6 +32,7 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   f.gen_length = cfg.engine.decode.gen_length;
   f.temperature = cfg.engine.decode.temperature;
   f.seed = cfg.engine.decode.seed;
+  f.top_p = cfg.engine.decode.top_p;
   return f;
 }
 

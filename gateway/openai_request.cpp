@@ -216,7 +216,9 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   if (j.contains("n") && !j["n"].is_null() && integer(j["n"], "n", 1, 128) != 1)
     bad("n", "only n = 1 is supported");
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "must be a string");
-  neutral(j, "top_p", 1);
+  if (j.contains("top_p") && !j["top_p"].is_null() && number(j["top_p"], "top_p", 0.0, 1.0) != facts.top_p)
+    bad("top_p", "per-request top_p is not supported yet; the cluster decodes with top_p " + json(facts.top_p).dump() +
+                     " (engine.top_p)");
   neutral(j, "frequency_penalty", 0);
   neutral(j, "presence_penalty", 0);
   neutral(j, "logprobs", chat ? json(false) : json(nullptr));

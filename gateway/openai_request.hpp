@@ -16,6 +16,7 @@ struct model_facts {
   int gen_length = 32;   // the default answer length
   double temperature = 0;
   uint64_t seed = 0;
+  double top_p = 1;  // engine.top_p
 };
 
 struct completion_request {

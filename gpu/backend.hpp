@@ -75,6 +75,8 @@ class backend {
   virtual int logit_shift() const { return 0; }
   /// Whether forward() can rank proposals by `s` (the margin and entropy rules need it).
   virtual bool scores(proposal_score s) const { return s == proposal_score::probability; }
+  /// Whether forward() can truncate token distributions by top_p / top_k (Dream's sampler).
+  virtual bool truncates() const { return false; }
   virtual std::unique_ptr<kv_cache> make_cache() = 0;
   /// Runs every item's planned forward in one batch and fills proposals[i] with one entry per
   /// masked row of item i's current block (token after optional Gumbel noise, clean confidence);

@@ -64,7 +64,9 @@ int canvas::apply(const std::vector<row_proposal>& proposals) {
   if (masked.empty()) throw std::logic_error("canvas::apply: no proposal for a masked row of the current block");
   int spb = params.steps_per_block > 0 ? params.steps_per_block : params.block_length;
   int quota = quota_for_step(block_masks, spb, step_in_block);
-  auto chosen = select_commits(masked, params.rule, params.threshold, quota, params.factor);
+  auto chosen = params.alg_temp > 0
+                    ? sample_commits(masked, quota, params.alg_temp, params.seed, static_cast<uint64_t>(steps))
+                    : select_commits(masked, params.rule, params.threshold, quota, params.factor);
   for (auto pos : chosen) {
     auto it = std::find_if(masked.begin(), masked.end(), [&](const row_proposal& r) { return r.position == pos; });
     ids[static_cast<std::size_t>(pos)] = it->token;
@@ -97,12 +99,14 @@ std::vector<int32_t> canvas::answer() const {
   return out;
 }
 
-// -- serialization: "DLSC" v1, little-endian fixed-width fields, then the ids --------------
+// -- serialization: "DLSC" v2, little-endian fixed-width fields, then the ids --------------
+// v2 added top_p, top_k and alg_temp after the seed; v1 canvases (journals of older heads) still
+// load, with those off.
 
 namespace {
 
 constexpr char magic[4] = {'D', 'L', 'S', 'C'};
-constexpr uint32_t version = 1;
+constexpr uint32_t version = 2;
 
 template <class T>
 void put(std::string& out, T v) {
@@ -144,6 +148,9 @@ std::string canvas::to_bytes() const {
   put(out, static_cast<int32_t>(params.refresh_interval));
   put(out, params.temperature);
   put(out, params.seed);
+  put(out, params.top_p);
+  put(out, static_cast<int32_t>(params.top_k));
+  put(out, params.alg_temp);
   put(out, block);
   put(out, step_in_block);
   put(out, block_masks);
@@ -161,8 +168,8 @@ canvas canvas::from_bytes(const std::string& bytes) {
   if (bytes.size() < 8 || std::memcmp(bytes.data(), magic, 4) != 0)
     throw std::invalid_argument("not a canvas: bad magic at byte 0");
   reader r{bytes, 4};
-  if (auto v = r.get<uint32_t>("version"); v != version)
-    throw std::invalid_argument("canvas version " + std::to_string(v) + " is not supported");
+  const auto v = r.get<uint32_t>("version");
+  if (v != version && v != 1) throw std::invalid_argument("canvas version " + std::to_string(v) + " is not supported");
   canvas c;
   c.prompt_len = r.get<int32_t>("prompt_len");
   c.mask_id = r.get<int32_t>("mask_id");
@@ -182,6 +189,11 @@ canvas canvas::from_bytes(const std::string& bytes) {
   c.params.refresh_interval = r.get<int32_t>("refresh_interval");
   c.params.temperature = r.get<double>("temperature");
   c.params.seed = r.get<uint64_t>("seed");
+  if (v >= 2) {
+    c.params.top_p = r.get<double>("top_p");
+    c.params.top_k = r.get<int32_t>("top_k");
+    c.params.alg_temp = r.get<double>("alg_temp");
+  }
   c.block = r.get<int32_t>("block");
   c.step_in_block = r.get<int32_t>("step_in_block");
   c.block_masks = r.get<int32_t>("block_masks");

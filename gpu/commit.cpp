@@ -1,6 +1,10 @@
 #include "gpu/commit.hpp"
 
+#include "gpu/noise_hash.hpp"
+
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 namespace dls::gpu {
 
@@ -34,6 +38,27 @@ std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rul
   std::vector<int32_t> out;
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) out.push_back(masked[i].position);
+  return out;
+}
+
+std::vector<int32_t> sample_commits(const std::vector<row_proposal>& masked, int quota, double alg_temp, uint64_t seed,
+                                    uint64_t counter) {
+  // Token noise uses the same coordinates with the token id (>= 0); -1 keeps these draws apart.
+  constexpr int32_t position_draw = -1;
+  std::vector<std::pair<double, int32_t>> keys;
+  keys.reserve(masked.size());
+  for (const auto& m : masked) {
+    const double g = -std::log(-std::log(noise_uniform(seed, counter, m.position, position_draw)));
+    keys.emplace_back(m.confidence / alg_temp + g, m.position);
+  }
+  std::sort(keys.begin(), keys.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first > b.first;
+    return a.second < b.second;
+  });
+  const std::size_t n = std::min(static_cast<std::size_t>(std::max(quota, 1)), keys.size());
+  std::vector<int32_t> out;
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) out.push_back(keys[i].second);
   return out;
 }
 

@@ -22,6 +22,13 @@ struct row_proposal {
 std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rule rule, double threshold,
                                     int quota, double factor);
 
+/// Dream's alg_temp: draws `quota` distinct positions (at least one), each draw with probability
+/// softmax(confidence / alg_temp) over the positions not yet drawn (torch.multinomial without
+/// replacement), in the order drawn. The draws are Gumbel-top-k over a counter-based hash of
+/// (seed, counter, position), so a decode is reproducible on any backend and after a migration.
+std::vector<int32_t> sample_commits(const std::vector<row_proposal>& masked, int quota, double alg_temp, uint64_t seed,
+                                    uint64_t counter);
+
 /// The quota rule's count for step `step_in_block` of a block that began with `block_masks`
 /// masks split over `steps_per_block` steps (LLaDA's get_num_transfer_tokens).
 int quota_for_step(int block_masks, int steps_per_block, int step_in_block);

@@ -73,6 +73,7 @@ class cpu_backend final : public backend {
   int layers() const override { return m_->config.n_layers; }
   int logit_shift() const override { return m_->config.logit_shift; }
   bool scores(proposal_score) const override { return true; }
+  bool truncates() const override { return true; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cpu_kv_cache>(); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -101,9 +102,13 @@ class cpu_backend final : public backend {
     for (std::size_t j = 0; j < src.size(); ++j) {
       const auto& it = items[owner[j]];
       int row = it.plan.q0 + (src[j] - offsets_[owner[j]]) + c.logit_shift;
-      auto pr = cpu::propose(logits_.data() + j * static_cast<std::size_t>(c.vocab_size), c.vocab_size,
-                             it.c->mask_id, it.c->params.temperature, it.c->params.seed,
-                             static_cast<uint64_t>(it.c->steps), row, score_of(it.c->params.rule));
+      const auto& p = it.c->params;
+      const float* l = logits_.data() + j * static_cast<std::size_t>(c.vocab_size);
+      auto pr = p.truncates() ? cpu::propose_truncated(l, c.vocab_size, it.c->mask_id, p.temperature, p.seed,
+                                                       static_cast<uint64_t>(it.c->steps), row, score_of(p.rule),
+                                                       p.top_p, p.top_k)
+                              : cpu::propose(l, c.vocab_size, it.c->mask_id, p.temperature, p.seed,
+                                             static_cast<uint64_t>(it.c->steps), row, score_of(p.rule));
       proposals[owner[j]].push_back({row, pr.token, pr.confidence});
     }
   }

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
+#include <vector>
 
 namespace dls::gpu::cpu {
 
@@ -171,6 +173,81 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
   }
   double conf = std::exp(static_cast<double>(logits[best]) - maxl) / sum;
   return {best, conf};
+}
+
+argmax_result propose_truncated(const float* logits, int n, int32_t suppressed, double temperature, uint64_t seed,
+                                uint64_t counter, int32_t row, proposal_score score_kind, double top_p, int top_k) {
+  // Dream's order of the candidates: logits descending; ties go to the lower id, as in propose().
+  auto before = [logits](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+  std::vector<int32_t> order;
+  order.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    if (i != suppressed) order.push_back(i);
+  if (order.empty()) throw std::invalid_argument("propose: no token besides the mask token");
+  // Sorted lazily: a nucleus or a top-k is usually a small head of a large vocabulary.
+  std::size_t sorted = 0;
+  auto sort_to = [&](std::size_t m) {
+    m = std::min(m, order.size());
+    if (m <= sorted) return;
+    m = std::min(order.size(), std::max(m, 2 * sorted + 64));
+    std::partial_sort(order.begin() + static_cast<std::ptrdiff_t>(sorted), order.begin() + static_cast<std::ptrdiff_t>(m),
+                      order.end(), before);
+    sorted = m;
+  };
+  sort_to(1);
+  const double maxl = logits[order[0]];
+  std::size_t keep = order.size();
+  if (top_p < 1.0) {
+    // top_p_logits: the nucleus of softmax(l / T) (T = 1 at temperature 0), the token that
+    // crosses top_p included.
+    const double t = temperature > 0 ? temperature : 1.0;
+    double z = 0.0;
+    for (auto i : order) z += std::exp((logits[i] - maxl) / t);
+    double cum = 0.0;
+    keep = 0;
+    while (keep < order.size() && (keep == 0 || cum <= top_p)) {
+      sort_to(keep + 1);
+      cum += std::exp((logits[order[keep]] - maxl) / t) / z;
+      ++keep;
+    }
+  }
+  if (top_k > 0 && static_cast<std::size_t>(top_k) < keep) {
+    // top_k_logits removes what is below the k-th largest logit: ties with it stay.
+    sort_to(static_cast<std::size_t>(top_k));
+    const float kth = logits[order[static_cast<std::size_t>(top_k) - 1]];
+    std::size_t k = static_cast<std::size_t>(top_k);
+    for (; k < keep; ++k) {
+      sort_to(k + 1);
+      if (logits[order[k]] != kth) break;
+    }
+    keep = k;
+  }
+  int32_t best = order[0];
+  if (temperature > 0) {
+    double best_score = -std::numeric_limits<double>::infinity();
+    for (std::size_t j = 0; j < keep; ++j) {
+      const int32_t i = order[j];
+      const double score = logits[i] + temperature * gumbel_noise(seed, counter, row, i);
+      if (score > best_score || (score == best_score && i < best)) {
+        best_score = score;
+        best = i;
+      }
+    }
+  }
+  // Scores over the clean distribution renormalised on the kept tokens.
+  double zk = 0.0, ez = 0.0;
+  for (std::size_t j = 0; j < keep; ++j) {
+    const double d = static_cast<double>(logits[order[j]]) - maxl;
+    const double e = std::exp(d);
+    zk += e;
+    ez += e * d;
+  }
+  if (score_kind == proposal_score::margin) {
+    const double p2 = keep > 1 ? std::exp(static_cast<double>(logits[order[1]]) - maxl) / zk : 0.0;
+    return {best, 1.0 / zk - p2};
+  }
+  if (score_kind == proposal_score::neg_entropy) return {best, ez / zk - std::log(zk)};
+  return {best, std::exp(static_cast<double>(logits[best]) - maxl) / zk};
 }
 
 }  // namespace dls::gpu::cpu

@@ -53,6 +53,13 @@ struct argmax_result {
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
                       uint64_t counter, int32_t row, proposal_score score = proposal_score::probability);
 
+/// propose() for Dream's top_p / top_k (sample_tokens in its generation utilities): the token is
+/// chosen among the candidates left by top_p_logits (the nucleus of softmax(l / T), T = 1 at
+/// temperature 0) and then top_k_logits (the k largest logits and any tied with the k-th), and
+/// every score is computed over the clean distribution renormalised on those candidates.
+argmax_result propose_truncated(const float* logits, int n, int32_t suppressed, double temperature, uint64_t seed,
+                                uint64_t counter, int32_t row, proposal_score score, double top_p, int top_k);
+
 /// A standard Gumbel variate from a counter-based hash, so sampling is reproducible across
 /// backends, TP ranks and migrations without carrying generator state.
 double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token);

@@ -55,6 +55,8 @@ std::vector<step_report> engine::step(const std::vector<request_slot*>& batch, c
     if (!backend_->scores(score_of(s->c.params.rule)))
       throw std::invalid_argument("the " + backend_->name() + " backend cannot rank by the " +
                                   to_string(s->c.params.rule) + " rule's score");
+    if (s->c.params.truncates() && !backend_->truncates())
+      throw std::invalid_argument("the " + backend_->name() + " backend cannot truncate distributions by top_p / top_k");
     if (!s->cache) s->cache = backend_->make_cache();
     step_plan plan = s->c.next_step(backend_->logit_shift());
     if (plan.kind == step_kind::refresh) {

@@ -15,7 +15,8 @@ propose token p.
 writes, for each of llada, dream and dream-tied: DIR/<name>/config.json, the bf16 shards
 model-0000k-of-0000n.safetensors and model.safetensors.index.json, as transformers'
 save_pretrained lays them out, and DIR/<name>/goldens.json (logits of a refresh and of a dual-cache
-reuse step, and temperature-0 decodes for every commit rule and cache mode with their step counts).
+reuse step, and temperature-0 decodes for every commit rule, with and without Dream's top_p / top_k
+truncation, and cache mode with their step counts).
 CI never runs it; the files it wrote are committed.
 """
 import argparse
@@ -222,8 +223,24 @@ def score(p, tok, rule):
     return float(p[tok])
 
 
+def truncate(rows, top_p, top_k):
+    """Dream's top_p_logits then top_k_logits (its generation_utils.py, temperature 0): outside
+    the nucleus, and below the k-th largest logit, a logit becomes -inf."""
+    if top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(rows, descending=True)
+        cum = torch.cumsum(torch.softmax(sorted_logits, dim=-1), dim=-1)
+        remove = cum > top_p
+        remove[..., 1:] = remove[..., :-1].clone()
+        remove[..., 0] = False
+        rows = rows.masked_fill(torch.zeros_like(remove).scatter(-1, sorted_idx, remove), -float("inf"))
+    if top_k > 0:
+        kth = torch.topk(rows, min(top_k, rows.shape[-1])).values[..., -1, None]
+        rows = rows.masked_fill(rows < kth, -float("inf"))
+    return rows
+
+
 @torch.no_grad()
-def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0, cache="none"):
+def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0, cache="none", top_p=1.0, top_k=0):
     """Temperature-0 semi-autoregressive decode. A reuse step's queries start `shift` rows before the
     block (Dream: row p - 1 proposes token p), in both cache modes; the prefix cache keeps the
     refresh's keys, the dual cache also stores the rows it recomputes."""
@@ -252,7 +269,8 @@ def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0
                 reuse += 1
             rows = rows.clone()
             rows[:, MASK] = -float("inf")
-            probs = torch.softmax(rows.double(), dim=-1)
+            rows = truncate(rows.double(), top_p, top_k)
+            probs = torch.softmax(rows, dim=-1)
             conf, prop = [], {}
             for j in range(e - s):
                 if int(x[s + j]) == MASK:
@@ -354,7 +372,11 @@ def goldens(s, ref):
     rules = [("quota", dict(rule="quota", steps_per_block=4)), ("one/step", dict(rule="quota")),
              ("tau0.9", dict(rule="threshold", tau=0.9)), ("tau0.5", dict(rule="threshold", tau=0.5)),
              ("factor1", dict(rule="factor", factor=1.0)), ("margin", dict(rule="margin", steps_per_block=4)),
-             ("entropy", dict(rule="entropy", steps_per_block=4))]
+             ("entropy", dict(rule="entropy", steps_per_block=4)),
+             ("top_p0.5", dict(rule="quota", steps_per_block=4, top_p=0.5)),
+             ("tau0.9 top_p0.8", dict(rule="threshold", tau=0.9, top_p=0.8)),
+             ("entropy top_k3", dict(rule="entropy", steps_per_block=4, top_k=3)),
+             ("margin top_p0.9 top_k2", dict(rule="margin", steps_per_block=4, top_p=0.9, top_k=2))]
     for p in prompts:
         for label, kw in rules:
             for cache in ("none", "prefix", "dual"):
@@ -362,6 +384,7 @@ def goldens(s, ref):
                 decodes.append({"prompt_ids": p, "label": label, "gen_length": gen, "block_length": block,
                                 "rule": kw["rule"], "threshold": kw.get("tau", 0.9),
                                 "steps_per_block": kw.get("steps_per_block", 0), "factor": kw.get("factor", 1.0),
+                                "top_p": kw.get("top_p", 1.0), "top_k": kw.get("top_k", 0),
                                 "cache": cache, "answer_ids": ans, "steps": steps, "refresh_steps": rf,
                                 "reuse_steps": ru})
     return {"producer": "tools/dlm_reference.py", "arch": s["arch"], "forward": forward, "decodes": decodes}

@@ -206,6 +206,7 @@ class cuda_backend final : public backend {
   std::string name() const override { return "cuda"; }
   shard_spec shard() const override { return opt_.shard; }
   int layers() const override { return w_->config.n_layers; }
+  int logit_shift() const override { return w_->config.logit_shift; }
   std::unique_ptr<kv_cache> make_cache() override { return std::make_unique<cuda_kv_cache>(ctx_); }
 
   void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) override {
@@ -310,9 +311,9 @@ class cuda_backend final : public backend {
         pos_.push_back(r);
         row_item_.push_back(static_cast<int32_t>(i));
       }
-      auto add_logit_row = [&](int r) {
+      auto add_logit_row = [&](int from, int r) {
         cuda::logit_desc ld;
-        ld.src = R + (r - p.q0);
+        ld.src = R + (from - p.q0);
         ld.row = r;
         ld.suppressed = cv.mask_id;
         ld.temperature = cv.params.temperature;
@@ -323,12 +324,18 @@ class cuda_backend final : public backend {
         logit_owner_.push_back(i);
       };
       if (all_rows) {
-        for (int r = p.q0; r < p.q1; ++r) add_logit_row(r);
+        for (int r = p.q0; r < p.q1; ++r) add_logit_row(r, r);
       } else if (l1 == c.n_layers) {  // a split refresh's inner range has no logits
+        // With Dream's shift, row r - 1's logits propose token r: the plan must have computed it.
+        const int shift = c.logit_shift;
         for (int r = p.block0; r < p.block1; ++r) {
           if (cv.ids[static_cast<std::size_t>(r)] != cv.mask_id) continue;
-          if (r < p.q0 || r >= p.q1) throw std::invalid_argument("step plan: a block row is not a query row");
-          add_logit_row(r);
+          const int from = r - shift;
+          if (from < p.q0 || from >= p.q1)
+            throw std::invalid_argument("step plan rows [" + std::to_string(p.q0) + ", " + std::to_string(p.q1) +
+                                        ") lack row " + std::to_string(from) + ", whose logits propose token " +
+                                        std::to_string(r));
+          add_logit_row(from, r);
         }
       }
       R += T;
@@ -530,8 +537,11 @@ class cuda_backend final : public backend {
         gemm(h, R, d, d, w.v + static_cast<std::size_t>(sl_.kvh0) * hd_ * d, kvs, d, q + qs + kvs, CUDA_R_32F, ldqkv);
       }
       mark(ph_qkv);
+      // This rank's slices of the biases sit at its first query / KV head (null without bias).
+      auto slice = [](const float* b, int first) { return b ? b + first : nullptr; };
       cuda::rope_scatter(q, q + qs, q + qs + kvs, ldqkv, p.pos, p.row_item, p.items, l, R, sl_.heads, sl_.kv_heads, hd_,
-                         inv_freq_.as<float>(), qb_.as<bf16>(), s);
+                         inv_freq_.as<float>(), qb_.as<bf16>(), s, slice(w.q_bias, sl_.h0 * hd_),
+                         slice(w.k_bias, sl_.kvh0 * hd_), slice(w.v_bias, sl_.kvh0 * hd_));
       mark(ph_rope);
       cuda::attention(qb_.as<bf16>(), p.items, p.tiles, p.n_tiles, p.tile_rows, l, R, sl_.heads, sl_.kv_heads, hd_,
                       p.splits, impl_, part_o_.as<float>(), part_ml_.as<float>(), ob_.as<bf16>(), s);

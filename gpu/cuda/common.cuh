@@ -131,6 +131,9 @@ struct layer_weights_dev {
   const bf16* gate = nullptr;  // [ff, d]
   const bf16* up = nullptr;    // [ff, d]
   const bf16* down = nullptr;  // [d, ff]
+  const float* q_bias = nullptr;  // [d]  (Dream; null without QKV bias)
+  const float* k_bias = nullptr;  // [kv]
+  const float* v_bias = nullptr;  // [kv]
 };
 
 }  // namespace dls::gpu::cuda
@@ -144,7 +147,7 @@ class cuda_weights {
   std::string source;
   const cuda::bf16* wte = nullptr;   // [V, d]
   const float* ln_f = nullptr;       // [d]
-  const cuda::bf16* head = nullptr;  // [V, d]
+  const cuda::bf16* head = nullptr;  // [V, d]; wte itself when the head is tied
   std::vector<cuda::layer_weights_dev> layers;
   std::shared_ptr<cuda::device_pool> pool;
   cuda::device_buffer storage;

@@ -131,7 +131,8 @@ __global__ void gather_rmsnorm_kernel(const float* x, const float* y, const int3
 
 __global__ void rope_scatter_kernel(const float* q, const float* k, const float* v, int ld, const int32_t* pos,
                                     const int32_t* row_item, const item_desc* items, int layer, int heads,
-                                    int kv_heads, int hd, const float* inv_freq, bf16* qb) {
+                                    int kv_heads, int hd, const float* inv_freq, bf16* qb, const float* bq,
+                                    const float* bk, const float* bv) {
   const int r = blockIdx.x;
   const item_desc it = items[row_item[r]];
   const int half = hd / 2, qs = heads * hd, kvs = kv_heads * hd;
@@ -154,12 +155,17 @@ __global__ void rope_scatter_kernel(const float* q, const float* k, const float*
     const int hh = e2 / half, i = e2 % half;
     const float s = sn[i], c = cs[i];
     const float* src = (is_q ? qr : kr) + hh * hd;
+    const float* bias = is_q ? bq : bk;
     bf16* dst = (is_q ? qo : kc) + hh * hd;
-    const float a = src[i], b = src[i + half];
+    float a = src[i], b = src[i + half];
+    if (bias) {
+      a += bias[hh * hd + i];
+      b += bias[hh * hd + i + half];
+    }
     dst[i] = to_bf(a * c - b * s);
     dst[i + half] = to_bf(b * c + a * s);
   }
-  for (int e = threadIdx.x; e < kvs; e += blockDim.x) vc[e] = to_bf(vr[e]);
+  for (int e = threadIdx.x; e < kvs; e += blockDim.x) vc[e] = to_bf(vr[e] + (bv ? bv[e] : 0.0f));
 }
 
 // -- attention --------------------------------------------------------------------------------
@@ -623,11 +629,11 @@ void gather_rmsnorm(const float* x, const float* y, const int32_t* src, int rows
 
 void rope_scatter(const float* q, const float* k, const float* v, int ld, const int32_t* pos, const int32_t* row_item,
                   const item_desc* items, int layer, int rows, int heads, int kv_heads, int hd, const float* inv_freq,
-                  bf16* qb, cudaStream_t s) {
+                  bf16* qb, cudaStream_t s, const float* bq, const float* bk, const float* bv) {
   if (rows == 0) return;
   if (hd > 256) throw cuda_error("rope_scatter: head dim " + std::to_string(hd) + " exceeds 256");
   rope_scatter_kernel<<<rows, 256, 0, s>>>(q, k, v, ld, pos, row_item, items, layer, heads, kv_heads, hd, inv_freq,
-                                           qb);
+                                           qb, bq, bk, bv);
   DLS_LAUNCHED("rope_scatter_kernel");
 }
 

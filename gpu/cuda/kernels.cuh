@@ -68,10 +68,12 @@ void gather_rmsnorm(const float* x, const float* y, const int32_t* src, int rows
 /// RoPE (non-interleaved half split, fp32) of q into qb (bf16, [R, heads*hd]), RoPE of k and a
 /// copy of v into each item's cache rows at layer `layer` (bf16). q, k, v: R rows of row stride
 /// `ld` (f32; [q | k | v] column blocks of one buffer in the backend). inv_freq: hd/2 values
-/// theta^(-2i/hd) as the CPU computes them.
+/// theta^(-2i/hd) as the CPU computes them. bq, bk, bv (Dream's QKV bias, this rank's slices;
+/// null without) are added to q, k and v first, as the projections' bias.
 void rope_scatter(const float* q, const float* k, const float* v, int ld, const int32_t* pos, const int32_t* row_item,
                   const item_desc* items, int layer, int rows, int heads, int kv_heads, int hd, const float* inv_freq,
-                  bf16* qb, cudaStream_t s);
+                  bf16* qb, cudaStream_t s, const float* bq = nullptr, const float* bk = nullptr,
+                  const float* bv = nullptr);
 
 /// The key range [kb, ke) of split `split` of L keys: chunks rounded up to attention_key_granule.
 __device__ __forceinline__ void key_range(int L, int splits, int split, int& kb, int& ke) {

@@ -14,27 +14,52 @@ using cuda::bf16;
 struct tensor_slot {
   std::size_t offset = 0;
   std::size_t count = 0;
-  bool f32 = false;  // norm weights stay f32
+  bool f32 = false;  // norm weights and biases stay f32
+  bool bias = false;
   int fan_in = 1;
 };
 
 constexpr std::size_t align_up(std::size_t n) { return (n + 255) / 256 * 256; }
 
-/// Lays out every tensor in llada_tensor_shapes order and binds the pointers after allocation.
+// The tensors in upload order: LLaDA's, plus each layer's q/k/v biases for Dream, and no head
+// when it is tied (the embedding serves as the head).
+struct planned_tensor {
+  std::size_t count = 0;
+  bool f32 = false;  // norms and biases stay f32
+  bool bias = false;
+  int fan_in = 1;
+};
+
+std::vector<planned_tensor> plan_tensors(const model_config& cfg) {
+  const std::size_t d = static_cast<std::size_t>(cfg.d_model), kv = static_cast<std::size_t>(cfg.kv_dim()),
+                    ff = static_cast<std::size_t>(cfg.mlp_hidden), V = static_cast<std::size_t>(cfg.vocab_size);
+  auto matrix = [](std::size_t rows, std::size_t cols) { return planned_tensor{rows * cols, false, false, static_cast<int>(cols)}; };
+  auto vec = [](std::size_t n, bool bias) { return planned_tensor{n, true, bias, 1}; };
+  std::vector<planned_tensor> t{matrix(V, d)};
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    for (const auto& x : {vec(d, false), matrix(d, d), matrix(kv, d), matrix(kv, d), matrix(d, d), vec(d, false),
+                          matrix(ff, d), matrix(ff, d), matrix(d, ff)})
+      t.push_back(x);
+    if (cfg.qkv_bias)
+      for (const auto& x : {vec(d, true), vec(kv, true), vec(kv, true)}) t.push_back(x);
+  }
+  t.push_back(vec(d, false));
+  if (!cfg.tied_head) t.push_back(matrix(V, d));
+  return t;
+}
+
+/// Lays out every tensor in plan_tensors order and binds the pointers after allocation.
 std::shared_ptr<cuda_weights> allocate(const model_config& cfg, int device, std::vector<tensor_slot>& slots) {
-  if (cfg.arch != architecture::llada)
-    throw std::invalid_argument(std::string("the CUDA backend runs the LLaDA architecture only, not ") +
-                                architecture_name(cfg.arch) + " (QKV bias, logit shift); serve it on a CPU device");
   auto w = std::make_shared<cuda_weights>();
   w->config = cfg;
   w->device = device;
   std::size_t total = 0;
-  for (const auto& [name, shape] : llada_tensor_shapes(cfg)) {
+  for (const auto& p : plan_tensors(cfg)) {
     tensor_slot s;
-    s.count = 1;
-    for (auto d : shape) s.count *= static_cast<std::size_t>(d);
-    s.f32 = shape.size() == 1;
-    s.fan_in = shape.size() == 2 ? static_cast<int>(shape[1]) : 1;
+    s.count = p.count;
+    s.f32 = p.f32;
+    s.bias = p.bias;
+    s.fan_in = p.fan_in;
     s.offset = total;
     total += align_up(s.count * (s.f32 ? sizeof(float) : sizeof(bf16)));
     slots.push_back(s);
@@ -58,9 +83,14 @@ std::shared_ptr<cuda_weights> allocate(const model_config& cfg, int device, std:
     l.gate = next_bf();
     l.up = next_bf();
     l.down = next_bf();
+    if (cfg.qkv_bias) {
+      l.q_bias = next_f();
+      l.k_bias = next_f();
+      l.v_bias = next_f();
+    }
   }
   w->ln_f = next_f();
-  w->head = next_bf();
+  w->head = cfg.tied_head ? w->wte : next_bf();
   return w;
 }
 
@@ -82,9 +112,14 @@ std::vector<host_tensor> host_pointers(const model& m) {
     p.push_back({l.ff_proj, l.bf16.ff_proj});
     p.push_back({l.up_proj, l.bf16.up_proj});
     p.push_back({l.ff_out, l.bf16.ff_out});
+    if (m.config.qkv_bias) {
+      p.push_back({l.q_bias, nullptr});
+      p.push_back({l.k_bias, nullptr});
+      p.push_back({l.v_bias, nullptr});
+    }
   }
   p.push_back({m.ln_f, nullptr});
-  p.push_back({m.head, m.head_bf16});
+  if (!m.config.tied_head) p.push_back({m.head, m.head_bf16});
   return p;
 }
 
@@ -145,7 +180,8 @@ std::shared_ptr<const cuda_weights> make_random_cuda_weights(const model_config&
   for (std::size_t t = 0; t < slots.size(); ++t) {
     const auto& s = slots[t];
     if (s.f32) {
-      cuda::fill_f32(reinterpret_cast<float*>(base + s.offset), s.count, 1.0f, nullptr);
+      // Norm weights 1; biases 0, which costs the same as any other value.
+      cuda::fill_f32(reinterpret_cast<float*>(base + s.offset), s.count, s.bias ? 0.0f : 1.0f, nullptr);
     } else {
       // Uniform on [-a, a) has standard deviation a / sqrt(3); match 1 / sqrt(fan_in).
       const float a = std::sqrt(3.0f / static_cast<float>(s.fan_in));

@@ -110,6 +110,16 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
   BOOST_TEST(with("temperature", 0.8).second == "temperature");
   BOOST_TEST(with("n", 2).second == "n");
   BOOST_TEST(with("top_p", 0.5).second == "top_p");
+  BOOST_TEST(with("top_p", 1).first == 0);  // the cluster's engine.top_p (1, off, by default)
+  {
+    auto f = facts();
+    f.top_p = 0.9;
+    auto b = base;
+    b["top_p"] = 0.9;
+    BOOST_TEST(parse_completion(b.dump(), false, f).prompt == "p");
+    b["top_p"] = 1;
+    BOOST_CHECK_THROW(parse_completion(b.dump(), false, f), api_error);
+  }
   BOOST_TEST(with("logprobs", 3).second == "logprobs");
   BOOST_TEST(with("frobnicate", 1).second == "frobnicate");
   BOOST_TEST(with("gen_length", 12).second == "gen_length");  // not whole blocks

@@ -73,7 +73,9 @@ int run_generate(const generate_options& o) {
     answer_ids.erase(std::find(answer_ids.begin(), answer_ids.end(), *end_of_turn), answer_ids.end());
   std::string answer = tok->decode(answer_ids);
   if (o.json) {
+    // The ids let a test see where a character's bytes fall between blocks.
     nlohmann::json j{{"answer", answer},
+                     {"answer_ids", answer_ids},
                      {"prompt_tokens", ids.size()},
                      {"steps", c.steps},
                      {"refresh_steps", c.refresh_steps},

@@ -172,11 +172,16 @@ void check(const profile_options& o, const gpu::model_config& c) {
                                   ") and at most the model's max_sequence_length (" + std::to_string(c.max_seq) + ")");
 }
 
+constexpr int profile_default_longest = 4096;
+
 int run_profile(profile_options o) {
   auto m = gpu::load_model(o.model);
   const auto& c = m->config;
-  if (o.lengths.empty())  // a quarter, half and all of the model's positions
-    for (int l : {c.max_seq / 4, c.max_seq / 2, c.max_seq})
+  // A quarter, half and all of the model's positions, up to the longest canvas the policies are
+  // tuned for: Dream's config allows 131072 positions, whose refresh alone would take hours here.
+  const int longest = std::min(c.max_seq, profile_default_longest);
+  if (o.lengths.empty())
+    for (int l : {longest / 4, longest / 2, longest})
       if (l > o.block && (o.lengths.empty() || l != o.lengths.back())) o.lengths.push_back(l);
   check(o, c);
   std::vector<point> grid;
@@ -237,7 +242,7 @@ register_command reg{"profile", [](CLI::App& app) {
       ->delimiter(',')
       ->check(dls::cli::positive);
   sub->add_option("--lengths", o->lengths,
-                  "canvas lengths, prompt + one answer block (default: 1/4, 1/2 and all of the model's positions)")
+                  "canvas lengths, prompt + one answer block (default: 1/4, 1/2 and all of the model's positions, at most 4096)")
       ->delimiter(',')
       ->check(dls::cli::positive);
   sub->add_option("--batches", o->batches, "requests per step (default 1,4)")->delimiter(',')->check(dls::cli::positive);

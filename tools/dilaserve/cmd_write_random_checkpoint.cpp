@@ -1,12 +1,15 @@
 // dilaserve write-random-checkpoint: a random-weight bf16 checkpoint shaped like LLaDA-8B or
-// Dream-7B (any depth), in the published layout, for loading, memory and speed measurements
-// where the real weights cannot be downloaded.
+// Dream-7B (any depth, optionally narrower), in the published layout, for loading, memory and
+// speed measurements where the real weights cannot be downloaded. Narrow copies keep the published
+// vocabulary and special ids, so the real tokenizer files of the family can be served with them.
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/validators.hpp"
 #include "gpu/checkpoint_writer.hpp"
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 namespace {
 
@@ -14,6 +17,8 @@ struct write_options {
   std::string shape;
   std::string dir;
   int layers = 0;  // 0: the published depth
+  // 0: the published width.
+  int hidden = 0, heads = 0, kv_heads = 0, mlp = 0;
   uint64_t seed = 1;
   // save_pretrained's default max_shard_size ("5GB"), so a full-depth copy shards like the real ones.
   int64_t shard_mb = 5000;
@@ -22,6 +27,19 @@ struct write_options {
 int run_write(const write_options& o) {
   auto cfg = dls::gpu::published_shape(o.shape);
   if (o.layers > 0) cfg.n_layers = o.layers;
+  if (o.hidden > 0) cfg.d_model = o.hidden;
+  if (o.heads > 0) cfg.n_heads = o.heads;
+  if (o.kv_heads > 0) cfg.n_kv_heads = o.kv_heads;
+  else if (o.heads > 0 && cfg.arch == dls::gpu::architecture::llada) cfg.n_kv_heads = o.heads;
+  if (o.mlp > 0) cfg.mlp_hidden = o.mlp;
+  if (cfg.d_model % cfg.n_heads != 0)
+    throw std::invalid_argument("--hidden-size " + std::to_string(cfg.d_model) + " is not a multiple of the " +
+                                std::to_string(cfg.n_heads) + " heads");
+  if (cfg.head_dim() % 2 != 0)  // RoPE rotates pairs of a head's dimensions
+    throw std::invalid_argument("the head dimension " + std::to_string(cfg.head_dim()) + " must be even");
+  if (cfg.n_kv_heads > cfg.n_heads || cfg.n_heads % cfg.n_kv_heads != 0)
+    throw std::invalid_argument("--kv-heads " + std::to_string(cfg.n_kv_heads) + " must divide the " +
+                                std::to_string(cfg.n_heads) + " heads");
   const auto s = dls::gpu::write_random_checkpoint(o.dir, cfg, o.seed, o.shard_mb * 1000 * 1000);
   std::printf("%s: %s shape, %d layers, %lld tensors, %.2f GB of bf16 weights in %d shard(s)\n", o.dir.c_str(),
               o.shape.c_str(), cfg.n_layers, static_cast<long long>(s.tensors), static_cast<double>(s.weight_bytes) / 1e9,
@@ -35,6 +53,11 @@ dls::cli::register_command reg{"write-random-checkpoint", [](CLI::App& app) {
   auto o = std::make_shared<write_options>();
   sub->add_option("--shape", o->shape, "llada-8b or dream-7b")->required()->check(CLI::IsMember({"llada-8b", "dream-7b"}));
   sub->add_option("--layers", o->layers, "Transformer layers (default: the published depth)")->check(dls::cli::positive);
+  sub->add_option("--hidden-size", o->hidden, "Model width (default: the published one)")->check(dls::cli::positive);
+  sub->add_option("--heads", o->heads, "Attention heads (default: the published count)")->check(dls::cli::positive);
+  sub->add_option("--kv-heads", o->kv_heads, "Key/value heads (default: the published count; LLaDA: --heads)")
+      ->check(dls::cli::positive);
+  sub->add_option("--mlp", o->mlp, "MLP hidden size (default: the published one)")->check(dls::cli::positive);
   sub->add_option("--seed", o->seed, "Seed of the weights");
   sub->add_option("--shard-mb", o->shard_mb, "Largest shard, in MB (10^6 bytes)")->check(dls::cli::positive);
   sub->add_option("dir", o->dir, "Folder to write")->required();

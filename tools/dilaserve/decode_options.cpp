@@ -28,6 +28,13 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
       ->check(dls::cli::non_negative);
   sub->add_option("--temperature", temperature, "0 = argmax; > 0 samples with Gumbel noise")->check(dls::cli::non_negative);
   sub->add_option("--seed", seed, "sampling seed");
+  sub->add_option("--top-p", top_p, "Dream's top-p: choose and score tokens within this nucleus (1 = off)")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--top-k", top_k, "Dream's top-k: choose and score tokens among the k most likely (0 = off)")
+      ->check(dls::cli::non_negative);
+  sub->add_option("--alg-temp", alg_temp,
+                  "Dream's alg_temp: draw the positions to commit from softmax(score / T) (quota, margin, entropy; 0 = off)")
+      ->check(dls::cli::non_negative);
   sub->add_option("--device", device, "engine backend: cpu, cuda or cuda:N");
 }
 
@@ -41,6 +48,9 @@ gpu::decode_params decode_flags::params(int default_gen_length) const {
   p.refresh_interval = refresh_interval;
   p.temperature = temperature;
   p.seed = seed;
+  p.top_p = top_p;
+  p.top_k = top_k;
+  p.alg_temp = alg_temp;
   if (one_per_step) {
     if (!rule.empty() && rule != "quota") throw std::invalid_argument("--one-per-step conflicts with --rule " + rule);
     p.rule = gpu::commit_rule::quota;
@@ -59,6 +69,9 @@ std::string decode_flags::label() const {
   else if (rule == "quota" || rule == "margin" || rule == "entropy") s << rule << "(" << steps_per_block << "/block)";
   else if (rule == "factor") s << "factor=" << factor;
   else s << "tau=" << threshold;
+  if (top_p < 1.0) s << " top_p=" << top_p;
+  if (top_k > 0) s << " top_k=" << top_k;
+  if (alg_temp > 0) s << " alg_temp=" << alg_temp;
   s << " cache=" << cache << " block=" << block;
   return s.str();
 }

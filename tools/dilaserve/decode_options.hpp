@@ -25,6 +25,9 @@ struct decode_flags {
   int refresh_interval = 0;
   double temperature = 0.0;
   uint64_t seed = 0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double alg_temp = 0.0;
   std::string device = "cpu";
 
   void add_to(CLI::App* sub, bool with_model = true);
