@@ -12,6 +12,7 @@
 #include "gpu/model.hpp"
 #include "gpu/tp_runner.hpp"
 #include "gpu/safetensors.hpp"
+#include "golden_params.hpp"
 #include "test_support.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -142,16 +143,7 @@ BOOST_AUTO_TEST_CASE(decodes_match_pytorch_token_for_token_in_every_cache_mode) 
     engine e(make_cpu_backend(m));
     int n = 0, reuse_steps = 0;
     for (const auto& d : g["decodes"]) {
-      decode_params p;
-      p.gen_length = d["gen_length"];
-      p.block_length = d["block_length"];
-      p.rule = parse_commit_rule(d["rule"]);
-      p.threshold = d["threshold"];
-      p.steps_per_block = d["steps_per_block"];
-      p.factor = d["factor"];
-      p.top_p = d["top_p"];
-      p.top_k = d["top_k"];
-      p.cache = parse_cache_mode(d["cache"]);
+      const auto p = dls::gpu::test::golden_decode_params(d);
       auto s = e.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
                                      m->config.eos_id));
       while (!s.c.finished) e.step({&s});

@@ -6,6 +6,7 @@
 // rounding. Skipped (exit 77) without a GPU.
 #define BOOST_TEST_MODULE cuda_dream
 #include "cuda_test_support.hpp"
+#include "../gpu/golden_params.hpp"
 
 #include "gpu/cpu_backend.hpp"
 #include "gpu/engine.hpp"
@@ -37,20 +38,6 @@ std::vector<float> as_floats(const nlohmann::json& j) {
   std::vector<float> v;
   for (const auto& x : j) v.push_back(x.get<float>());
   return v;
-}
-
-decode_params params_of(const nlohmann::json& d) {
-  decode_params p;
-  p.gen_length = d["gen_length"];
-  p.block_length = d["block_length"];
-  p.rule = parse_commit_rule(d["rule"]);
-  p.threshold = d["threshold"];
-  p.steps_per_block = d["steps_per_block"];
-  p.factor = d["factor"];
-  p.top_p = d["top_p"];
-  p.top_k = d["top_k"];
-  p.cache = parse_cache_mode(d["cache"]);
-  return p;
 }
 
 // What the CUDA backend ranks by: top-1 probabilities without truncation.
@@ -102,7 +89,7 @@ BOOST_AUTO_TEST_CASE(dream_proposals_agree_with_the_cpu_in_lockstep) {
     std::size_t rows = 0, mismatches = 0;
     double max_dconf = 0;
     for (const auto& d : goldens(name)["decodes"]) {
-      const auto p = params_of(d);
+      const auto p = dls::gpu::test::golden_decode_params(d);
       if (!cuda_runs(p)) continue;
       canvas c = canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id, m->config.eos_id);
       auto cc = cb->make_cache();
@@ -138,7 +125,7 @@ BOOST_AUTO_TEST_CASE(tied_dream_decodes_the_goldens_token_for_token) {
   engine e(make_cuda_backend(*m, 0));
   int n = 0;
   for (const auto& d : goldens("dream-tied")["decodes"]) {
-    const auto p = params_of(d);
+    const auto p = dls::gpu::test::golden_decode_params(d);
     if (!cuda_runs(p)) continue;
     auto s = e.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
                                    m->config.eos_id));
