@@ -6,6 +6,7 @@
 #include "gpu/engine.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
+#include "golden_params.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -39,27 +40,15 @@ BOOST_AUTO_TEST_CASE(refresh_and_reuse_logits_match_pytorch) {
   auto m = load_model(model_dir);
   auto be = make_cpu_backend(m);
   for (const auto& f : g["forward"]) {
-    canvas c;
-    c.ids = f["ids"].get<std::vector<int32_t>>();
-    c.mask_id = m->config.mask_id;
-    c.eos_id = m->config.eos_id;
-    step_plan full;
-    full.q0 = 0;
-    full.q1 = c.length();
-    full.key_rows = c.length();
+    const canvas c = dls::gpu::test::golden_canvas(f, m->config);
+    const step_plan full = dls::gpu::test::full_refresh(c);
     auto cache = be->make_cache();
     auto logits = be->logits(c, full, *cache);
     float d = max_diff(logits, f["logits"].get<std::vector<double>>());
     BOOST_TEST(d <= 1e-4f, "refresh max |diff| " << d);
     const auto& r = f["reuse"];
-    canvas y = c;
-    y.ids = r["ids"].get<std::vector<int32_t>>();
-    step_plan reuse;
-    reuse.kind = step_kind::reuse;
-    reuse.q0 = r["q0"].get<int>();
-    reuse.q1 = r["q1"].get<int>();
-    reuse.key_rows = y.length();
-    auto rl = be->logits(y, reuse, *cache);  // against the refresh's stale cache
+    const auto y = dls::gpu::test::golden_reuse_step(r, c);
+    auto rl = be->logits(y.c, y.plan, *cache);  // against the refresh's stale cache
     d = max_diff(rl, r["logits"].get<std::vector<double>>());
     BOOST_TEST(d <= 1e-4f, "reuse max |diff| " << d);
   }
@@ -72,14 +61,7 @@ BOOST_AUTO_TEST_CASE(decodes_match_pytorch_token_for_token) {
   engine e(make_cpu_backend(m));
   int n = 0;
   for (const auto& d : g["decodes"]) {
-    decode_params p;
-    p.gen_length = d["gen_length"];
-    p.block_length = d["block_length"];
-    p.rule = parse_commit_rule(d["rule"]);
-    p.threshold = d["threshold"];
-    p.steps_per_block = d["steps_per_block"];
-    p.factor = d["factor"];
-    p.cache = parse_cache_mode(d["cache"]);
+    const auto p = dls::gpu::test::golden_decode_params(d);
     auto s = e.admit(canvas::start(tok->encode(d["prompt"]), p, m->config.mask_id, m->config.eos_id));
     while (!s.c.finished) e.step({&s});
     std::string what = d["prompt"].get<std::string>() + " " + d["label"].get<std::string>() + " cache=" +

@@ -112,26 +112,14 @@ BOOST_AUTO_TEST_CASE(refresh_and_reuse_logits_match_pytorch) {
     auto m = load_model(parity_dir + "/" + name);
     auto be = make_cpu_backend(m);
     const auto& f = g["forward"];
-    canvas c;
-    c.ids = f["ids"].get<std::vector<int32_t>>();
-    c.mask_id = m->config.mask_id;
-    c.eos_id = m->config.eos_id;
-    step_plan full;
-    full.q0 = 0;
-    full.q1 = c.length();
-    full.key_rows = c.length();
+    const canvas c = dls::gpu::test::golden_canvas(f, m->config);
+    const step_plan full = dls::gpu::test::full_refresh(c);
     auto cache = be->make_cache();
     float diff = max_diff(be->logits(c, full, *cache), f["logits"].get<std::vector<double>>());
     BOOST_TEST(diff <= 1e-4f, name << " refresh max |diff| " << diff);
     const auto& r = f["reuse"];
-    canvas y = c;
-    y.ids = r["ids"].get<std::vector<int32_t>>();
-    step_plan reuse;
-    reuse.kind = step_kind::reuse;
-    reuse.q0 = r["q0"].get<int>();
-    reuse.q1 = r["q1"].get<int>();
-    reuse.key_rows = y.length();
-    diff = max_diff(be->logits(y, reuse, *cache), r["logits"].get<std::vector<double>>());
+    const auto y = dls::gpu::test::golden_reuse_step(r, c);
+    diff = max_diff(be->logits(y.c, y.plan, *cache), r["logits"].get<std::vector<double>>());
     BOOST_TEST(diff <= 1e-4f, name << " reuse max |diff| " << diff);
   }
 }

@@ -53,28 +53,16 @@ BOOST_AUTO_TEST_CASE(dream_logits_match_the_goldens_on_refresh_and_shifted_reuse
     BOOST_TEST(gb->logit_shift() == 1);
     const auto g = goldens(name)["forward"];
     // The goldens' canvas as test_gpu_parity builds it: a half-decoded first block.
-    canvas c;
-    c.ids = g["ids"].get<std::vector<int32_t>>();
-    c.mask_id = m->config.mask_id;
-    c.eos_id = m->config.eos_id;
-    step_plan full;
-    full.q0 = 0;
-    full.q1 = c.length();
-    full.key_rows = c.length();
+    const canvas c = dls::gpu::test::golden_canvas(g, m->config);
+    const step_plan full = dls::gpu::test::full_refresh(c);
     auto cache = gb->make_cache();
     const double refresh = rel_l2(gb->logits(c, full, *cache), as_floats(g["logits"]));
     BOOST_TEST(refresh < logits_tolerance, name << " refresh rel L2 " << refresh);
     // A dual-cache reuse of rows [q0, q1) (the row before the block included) against the
     // refresh's cache, after two more tokens changed.
     const auto& r = g["reuse"];
-    canvas y = c;
-    y.ids = r["ids"].get<std::vector<int32_t>>();
-    step_plan reuse;
-    reuse.kind = step_kind::reuse;
-    reuse.key_rows = y.length();
-    reuse.q0 = r["q0"].get<int>();
-    reuse.q1 = r["q1"].get<int>();
-    const double part = rel_l2(gb->logits(y, reuse, *cache), as_floats(r["logits"]));
+    const auto y = dls::gpu::test::golden_reuse_step(r, c);
+    const double part = rel_l2(gb->logits(y.c, y.plan, *cache), as_floats(r["logits"]));
     BOOST_TEST(part < logits_tolerance, name << " reuse rel L2 " << part);
   }
 }
