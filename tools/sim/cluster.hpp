@@ -52,8 +52,9 @@ struct sim_cluster {
   // A request spends request_s outside any group before it reaches one (the whole path is put
   // before placement: its split between the way in and out is not measured), and first waits
   // for one of `cores` FIFO servers that each spend cpu_s of CPU on it: the path's throughput.
-  // step_s is the messaging around every engine step that the profile does not hold (a live
-  // group measures it and counts it in deadlines too).
+  // step_s is what every step takes beyond the profile: the messaging around the engine, and
+  // the engine running slower than when it was profiled (a live group measures the same
+  // difference and counts it in deadlines too).
   struct control_plane_model {
     double request_s = 0;
     double cpu_s = 0;
