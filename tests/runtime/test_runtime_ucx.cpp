@@ -103,6 +103,9 @@ BOOST_AUTO_TEST_CASE(a_source_killed_during_a_transfer_ends_the_wait_cleanly) {
   // 256 MB over loopback tcp takes a good fraction of a second here, the kill a millisecond.
   auto child = rt::spawn_background({DLS_UCX_PEER, "send-big", "tcp", to_hex(t.address()), std::to_string(256u << 20)},
                                     log_path("send-big"));
+  auto hello = t.receive_wait(2);
+  BOOST_REQUIRE_MESSAGE(hello.error.empty(), hello.error);
+  BOOST_REQUIRE(t.send_wait(std::string(hello.payload.view()), 5, std::make_shared<const std::string>("go")).empty());
   BOOST_REQUIRE(rt::wait_ready(child, 60000) == "sending");
   const auto t0 = std::chrono::steady_clock::now();
   ::kill(child.pid, SIGKILL);

@@ -2,7 +2,8 @@
 // sends its canvas and KV cache to the test process over UCX, or sends one large buffer and
 // is killed by the test while it travels.
 //   ucx_kv_peer move-kv TLS PEER_HEX MODEL --ready-fd N   ready line: the unmoved run's tokens
-//   ucx_kv_peer send-big TLS PEER_HEX BYTES --ready-fd N  ready line once the send is posted
+//   ucx_kv_peer send-big TLS PEER_HEX BYTES --ready-fd N  says hello (transfer 2, its address),
+//     waits for the answer (transfer 5), posts the send; ready line once it is posted
 #include "ucx_test_support.hpp"
 
 #include "gpu/cpu_backend.hpp"
@@ -38,6 +39,13 @@ int main(int argc, char** argv) {
     rt::ucx_transport t(cfg);
     const std::string peer = dls::test::from_hex(args[2]);
     if (args[0] == "send-big") {
+      // First contact before the kill: UCX 1.13 aborts a receiver whose wireup reply is still
+      // connecting when the sender dies (docs/runtime.md, "Data plane"). The receiver
+      // answers this hello over an endpoint of its own, so its reply has been sent by then
+      // and the kill below lands in the data transfer this test is about.
+      if (auto e = t.send_wait(peer, 2, std::make_shared<const std::string>(t.address())); !e.empty())
+        throw std::runtime_error(e);
+      if (auto go = t.receive_wait(5); !go.error.empty()) throw std::runtime_error(go.error);
       auto buf = std::make_shared<const std::string>(std::stoull(args[3]), 'x');
       std::promise<std::string> sent;
       t.send(peer, 3, buf, rt::ucx_transport::clock::now() + std::chrono::milliseconds(cfg.timeout_ms),
