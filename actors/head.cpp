@@ -66,6 +66,23 @@ void answer_waiters(head_state& st) {
   st.awaiting.clear();
 }
 
+// With `ucx.snapshots: peer`, each node's groups send their snapshots to the next live node
+// (by name, cyclically) whose data plane is up; a lone node has none and its requests' actors
+// keep them. Sent to every live node whenever membership changes, so a node's keeper is never
+// a dead one for longer than the head takes to notice.
+void tell_keepers(head_ptr self) {
+  auto& st = self->state;
+  if (st.cfg.ucx.snapshots != "peer") return;
+  std::vector<const node_entry*> up;  // st.nodes is a std::map: in name order
+  for (const auto& [name, n] : st.nodes)
+    if (n.state == "ALIVE" && n.agent && !n.ucx_address.empty()) up.push_back(&n);
+  for (std::size_t i = 0; i < up.size(); ++i) {
+    const node_entry* keeper = up.size() > 1 ? up[(i + 1) % up.size()] : nullptr;
+    self->send(up[i]->agent, rt::keeper_atom::value, keeper ? keeper->name : std::string(),
+               keeper ? keeper->ucx_address : std::string());
+  }
+}
+
 void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
   if (n.state != "ALIVE") return;
   n.state = "DEAD";
@@ -81,6 +98,7 @@ void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
   }
   n.agent = nullptr;
   if (self->state.supervisor) self->send(self->state.supervisor, rt::node_dead_atom::value, n.name);
+  tell_keepers(self);
 }
 
 std::string status_json(const head_state& st) {
@@ -273,6 +291,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         auto it = st.nodes.find(node);
         if (it == st.nodes.end() || it->second.state != "ALIVE" || !from_agent_of(self, it->second)) return refused();
         it->second.ucx_address = address;
+        tell_keepers(self);
         if (auto* row = st.dir.find(it->second.dir_id)) {
           auto d = json::parse(row->details, nullptr, false);
           if (d.is_object()) {
@@ -290,6 +309,20 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (it == st.nodes.end() || it->second.state != "ALIVE" || it->second.ucx_address.empty())
           return caf::make_error(caf::sec::runtime_error, "node '" + node + "' has no UCX address (not joined, or dead)");
         return it->second.ucx_address;
+      },
+      // A request actor resuming from a snapshot a peer keeps, and one that ended.
+      [=](rt::fetch_snap_atom, const std::string& node, uint64_t id) -> caf::result<caf::message> {
+        if (!sender_is_local(self, "head")) return refused();
+        auto it = self->state.nodes.find(node);
+        if (it == self->state.nodes.end() || it->second.state != "ALIVE" || !it->second.agent)
+          return caf::make_error(caf::sec::runtime_error, "node '" + node + "', which kept it, is not alive");
+        return self->delegate(it->second.agent, rt::fetch_snap_atom::value, id);
+      },
+      [=](rt::forget_snap_atom, const std::string& node, uint64_t id) {
+        if (!sender_is_local(self, "head")) return;
+        auto it = self->state.nodes.find(node);
+        if (it != self->state.nodes.end() && it->second.state == "ALIVE" && it->second.agent)
+          self->send(it->second.agent, rt::forget_snap_atom::value, id);
       },
       [=](rt::register_atom, rt::actor_info& row) -> caf::result<uint64_t> {
         if (!from_head(self)) return refused();

@@ -26,6 +26,8 @@ struct request_details {
   double deadline_ms = 0;   // 0: not known yet
   double slack_ms = 0;
   std::string next_step;    // empty until a group decided
+  std::string snapshot_at;  // the node keeping its newest snapshot (ucx.snapshots: peer); empty: the head
+  std::string resumed_from; // what its last re-placement resumed from; empty: never re-placed
 
   nlohmann::json to_json() const {
     nlohmann::json j{{"status", status}, {"tau", tau},     {"tokens", tokens}, {"gen_length", gen_length},
@@ -35,6 +37,8 @@ struct request_details {
     if (slo_ms > 0) j["slo_ms"] = slo_ms;
     if (min_tau > 0) j["min_tau"] = min_tau;
     if (deadline_ms > 0) j["deadline_ms"] = deadline_ms;
+    if (!snapshot_at.empty()) j["snapshot_at"] = snapshot_at;
+    if (!resumed_from.empty()) j["resumed_from"] = resumed_from;
     if (!next_step.empty()) {
       j["slack_ms"] = slack_ms;
       j["next_step"] = next_step;

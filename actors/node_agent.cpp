@@ -6,6 +6,7 @@
 #include "actors/peer_roles.hpp"
 #include "policies/placement.hpp"
 #include "runtime/log.hpp"
+#include "runtime/peer_snapshot.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -28,6 +29,11 @@ struct live_group {
   std::vector<int32_t> devices;
 };
 
+// Requests whose snapshots one node keeps for its peers at most: 65,536 canvases of a 4,096-
+// token canvas are 1 GiB of int32 ids, and a request's actor forgets its snapshot when it ends,
+// so only requests whose head died unanswered stay until this bound drops the oldest.
+constexpr std::size_t kept_snapshots_max = 65536;
+
 struct agent_state {
   std::string node;
   node_hooks hooks;
@@ -37,6 +43,10 @@ struct agent_state {
   std::shared_ptr<const policy_context> policy;
   std::shared_ptr<const device_pool> devices;
   std::shared_ptr<rt::ucx_transport> ucx;  // the one UCX context and worker of this process
+  // With `ucx.snapshots: peer`: where this node's groups send snapshots (empty: the head keeps
+  // them), and the snapshots other nodes' groups sent here.
+  std::string keeper_node, keeper_address;
+  rt::snapshot_store kept{kept_snapshots_max};
   std::vector<caf::actor> workers;
   std::vector<live_group> groups;
   int next_group = 0;
@@ -86,6 +96,8 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.policy = st.policy;
     g.ucx = st.ucx;
     g.head = st.info.head;
+    g.keeper_node = st.keeper_node;
+    g.keeper_address = st.keeper_address;
     rt::group_info info;
     info.name = g.name;
     info.node = st.node;
@@ -136,6 +148,12 @@ void start_node(agent_ptr self, rt::join_reply reply) {
   } catch (const std::exception& e) {
     leave(self, 1, std::string("cannot start the UCX data plane: ") + e.what());
     return;
+  }
+  if (st.info.ucx.snapshots == "peer") {
+    auto me = caf::actor_cast<caf::actor>(self);
+    st.ucx->on_unasked([me](uint64_t, const std::string& error, rt::ucx_payload payload) {
+      caf::send_as(me, me, keep_atom::value, error, std::move(payload));
+    });
   }
   // Registered before the groups, so a peer finds this node's address once its groups exist.
   self->request(st.info.head, std::chrono::seconds(30), rt::ucx_atom::value, st.node, st.ucx->address())
@@ -292,6 +310,43 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
       },
       [=](rt::node_dead_atom) {
         if (from_head(self)) lose_head(self, "the head declared this node DEAD (missed heartbeats)", true);
+      },
+      // Peer-kept snapshots (`ucx.snapshots: peer`): the head names this node's keeper ...
+      [=](rt::keeper_atom, const std::string& node, const std::string& address) {
+        if (!from_head(self)) return;
+        auto& st = self->state;
+        if (st.keeper_node == node && st.keeper_address == address) return;
+        st.keeper_node = node;
+        st.keeper_address = address;
+        rt::log_line("node " + st.node, node.empty() ? std::string("no peer keeps snapshots: the head keeps them")
+                                                     : "snapshots go to node '" + node + "'");
+        for (auto& g : st.groups) self->send(g.handle, rt::keeper_atom::value, node, address);
+      },
+      // ... another node's group sent one here (from this process's UCX thread) ...
+      [=](keep_atom, const std::string& error, rt::ucx_payload& payload) {
+        if (!sender_is_local(self, "node agent")) return;
+        auto& st = self->state;
+        if (!error.empty()) {
+          rt::log_line("node " + st.node, "a peer's snapshot did not arrive: " + error);
+          return;
+        }
+        try {
+          st.kept.put(rt::decode_peer_snapshot(payload.view()));
+        } catch (const std::invalid_argument& e) {
+          rt::log_line("node " + st.node, std::string("a peer's snapshot refused: ") + e.what());
+        }
+      },
+      // ... and the head fetches one for a request that lost its group, or says it ended.
+      [=](rt::fetch_snap_atom, uint64_t id) -> caf::result<std::vector<char>, int32_t, int32_t> {
+        if (!from_head(self)) return caf::make_error(caf::sec::runtime_error, std::string("not from the head"));
+        const auto* s = self->state.kept.find(id);
+        if (!s)
+          return caf::make_error(caf::sec::runtime_error,
+                                 "node '" + self->state.node + "' keeps no snapshot of request " + std::to_string(id));
+        return {s->canvas, s->steps, s->tokens};
+      },
+      [=](rt::forget_snap_atom, uint64_t id) {
+        if (from_head(self)) self->state.kept.forget(id);
       },
       [=](rt::shutdown_atom) {
         if (from_head(self)) leave(self, 0, "shutdown requested by the head");

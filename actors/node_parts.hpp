@@ -37,6 +37,9 @@ struct group_setup {
   // from the head: request(head, ucx_atom, node) -> std::string.
   std::shared_ptr<runtime::ucx_transport> ucx;
   caf::actor head;  // the head's core actor: the directory of UCX addresses
+  // With `ucx.snapshots: peer`, the node whose agent keeps this group's snapshots, and its UCX
+  // address (empty: the request actors at the head keep them); the agent sends changes.
+  std::string keeper_node, keeper_address;
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

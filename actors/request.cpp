@@ -40,7 +40,11 @@ struct request_state {
   int64_t arrival_unix_ms = 0;  // for observers in the head process (the dashboard's slack)
   uint32_t epoch = 0;
   std::vector<char> canvas;  // last snapshot; empty until the first refresh boundary
+  int32_t canvas_steps = 0;  // the steps `canvas` had taken
   std::vector<char> kv_canvas;  // set while `canvas` is mid-block (a migration): its last refresh's canvas
+  // With `ucx.snapshots: peer`: the node that keeps a newer snapshot than `canvas` (empty: none).
+  std::string snapshot_at;
+  std::string resumed_from;  // for the directory: where the last re-placement resumed from
   int32_t migrations = 0;
   json migration_log = json::array();  // the newest migrations_shown moves: from, to, how, why, step
   int32_t steps = 0;
@@ -87,6 +91,8 @@ request_details details(const request_state& st) {
   d.deadline_ms = st.deadline_ms;
   d.slack_ms = st.slack_ms;
   d.next_step = st.next_step;
+  d.snapshot_at = st.snapshot_at;
+  d.resumed_from = st.resumed_from;
   return d;
 }
 
@@ -118,6 +124,15 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   return w;
 }
 
+// The peer that kept this request's snapshot may drop it (the request ended, or has a newer
+// canvas elsewhere).
+void forget_peer_snapshot(req_ptr self) {
+  auto& st = self->state;
+  if (st.snapshot_at.empty()) return;
+  self->send(st.core, rt::forget_snap_atom::value, st.snapshot_at, st.id);
+  st.snapshot_at.clear();
+}
+
 void finish(req_ptr self, rt::answer a) {
   auto& st = self->state;
   if (st.done) return;
@@ -143,6 +158,7 @@ void finish(req_ptr self, rt::answer a) {
   for (auto& rp : st.waiting) rp.deliver(a);
   st.waiting.clear();
   st.group_handle = nullptr;
+  forget_peer_snapshot(self);
   publish(self);
   self->send(st.supervisor, rt::finished_atom::value, st.id);
   self->quit();
@@ -153,6 +169,21 @@ void finish(req_ptr self, rt::answer a) {
 // placement it forgets, named by its epoch, so the epoch alone makes it idempotent: a request
 // still REPLACING (or MIGRATING) whose awaited placement went to a group that died must go
 // again, or nobody places it.
+void enqueue_again(req_ptr self, const std::string& why, const std::string& source) {
+  auto& st = self->state;
+  st.resumed_from = st.canvas.empty() ? std::string("the prompt") : "step " + std::to_string(st.canvas_steps) + source;
+  rt::log_line("request-" + std::to_string(st.id),
+               why + "; re-placing from " +
+                   (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
+                                      : "a canvas at step " + std::to_string(st.canvas_steps) + source));
+  publish(self);
+  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self->state, caf::actor_cast<caf::actor>(self)));
+}
+
+// How long a re-placement waits for the peer that keeps its snapshot: the head's look-up of a
+// UCX address waits as long; a keeper that does not answer by then is treated as lost.
+constexpr auto peer_fetch_timeout = std::chrono::seconds(10);
+
 void replace(req_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.done) return;
@@ -161,12 +192,32 @@ void replace(req_ptr self, const std::string& why) {
   st.status = "REPLACING";
   st.group.clear();
   st.group_handle = nullptr;
-  rt::log_line("request-" + std::to_string(st.id),
-               why + "; re-placing from " +
-                   (st.canvas.empty() ? std::string("the prompt (no snapshot yet)")
-                                      : "a canvas at step " + std::to_string(st.steps)));
+  if (st.snapshot_at.empty()) {
+    enqueue_again(self, why, "");
+    return;
+  }
   publish(self);
-  self->send(st.supervisor, rt::enqueue_atom::value, make_item(self->state, caf::actor_cast<caf::actor>(self)));
+  const auto epoch = st.epoch;
+  const auto keeper = st.snapshot_at;
+  self->request(st.core, peer_fetch_timeout, rt::fetch_snap_atom::value, keeper, st.id)
+      .then(
+          [=](std::vector<char>& canvas, int32_t steps, int32_t tokens) {
+            auto& st = self->state;
+            if (st.done || st.epoch != epoch) return;  // another re-placement fetches for itself
+            st.canvas = std::move(canvas);
+            st.canvas_steps = steps;
+            st.kv_canvas.clear();
+            st.steps = steps;
+            st.tokens = tokens;
+            enqueue_again(self, why, " kept by node '" + keeper + "'");
+          },
+          [=](caf::error& e) {
+            auto& st = self->state;
+            if (st.done || st.epoch != epoch) return;
+            // Lost with its keeper, or never arrived: the older canvas the head holds, if any.
+            st.snapshot_at.clear();
+            enqueue_again(self, why + " (the snapshot node '" + keeper + "' kept is lost: " + to_string(e) + ")", "");
+          });
 }
 
 // The supervisor (await, replace) is local; placements, snapshots, blocks and answers come from
@@ -197,6 +248,7 @@ std::shared_ptr<request_state> initial_state(uint64_t id, rt::submit_spec spec, 
     st.arrival_unix_ms = recovered->arrival_unix_ms;
     st.arrival -= std::chrono::milliseconds(std::max<int64_t>(0, unix_now - recovered->arrival_unix_ms));
     st.canvas = recovered->canvas;
+    st.canvas_steps = recovered->steps;
     st.steps = recovered->steps;
     st.tokens = recovered->tokens;
     st.moves = 1;
@@ -261,7 +313,9 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
+        forget_peer_snapshot(self);  // this one is newer
         st.canvas = std::move(canvas);
+        st.canvas_steps = steps;
         st.kv_canvas.clear();
         st.steps = steps;
         st.tokens = tokens;
@@ -272,6 +326,17 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
             rt::log_line("request-" + std::to_string(st.id), std::string("cannot log its snapshot: ") + e.what());
           }
         }
+        publish(self);
+      },
+      // The same, kept by a peer node (`ucx.snapshots: peer`): only where it is comes here.
+      [=](rt::snapshot_atom, uint32_t epoch, const std::string& keeper, int32_t steps, int32_t tokens) {
+        if (!from_group(self)) return;
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        if (st.snapshot_at != keeper) forget_peer_snapshot(self);
+        st.snapshot_at = keeper;
+        st.steps = steps;
+        st.tokens = tokens;
         publish(self);
       },
       // The group it ran on let it go at a step boundary to migrate. A hand-over within one
@@ -293,7 +358,9 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
           return;
         }
         st.canvas = std::move(h.canvas);
+        st.canvas_steps = h.step;
         st.kv_canvas = std::move(h.kv_canvas);
+        forget_peer_snapshot(self);  // the hand-off's canvas is newer
         ++st.epoch;
         ++st.moves;
         st.status = "MIGRATING";

@@ -18,6 +18,7 @@
 #include "policies/presets.hpp"
 #include "runtime/group_load.hpp"
 #include "runtime/log.hpp"
+#include "runtime/peer_snapshot.hpp"
 #include "runtime/step_histogram.hpp"
 
 #include <caf/all.hpp>
@@ -133,6 +134,7 @@ struct group_state {
   std::map<uint64_t, pending_kv> pending;
   uint64_t next_transfer = 0;
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
+  uint64_t snapshots_to_peer = 0;  // recovery snapshots sent to this node's keeper
   // Downtimes of the migrations into this group, by how they came, the newest downtime_samples
   // of each kind: canvas rows, and ms from the source's stop to the end of the first step here
   // (what a mid-block move costs, its rebuild included) and to its start (when it runs again).
@@ -233,6 +235,7 @@ void report_load(group_ptr self) {
   l.kv_sent = st.kv_sent;
   l.kv_imported = st.kv_imported;
   l.kv_refused = st.kv_refused;
+  l.snapshots_to_peer = st.snapshots_to_peer;
   for (const auto& [how, samples] : st.downtime)
     for (const auto& d : samples) {
       l.downtime_rows[how].push_back(d.rows);
@@ -383,6 +386,41 @@ void note_downtime(group_state& st, queued_request& q) {
   q.meta.moved_at_us = 0;
 }
 
+// `n` consecutive UCX transfer ids for this group. Ids are per receiving process; a random
+// start keeps the groups of one process apart, and the top bit stays clear: it marks the
+// transfers nobody awaits by id (a peer-kept snapshot).
+uint64_t take_transfer_ids(group_state& st, std::size_t n) {
+  if (st.next_transfer == 0) {
+    std::random_device rd;
+    st.next_transfer = (((uint64_t{rd()} << 32) | rd()) | 1) & ~(rt::ucx_transport::unasked_bit | (uint64_t{1} << 62));
+  }
+  const uint64_t first = st.next_transfer;
+  st.next_transfer += n;
+  return first;
+}
+
+// A request's recovery snapshot goes to its actor at the head, or with `ucx.snapshots: peer`
+// over UCX to the node that keeps this node's snapshots, the actor only learning where it is:
+// the canvas then never crosses the head.
+void send_snapshot(group_ptr self, const queued_request& q, const std::string& canvas, int32_t steps, int32_t tokens) {
+  auto& st = self->state;
+  const auto& req = q.meta.request;
+  if (st.setup.keeper_address.empty() || !st.setup.ucx) {
+    self->send(req, rt::snapshot_atom::value, q.meta.epoch, std::vector<char>(canvas.begin(), canvas.end()), steps,
+               tokens);
+    return;
+  }
+  rt::peer_snapshot snap{q.meta.request_id, q.meta.epoch, steps, tokens, std::vector<char>(canvas.begin(), canvas.end())};
+  const uint64_t id = take_transfer_ids(st, 1) | rt::ucx_transport::unasked_bit;
+  const auto deadline = rt::ucx_transport::clock::now() + std::chrono::milliseconds(st.setup.ucx->config().timeout_ms);
+  st.setup.ucx->send(st.setup.keeper_address, id, std::make_shared<const std::string>(rt::encode_peer_snapshot(snap)),
+                     deadline, [name = st.setup.name, rid = q.meta.request_id](const std::string& e) {
+                       if (!e.empty()) rt::log_line(name, "snapshot of request " + std::to_string(rid) + " not kept: " + e);
+                     });
+  st.snapshots_to_peer += 1;
+  self->send(req, rt::snapshot_atom::value, q.meta.epoch, st.setup.keeper_node, steps, tokens);
+}
+
 void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<step_result>& results,
                   clock_type::time_point t0) {
   auto& st = self->state;
@@ -449,8 +487,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
       }
     }
     if (o.boundary && !o.canvas.empty())
-      self->send(req, rt::snapshot_atom::value, q.meta.epoch, std::vector<char>(o.canvas.begin(), o.canvas.end()),
-                 static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed));
+      send_snapshot(self, q, o.canvas, static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed));
   }
   if (changed) report_load(self);
   kick(self);
@@ -565,12 +602,7 @@ std::string send_kv(group_ptr self, const rt::migration_order& order, const std:
       return e.what();
     }
   }
-  if (st.next_transfer == 0) {
-    std::random_device rd;
-    st.next_transfer = ((uint64_t{rd()} << 32) | rd()) | 1;
-  }
-  const uint64_t first = st.next_transfer;
-  st.next_transfer += to;
+  const uint64_t first = take_transfer_ids(st, to);
   const auto fault = next_kv_fault();
   const auto deadline = rt::ucx_transport::clock::now() + std::chrono::milliseconds(ucx.config().timeout_ms);
   for (std::size_t r = 0; r < to; ++r) {
@@ -1162,6 +1194,12 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         remove(self, id);
         report_load(self);
         kick(self);
+      },
+      // This node's keeper of snapshots changed (the agent relays the head's choice).
+      [=](rt::keeper_atom, const std::string& node, const std::string& address) {
+        if (!sender_is_local(self, "tp_group")) return;
+        self->state.setup.keeper_node = node;
+        self->state.setup.keeper_address = address;
       },
       // The policy set changes between two steps; the next decision uses the new one.
       [=](rt::policy_atom, const std::string& name) {

@@ -9,6 +9,7 @@
 #include "gpu/safetensors.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/head_journal.hpp"
+#include "runtime/peer_snapshot.hpp"
 #include "runtime/wal.hpp"
 
 #include <fstream>
@@ -51,6 +52,11 @@ int main(int argc, char** argv) {
       auto slot = e.admit(g::canvas::start(tok->encode(prompt), p, m->config.mask_id, m->config.eos_id));
       for (int step = 0; !slot.c.finished && step < 16; ++step) {
         write(corpus + "/canvas/engine-" + std::to_string(n) + "-" + std::to_string(step), slot.c.to_bytes());
+        if (step == 2) {
+          const auto c = slot.c.to_bytes();
+          dls::runtime::peer_snapshot ps{static_cast<uint64_t>(n + 1), 1, step, step, std::vector<char>(c.begin(), c.end())};
+          write(corpus + "/peer_snapshot/engine-" + std::to_string(n), dls::runtime::encode_peer_snapshot(ps));
+        }
         if (step == 1) write(corpus + "/kv_wire/engine-" + std::to_string(n) + "-" + std::to_string(step),
                             slot.cache->export_bytes());
         e.step({&slot});

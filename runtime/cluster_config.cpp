@@ -110,7 +110,7 @@ const std::set<std::string>& ucx_transport_names() {
 }
 
 ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
-  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "timeout_ms", "kv_move"}, "ucx");
+  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "timeout_ms", "kv_move", "snapshots"}, "ucx");
   ucx_config u;
   if (n["tls"]) {
     u.tls = c.str(n["tls"], "ucx.tls");
@@ -137,6 +137,7 @@ ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
     c.fail(n["part_bytes"], "ucx.part_bytes must be 0 (send whole) or at least " + std::to_string(min_part_bytes));
   if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
   if (n["kv_move"]) u.kv_move = c.one_of(n["kv_move"], "ucx.kv_move", {"auto", "transfer", "rebuild"});
+  if (n["snapshots"]) u.snapshots = c.one_of(n["snapshots"], "ucx.snapshots", {"head", "peer"});
   return u;
 }
 

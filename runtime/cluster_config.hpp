@@ -66,6 +66,10 @@ struct ucx_config {
   // measured link (bench-migration, or `up`) predicts it beats one refresh at the destination
   // (policy::compare_kv_move), else rebuilds it; "transfer" and "rebuild" force one way.
   std::string kv_move = "auto";
+  // Where a request's recovery snapshot (its canvas at the last refresh boundary) is kept:
+  // "head" (the request's actor, and its write-ahead log) or "peer" (sent over UCX to another
+  // node, the head only learning where; runtime/peer_snapshot.hpp).
+  std::string snapshots = "head";
 };
 
 struct cluster_config {

@@ -39,6 +39,7 @@ struct group_load {
   uint64_t migrations_in = 0, migrations_out = 0;
   // The data plane: KV caches this group sent, imported, and refused (then rebuilt).
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
+  uint64_t snapshots_to_peer = 0;  // recovery snapshots sent to the node's keeper (ucx.snapshots: peer)
   // Downtimes of the migrations into the group by how they came (canvas, rebuild, transfer,
   // handover): canvas rows and ms from the source's stop to the end of the first step here
   // (what a mid-block move costs, a rebuild's refresh included) and to its start (when the
@@ -85,6 +86,7 @@ struct group_load {
             {"kv_sent", kv_sent},
             {"kv_imported", kv_imported},
             {"kv_refused", kv_refused},
+            {"snapshots_to_peer", snapshots_to_peer},
             {"migration_downtime", down}};
   }
 };
@@ -94,7 +96,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.policy_s,
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
-           x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused,
+           x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer,
            x.downtime_rows, x.downtime_ms, x.downtime_start_ms);
 }
 

@@ -56,6 +56,11 @@ using attach_atom = caf::atom_constant<caf::atom("attach")>;
 using migrate_atom = caf::atom_constant<caf::atom("migrate")>;
 using view_atom = caf::atom_constant<caf::atom("view")>;
 using ucx_atom = caf::atom_constant<caf::atom("ucx")>;  // a node's UCX worker address: register, look up
+// Peer-kept recovery snapshots: the head tells a node its keeper (node, UCX address); the head
+// fetches a request's snapshot from its keeper, and tells the keeper when it may forget it.
+using keeper_atom = caf::atom_constant<caf::atom("keeper")>;
+using fetch_snap_atom = caf::atom_constant<caf::atom("fetchsnap")>;
+using forget_snap_atom = caf::atom_constant<caf::atom("forgetsnap")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -102,8 +107,8 @@ namespace dls::runtime {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {
-  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.timeout_ms,
-           x.kv_move);
+  return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.part_bytes,
+           x.timeout_ms, x.kv_move, x.snapshots);
 }
 
 // -- membership ------------------------------------------------------------------------

@@ -159,6 +159,7 @@ struct ucx_transport::impl {
   std::map<uint64_t, waiter> waiting;
   std::map<uint64_t, arrival> arrived;
   std::map<uint64_t, incoming> assemblies;
+  ucx_transport::arrival_handler unasked;  // transfers with unasked_bit
   std::set<std::shared_ptr<send_group>> groups;  // multi-part sends not yet reported
   std::vector<void*> closing;
 
@@ -505,6 +506,10 @@ void ucx_transport::impl::finish_send(send_op* op, ucs_status_t status) {
 }
 
 void ucx_transport::impl::landed(uint64_t id, std::string error, ucx_payload payload) {
+  if ((id & unasked_bit) && unasked) {
+    unasked(id, error, std::move(payload));
+    return;
+  }
   if (auto it = waiting.find(id); it != waiting.end()) {
     auto done = std::move(it->second.done);
     waiting.erase(it);
@@ -756,6 +761,11 @@ void ucx_transport::send(const std::string& peer_address, uint64_t id, std::shar
     else
       self->start_send(peer_address, id, std::move(bytes), deadline, std::move(done));
   });
+}
+
+void ucx_transport::on_unasked(arrival_handler handler) {
+  auto* self = impl_.get();
+  self->post([self, handler = std::move(handler)]() mutable { self->unasked = std::move(handler); });
 }
 
 void ucx_transport::receive(uint64_t id, clock::time_point deadline, receive_done done) {

@@ -31,6 +31,12 @@ class ucx_transport {
   /// Called on the progress thread with "" and the checked bytes, or the reason.
   using receive_done = std::function<void(const std::string& error, ucx_payload payload)>;
 
+  /// Called on the progress thread for a transfer that nobody asks for by id.
+  using arrival_handler = std::function<void(uint64_t id, const std::string& error, ucx_payload payload)>;
+  /// Transfer ids with this bit set are not awaited: they go to the handler of `on_unasked`
+  /// as they land (a peer-kept snapshot). Every other id waits for `receive`.
+  static constexpr uint64_t unasked_bit = uint64_t{1} << 63;
+
   /// Starts UCX with `cfg.tls`; throws ucx_error naming a transport this host lacks.
   explicit ucx_transport(const ucx_config& cfg);
   ~ucx_transport();
@@ -47,6 +53,10 @@ class ucx_transport {
             clock::time_point deadline, send_done done);
   /// Waits for transfer `id` (which may already have arrived) until `deadline`.
   void receive(uint64_t id, clock::time_point deadline, receive_done done);
+
+  /// Hands every transfer whose id has `unasked_bit` to `handler`. Set it before the
+  /// process's address is given to peers; until then such transfers wait like any other.
+  void on_unasked(arrival_handler handler);
 
   /// Blocking forms for threads that may wait (tests, benchmarks, a worker's own thread);
   /// the deadline is now + the configured timeout.

@@ -19,7 +19,8 @@ cmake --build "$build" -j2 --target fuzzers
 
 names=("$@")
 [ "${#names[@]}" -gt 0 ] || names=(fuzz_cluster_config fuzz_safetensors fuzz_model_config fuzz_tokenizer_json
-                                   fuzz_chat_template fuzz_canvas fuzz_kv_wire fuzz_submit_line fuzz_wal fuzz_http_request)
+                                   fuzz_chat_template fuzz_canvas fuzz_kv_wire fuzz_submit_line fuzz_wal fuzz_http_request
+                                   fuzz_peer_snapshot)
 # A single input taking over 10 s is a hang; 2 GiB RSS is far above any sane parse of a few KB.
 per_input_timeout_s=10
 rss_limit_mb=2048

@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 using dls::test::cluster;
@@ -38,9 +39,10 @@ bool running_on(rt::cluster_session& s, const std::string& node) {
   return false;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
+// SIGKILLs node1 while it decodes a request that has a snapshot, then checks that every request
+// finished on node0 with the unmigrated answer; `more` checks what the variant adds.
+void kill_node1_mid_run(const std::string& overrides,
+                        const std::function<void(cluster&, const json& results)>& more) {
   // tau = 1 commits one token per step; the requests arrive at once.
   const std::size_t n = 60;
   auto problems = dls::test::eval_problems(n);
@@ -53,7 +55,7 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
 
   // Long heartbeat grace: the test pauses node1; the kill is detected by the dropped
   // connection, not by heartbeats.
-  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000);
+  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000, overrides);
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
   auto pid1 = c.pid_of("node1");
   rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
@@ -118,6 +120,38 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
   int restarts = 0;
   for (auto& a : c.json_cli({"actors", "--kind", "request"})) restarts += a["restarts"].get<int>();
   BOOST_TEST(restarts >= replaced);
+  more(c, results);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run) {
+  kill_node1_mid_run("", [](cluster& c, const json&) {
+    int from_head = 0;
+    for (auto& a : c.json_cli({"actors", "--kind", "request"})) {
+      const auto from = a["details"].value("resumed_from", std::string());
+      BOOST_TEST(from.find("kept by") == std::string::npos, from);  // the head keeps them
+      from_head += from.rfind("step ", 0) == 0;
+    }
+    BOOST_TEST(from_head >= 1);
+  });
+}
+
+// The same with the snapshots kept by the other node over UCX: the head holds no canvas, and a
+// re-placed request fetches its snapshot from node0, which node1's group sent it to.
+BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run_with_snapshots_kept_by_its_peer) {
+  kill_node1_mid_run("ucx: {tls: 'shm,cma,tcp', net_devices: lo, snapshots: peer}", [](cluster& c, const json&) {
+    int from_peer = 0;
+    std::string seen;
+    for (auto& a : c.json_cli({"actors", "--kind", "request"})) {
+      const auto& d = a["details"];
+      if (!d.is_object() || !d.contains("resumed_from")) continue;
+      const auto from = d["resumed_from"].get<std::string>();
+      seen += from + "; ";
+      from_peer += from.find("kept by node 'node0'") != std::string::npos;
+    }
+    BOOST_TEST(from_peer >= 1, "resumed from: " << seen);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_node_is_marked_dead_by_missed_heartbeats) {

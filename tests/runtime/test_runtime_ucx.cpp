@@ -168,6 +168,8 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   BOOST_TEST(plain.ucx.tls == std::string("tcp"));
   BOOST_TEST(plain.ucx.kv_move == std::string("auto"));
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {kv_move: rebuild}\n", "t.yaml", "/tmp").ucx.kv_move == "rebuild");
+  BOOST_TEST(plain.ucx.snapshots == std::string("head"));
+  BOOST_TEST(rt::parse_cluster_config(base + "ucx: {snapshots: peer}\n", "t.yaml", "/tmp").ucx.snapshots == "peer");
   auto refused = [&](const std::string& ucx, const std::string& why) {
     try {
       rt::parse_cluster_config(base + ucx, "t.yaml", "/tmp");
@@ -181,6 +183,7 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   refused("ucx: {tls: 'tcp,'}\n", "at least one");
   refused("ucx: {tsl: tcp}\n", "unknown key 'tsl'");
   refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
+  refused("ucx: {snapshots: disk}\n", "ucx.snapshots");
   refused("ucx: {kv_move: sometimes}\n", "ucx.kv_move");
 }
 
