@@ -134,6 +134,28 @@ BOOST_AUTO_TEST_CASE(the_control_plane_delays_requests_on_its_way_to_a_group_by_
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_group_handles_each_arrival_before_its_next_step_by_the_hand_computed_times) {
+  // The hand cluster (10 ms a step, two steps a block) whose group spends 3 ms on each request
+  // that reaches it before its next step. A at 0: handled 0-3, steps 3-13 and 13-23. B at 15 ms
+  // (during A's second step): handled 23-26 once that step ends, steps 26-36 and 36-46. Without
+  // it A ends at 20 and B, joining at 20, at 40. Deadlines do not change.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  hand_cluster();  // writes flat.yaml and q.yaml
+  auto with = [&](const std::string& cp) {
+    return sim::parse_cluster(one_gpu_cluster("flat.yaml") + "control_plane: " + cp + "\n", dir.string());
+  };
+  const std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.015, 100, 32}};
+  for (const char* p : {"static", "dilaserve"}) {
+    auto r = run(with("{group_ms: 3}"), reqs, p);
+    BOOST_TEST(r.requests[0].finish_s == 0.023, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].finish_s == 0.046, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.055, tt::tolerance(1e-12));
+    auto off = run(with("{group_ms: 0}"), reqs, p);
+    BOOST_TEST(off.requests[0].finish_s == 0.020, tt::tolerance(1e-12));
+    BOOST_TEST(off.requests[1].finish_s == 0.040, tt::tolerance(1e-12));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(contention_stretches_the_engine_part_of_each_step_by_the_hand_computed_factor) {
   // The hand cluster (10 ms a step, two steps a block) with 2 ms of messaging a step and an
   // engine that is 1.5x slower than its profile when it was idle over the last 100 ms and as

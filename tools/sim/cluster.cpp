@@ -186,7 +186,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   }
 
   if (const auto cp = root["control_plane"]) {
-    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "contention"}, "control_plane");
+    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "group_ms", "contention"}, "control_plane");
     auto& m = out.control_plane;
     // Measured figures are fractions of a millisecond, so these take reals.
     auto ms = [&](const char* key, double& out_s) {
@@ -198,6 +198,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
     ms("cpu_ms", m.cpu_s);
     read_int(c, cp, "cores", "control_plane", 1, 1 << 16, m.cores);
     ms("step_ms", m.step_s);
+    ms("group_ms", m.group_s);
     if (m.step_s > 0)
       for (int tp : out.cost.tp_degrees()) out.cost = policy::with_step_overhead(out.cost, tp, m.step_s);
     if (const auto ct = cp["contention"]) {

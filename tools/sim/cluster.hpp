@@ -80,6 +80,9 @@ struct sim_cluster {
     double cpu_s = 0;
     int cores = 1;
     double step_s = 0;
+    // group_s: the group's own time per request that reaches it (its actor handling the
+    // request's messages), serial with its steps: the next step starts only after it.
+    double group_s = 0;
     contention_model contention;
     bool modelled() const { return request_s > 0 || cpu_s > 0; }
   } control_plane;

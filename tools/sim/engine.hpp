@@ -25,7 +25,8 @@ double timed(F&& f) {
 
 enum class ev : std::uint8_t {
   step_done, reuse_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done,
-  reach_group  // a request leaves the control plane (sim_cluster::control_plane)
+  reach_group,  // a request leaves the control plane (sim_cluster::control_plane)
+  group_ready   // a group's actor has handled its requests' messages (control_plane.group_ms)
 };
 
 struct event {
@@ -94,6 +95,10 @@ struct sim_group {
   // control_plane.contention: the group's steps (start, end) that end within its window
   std::deque<std::pair<double, double>> ran;
   double excess_s = 0;  // the running step's time beyond the profile's
+  // control_plane.group_ms: the actor's work for requests that reached the group, done before
+  // its next step can start, and whether it is doing that work now
+  double actor_s = 0;
+  bool actor_busy = false;
   bool reuse_whole = false;    // started with no refresh running: it holds the whole device
   double reuse_start = 0;
   std::vector<std::uint64_t> reuse_ids;

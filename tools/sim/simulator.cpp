@@ -170,6 +170,7 @@ double engine::contention_factor(sim_group& g) {
 
 void engine::enqueue(int gi, const policy::request_view& r) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.actor_s += cl_.control_plane.group_s;
   g.queue.push_back(r);
   g.queue.back().group = gi;
   g.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
@@ -197,6 +198,15 @@ int engine::plan_steps(req_rt& rt, int masks, double tau) {
 void engine::start_step(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   if (!g.alive || (g.busy && (!co_run_ || g.reuse_busy))) return;
+  // The group's actor first handles the messages of the requests that reached it
+  // (control_plane.group_ms); a running step (co-running) is not held back by it.
+  if (g.actor_busy) return;
+  if (g.actor_s > 0 && !g.busy) {
+    g.actor_busy = true;
+    push(now_ + g.actor_s, ev::group_ready, static_cast<std::uint32_t>(gi));
+    g.actor_s = 0;
+    return;
+  }
   if (cl_.drop_wait_factor > 0 && !g.queue.empty()) {
     auto& q = g.queue;
     auto end = std::remove_if(q.begin(), q.end(), [&](const policy::request_view& r) {
@@ -518,6 +528,10 @@ run_result engine::run() {
         push(now_ + cl_.reconfig_interval_s, ev::tick_reconfig);
         break;
       case ev::regroup_done: on_regroup_done(static_cast<int>(e.a)); break;
+      case ev::group_ready:
+        groups_[e.a].actor_busy = false;
+        start_step(static_cast<int>(e.a));
+        break;
       case ev::reach_group:
         --in_system_;
         on_arrival(e.a);
