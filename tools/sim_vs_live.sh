@@ -5,7 +5,8 @@
 # 2. A live cluster (configs/local.yaml with ONE device slot, so the head, the node's actors
 #    and the client have the other core) is started on it. Before the comparison, on requests
 #    of their own: 30 lone requests (200 ms apart), then the calibration
-#    (tools/sim_vs_live_calibrate.py): Poisson arrivals at CAL_RATES req/s, CAL_SECONDS s each,
+#    (tools/sim_vs_live_calibrate.py): 400 requests at once, then Poisson arrivals at CAL_RATES
+#    req/s, CAL_SECONDS s each,
 #    around which it reads every process's and the engine thread's CPU (/proc) and the group's
 #    steps, engine time and the profile's prediction (`status`).
 # 3. `dilaserve bench` replays the first DURATION s of the Azure code trace open loop at each
@@ -18,6 +19,7 @@
 #    tau curve, and a control plane (docs/simulator.md, "Control plane") from the calibration:
 #      step_ms    = the group's step wall time minus its engine time, per step (messaging),
 #      cpu_ms     = the head's CPU per request, on one core,
+#      group_ms   = what a burst of 400 requests at once took beyond its steps, per request (GROUP=0: off),
 #      contention = per calibration rate, the group's busy fraction and its engine time over
 #                   the profile's prediction for the same steps (CONTENTION=0: off),
 #      request_ms = the lone requests' mean live latency minus the simulator's for them alone.
@@ -26,7 +28,7 @@
 #
 # Usage: tools/sim_vs_live.sh [OUT_DIR]
 #   env: LOADS="0.1 0.3 0.5 0.8 1.0 1.5 2.0" DURATION=300 SLO_SCALE=2 TRACE=../shared/traces/azure_llm_2023_code.csv
-#        DILASERVE=build/tools/dilaserve CAL_RATES="25 75 150 300 600" CAL_SECONDS=8 WINDOW_MS=100 CONTENTION=1
+#        DILASERVE=build/tools/dilaserve CAL_RATES="25 75 150 300 600" CAL_SECONDS=8 WINDOW_MS=100 CONTENTION=1 GROUP=1
 #        SIM_ONLY=1: only step 4, on the files an earlier run left in OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +50,7 @@ CAL_SECONDS=${CAL_SECONDS:-8}
 # steps, and short next to a run (781 arrivals take 1.3 s at load 2.0).
 window_ms=${WINDOW_MS:-100}
 contention=${CONTENTION:-1}   # 0: the simulator without the contention model
+group=${GROUP:-1}             # 0: without the group's time per request between steps (group_ms)
 [ -f "$trace" ] || trace=$root/configs/sim/traces/azure_llm_2023_code_first400.csv
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -115,11 +118,11 @@ ticks=$(getconf CLK_TCK)
 
 echo "== simulator: the same requests, loads and capacity"
 python3 - "$out" "$out/cpu.yaml" "$root/configs/quality/tiny-llada.json" "$cpu0" "$cpu1" "$ticks" \
-  "$bin" "$slo_scale" "$window_ms" "$contention" $loads <<'EOF'
+  "$bin" "$slo_scale" "$window_ms" "$contention" "$group" $loads <<'EOF'
 import json, subprocess, sys
-out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION = sys.argv[1:11]
-CONTENTION = CONTENTION == "1"
-loads = [float(x) for x in sys.argv[11:]]
+out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION, GROUP = sys.argv[1:12]
+CONTENTION, GROUP = CONTENTION == "1", GROUP == "1"
+loads = [float(x) for x in sys.argv[12:]]
 bench = json.load(open(f"{out}/live/bench.json"))
 live = {(r["policy"], r["load"]): r for r in json.load(open(f"{out}/live/results.json"))["results"]}
 status = json.load(open(f"{out}/status.json"))
@@ -141,6 +144,7 @@ run_head_cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, serv
 #   engine time over the profile's prediction for the same steps.
 cal_runs = cal["runs"]
 step_ms = cal["step_ms"]
+group_ms = cal.get("group_ms", 0.0) if GROUP else 0.0
 cpu_ms = 1e3 * sum(r["head_cpu_s"] for r in cal_runs) / sum(r["requests"] for r in cal_runs)
 cont_points = []
 for u, f in sorted((min(1.0, r["step_wall_s"] / r["wall_s"]), r["engine_s"] / r["predicted_s"]) for r in cal_runs):
@@ -168,7 +172,7 @@ def cluster_text(request_ms):
             "engine: {block_length: 8, threshold: 0.9, max_batch: 8}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
             f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml}}\n"
-            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}"
+            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, group_ms: {group_ms:.4f}"
             + (f", contention: {contention}" if CONTENTION else "") + "}\n")
 
 def sim(request_ms, policies, run_loads, tag):
@@ -204,7 +208,7 @@ sim_lone_ms = 1e3 * sim_lone()["mean_latency_s"]
 request_ms = max(0.0, live_lone_ms - sim_lone_ms)
 simr = sim(request_ms, ["static", "deadline", "migration", "dilaserve"], loads, "model")
 json.dump({"capacity_rps": bench["capacity_rps"], "requests": bench["requests"], "step_ms": step_ms, "cpu_ms": cpu_ms,
-           "request_ms": request_ms, "contention": contention if CONTENTION else None, "served": served,
+           "request_ms": request_ms, "group_ms": group_ms, "contention": contention if CONTENTION else None, "served": served,
            "tokens_per_step_scale": tps_scale, "lone_live_ms": live_lone_ms, "lone_sim_ms": sim_lone_ms,
            "run_step_excess_ms": run_step_excess_ms, "run_engine_over_profile": run_engine_over_profile,
            "run_head_cpu_ms": run_head_cpu_ms}, open(f"{out}/control_plane.json", "w"), indent=2)
@@ -212,6 +216,7 @@ print(f"the comparison's own run (not used): steps {run_step_excess_ms:.3f} ms b
       f"the profile, head {run_head_cpu_ms:.3f} ms CPU per request")
 print(f"capacity {bench['capacity_rps']:.1f} req/s, {bench['requests']} requests per run; control plane (calibration): "
       f"step_ms {step_ms:.3f} (step wall minus engine time), cpu_ms {cpu_ms:.3f} (head CPU per request), "
+      f"group_ms {group_ms:.3f} (burst beyond its steps, per request), "
       f"contention {contention if CONTENTION else 'off'}, "
       f"request_ms {request_ms:.3f} (30 lone requests: live {live_lone_ms:.2f} ms, simulated {sim_lone_ms:.2f} ms); tau curve's tokens per step x {tps_scale:.3f}")
 print(f"{'policy':<10} {'load':>5} | {'live att':>8} {'sim att':>8} {'diff':>7} | {'live mean':>9} {'sim mean':>9} {'ratio':>6} | ok")

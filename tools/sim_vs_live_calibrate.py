@@ -13,7 +13,10 @@ requests and reads around it:
 The engine thread is the node's thread with the most CPU over the run (its worker, a detached
 actor; its name is recorded).
 
-It writes calibration.json with, per rate, what was measured, and
+Before the rates it sends BURST requests at once (the bench's capacity burst) and measures
+  group_ms        what that burst took beyond its steps' wall time, per request: the group's
+                  time on anything but a step while requests wait (used by the simulator).
+It writes calibration.json with that, per rate what was measured, and
   step_ms         what each step took beyond the engine's own time (the messaging around it),
                   over all the runs (used by the simulator);
   slowdown        per run: the group's busy fraction (step wall time / wall time) and its
@@ -96,6 +99,7 @@ def main():
     ap.add_argument("--rates", type=float, nargs="+", required=True)
     ap.add_argument("--seconds", type=float, required=True, help="of arrivals per rate")
     ap.add_argument("--idle", type=float, default=5.0)
+    ap.add_argument("--burst", type=int, default=400, help="requests at once (the bench's capacity burst)")
     ap.add_argument("--slo-scale", default="2")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -111,6 +115,30 @@ def main():
     idle_s = time.monotonic() - t0
     idle_cpu = sum(v["cpu_s"] for r in procs for v in delta(snap[r], snap1[r]).values())
     base_cores = idle_cpu / idle_s
+
+    # The group's own time between steps: BURST requests at once (twice: the bench's capacity
+    # burst, then its one run at a load that sends them within a millisecond). The client
+    # times the first burst (capacity = requests / wall); both bursts are the same requests,
+    # so half the steps' wall time is the first burst's. What the burst took beyond its steps
+    # is time the group spent on anything but a step while requests were queued.
+    burst_trace = f"{a.out}/burst.csv"
+    with open(burst_trace, "w") as f:
+        f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n" +
+                "\n".join(f"{i * 1e-3:.6f},{rows[i % len(rows)].split(',', 1)[1]}" for i in range(a.burst)) + "\n")
+    st0 = status(a.bin)
+    res = subprocess.run([a.bin, "bench", "--trace", burst_trace, "--duration", str(a.burst), "--load", "1000",
+                          "--capacity-requests", str(a.burst), "--policies", "static", "--warmup", "0",
+                          "--slo-scale", a.slo_scale, "--timeout", "120", "--out", f"{a.out}/burst"],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit("calibration: the burst failed: " + res.stderr[-2000:])
+    st1 = status(a.bin)
+    capacity = json.load(open(f"{a.out}/burst/bench.json"))["capacity_rps"]
+    burst_wall = a.burst / capacity
+    burst_step_wall = (st1["step_wall_s"] - st0["step_wall_s"]) / 2
+    group_ms = 1e3 * max(0.0, burst_wall - burst_step_wall) / a.burst
+    print(f"  burst of {a.burst}: {capacity:.1f} req/s ({burst_wall:.3f} s), steps' wall {burst_step_wall:.3f} s "
+          f"({(st1['steps'] - st0['steps']) / 2:.0f} steps): {group_ms:.4f} ms per request outside steps", flush=True)
 
     runs = []
     rng = random.Random(14)  # issue 14; any fixed seed: the same arrivals every calibration
@@ -173,7 +201,9 @@ def main():
         req_cpu, step_cpu = sum(y) / sum(x1), 0.0
     steps = sum(r["steps"] for r in runs)
     step_ms = 1e3 * sum(r["step_wall_s"] - r["engine_s"] for r in runs) / max(1, steps)
-    result = {"base_cores": base_cores, "idle_s": idle_s, "request_cpu_ms": 1e3 * req_cpu, "step_cpu_ms": 1e3 * step_cpu,
+    result = {"group_ms": group_ms, "burst": {"requests": a.burst, "capacity_rps": capacity, "wall_s": burst_wall,
+                                              "step_wall_s": burst_step_wall},
+              "base_cores": base_cores, "idle_s": idle_s, "request_cpu_ms": 1e3 * req_cpu, "step_cpu_ms": 1e3 * step_cpu,
               "step_ms": step_ms, "runs": runs,
               # the contention model's points: busy fraction, engine time over the profile
               "slowdown": sorted((r["step_wall_s"] / r["wall_s"], r["engine_s_over_predicted"]) for r in runs)}
