@@ -1,26 +1,35 @@
 #!/bin/bash
 # The simulator against the live runtime, for every policy, on the same requests.
 #
-# 1. A live cluster (configs/local.yaml with ONE device slot, so the head, the node's actors
-#    and the client have the other core) is started; `up` measures its engine steps into the
-#    state directory's profile.yaml.
-# 2. `dilaserve bench` replays the first DURATION s of the Azure code trace open loop at each
+# 1. `dilaserve profile` measures this machine's engine steps into one profile for both sides.
+# 2. A live cluster (configs/local.yaml with ONE device slot, so the head, the node's actors
+#    and the client have the other core) is started on it. Before the comparison, on requests
+#    of their own: 30 lone requests (200 ms apart), then the calibration
+#    (tools/sim_vs_live_calibrate.py): 400 requests at once, then Poisson arrivals at CAL_RATES
+#    req/s, CAL_SECONDS s each,
+#    around which it reads every process's and the engine thread's CPU (/proc) and the group's
+#    steps, engine time and the profile's prediction (`status`).
+# 3. `dilaserve bench` replays the first DURATION s of the Azure code trace open loop at each
 #    load (relative to the capacity it measures), each policy in turn on the same arrivals,
-#    prompts and answers from the shipped eval set, SLO = SLO_SCALE x profiled solo latency.
-#    Around it the head's CPU time is read from /proc; afterwards `status` gives each group's
-#    step wall time and engine time.
-# 3. `dilaserve sim` replays the bench's arrivals.csv (the same requests, their token counts)
+#    prompts and answers from the shipped eval set, SLO = SLO_SCALE x profiled solo latency,
+#    while every process's CPU is sampled each second (cpu-samples.jsonl; reported, not used).
+#    Then the profile is measured again (cpu-after.yaml): how far the machine drifted.
+# 4. `dilaserve sim` replays the bench's arrivals.csv (the same requests, their token counts)
 #    at the same loads and capacity on a one-device cluster file with that profile, the shipped
-#    tau curve, and a control plane (docs/simulator.md, "Control plane") of
-#      step_ms    = the live groups' wall time per step minus the profile's prediction, over the run,
-#      cpu_ms     = the head's CPU per request during the bench, on one core,
-#      request_ms = the latency outside any group: 30 lone requests (200 ms apart, before the
-#                   bench), their mean live latency minus the simulator's for them alone.
-#    No figure is fitted to the comparison itself: every point is a prediction.
+#    tau curve, and a control plane (docs/simulator.md, "Control plane") from the calibration:
+#      step_ms    = the group's step wall time minus its engine time, per step (messaging),
+#      cpu_ms     = the head's CPU per request, on one core,
+#      group_ms   = what a burst of 400 requests at once took beyond its steps, per request (GROUP=0: off),
+#      contention = per calibration rate, the group's busy fraction and its engine time over
+#                   the profile's prediction for the same steps (CONTENTION=0: off),
+#      request_ms = the lone requests' mean live latency minus the simulator's for them alone.
+#    No figure comes from the comparison's own runs: every point is a prediction. The run's
+#    own step excess and head CPU are printed next to them for reference.
 #
 # Usage: tools/sim_vs_live.sh [OUT_DIR]
 #   env: LOADS="0.1 0.3 0.5 0.8 1.0 1.5 2.0" DURATION=300 SLO_SCALE=2 TRACE=../shared/traces/azure_llm_2023_code.csv
-#        DILASERVE=build/tools/dilaserve
+#        DILASERVE=build/tools/dilaserve CAL_RATES="25 75 150 300 600" CAL_SECONDS=8 WINDOW_MS=100 CONTENTION=1 GROUP=1
+#        SIM_ONLY=1: only step 4, on the files an earlier run left in OUT_DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -31,11 +40,22 @@ duration=${DURATION:-300}
 slo_scale=${SLO_SCALE:-2}
 trace=${TRACE:-$root/../shared/traces/azure_llm_2023_code.csv}
 policies=static,deadline,migration,dilaserve
+# Calibration rates (req/s): from a tenth to twice the capacity this machine's bench measures
+# (294-310 req/s so far), the range of the comparison's loads; 8 s of arrivals each (200 to
+# 4,800 requests, about 1.5 minutes in all).
+CAL_RATES=${CAL_RATES:-25 75 150 300 600}
+CAL_SECONDS=${CAL_SECONDS:-8}
+# The window (ms) over which the simulator measures a group's busy fraction for the contention
+# model: about ten of the profile's batch-8 steps (10-13 ms each), so the fraction resolves
+# steps, and short next to a run (781 arrivals take 1.3 s at load 2.0).
+window_ms=${WINDOW_MS:-100}
+contention=${CONTENTION:-1}   # 0: the simulator without the contention model
+group=${GROUP:-1}             # 0: without the group's time per request between steps (group_ms)
 [ -f "$trace" ] || trace=$root/configs/sim/traces/azure_llm_2023_code_first400.csv
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 state="$out/state"
-rm -rf "$state" "$out/live"
+[ -n "${SIM_ONLY:-}" ] || rm -rf "$state" "$out/live" "$out/calibration"
 export OPENBLAS_NUM_THREADS=1 DILASERVE_STATE_DIR="$state"
 
 sed -e 's/devices: {kind: cpu, count: 2}/devices: {kind: cpu, count: 1}/' \
@@ -50,6 +70,7 @@ grep -q 'count: 1}' "$out/cluster-live.yaml" && grep -q 'groups: \[1\]' "$out/cl
 # One profile for both sides: the live groups derive deadlines from it and the simulator steps
 # with it. Measured at the canvas lengths of the eval prompts (16 tokens) with answers of 16 and
 # 48, up to the batch a group runs (engine.max_batch 8).
+if [ -z "${SIM_ONLY:-}" ]; then
 echo "== profile (engine steps of this machine)"
 "$bin" profile --tp 1 --block 8 --lengths 32,64 --batches 1,2,4,8 --reps 9 --out "$out/cpu.yaml" > "$out/profile.log"
 sed -i "s|^  quality: \(.*\)|  profile: $out/cpu.yaml\n  quality: \1|" "$out/cluster-live.yaml"
@@ -63,36 +84,74 @@ head -n 30 models/tiny-llada/eval.jsonl |
   python3 -c 'import sys, json; [print(json.dumps({k: v for k, v in json.loads(l).items() if k in ("prompt", "gen_length")})) for l in sys.stdin]' \
   > "$out/lone.jsonl"
 "$bin" submit --file "$out/lone.jsonl" --rate 5 --json --timeout 120 > "$out/lone.json"
-head_pid=$(python3 -c "import json,sys;print([p['pid'] for p in json.load(open(sys.argv[1]))['processes'] if p['role']=='head'][0])" "$state/cluster.json")
+pid_of() { python3 -c "import json,sys;print([p['pid'] for p in json.load(open(sys.argv[1]))['processes'] if p['role']==sys.argv[2]][0])" "$state/cluster.json" "$1"; }
+head_pid=$(pid_of head)
+node_pid=$(pid_of node)
+# The contention model's coefficients, on requests of their own before the comparison
+# (tools/sim_vs_live_calibrate.py): the control plane's CPU per request and per step, and the
+# engine's slowdown against it.
+echo "== calibration: Poisson arrivals at $CAL_RATES req/s, $CAL_SECONDS s each"
+python3 tools/sim_vs_live_calibrate.py --bin "$bin" --head-pid "$head_pid" --node-pid "$node_pid" --trace "$trace" \
+  --skip 1000 --rates $CAL_RATES --seconds "$CAL_SECONDS" --slo-scale "$slo_scale" --out "$out/calibration" | tee "$out/calibration.log"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cpu0=$(cpu_of "$head_pid")
 # shellcheck disable=SC2086
 "$bin" bench --trace "$trace" --duration "$duration" --load $loads --policies static deadline migration dilaserve \
-  --slo-scale "$slo_scale" --out "$out/live" | tee "$out/bench.log"
+  --slo-scale "$slo_scale" --out "$out/live" > "$out/bench.log" &
+bench_pid=$!
+# Every process's CPU per second during the comparison (measured, not used by the model).
+python3 tools/sim_vs_live_calibrate.py --sample "head=$head_pid,node=$node_pid,client=$bench_pid" "$out/cpu-samples.jsonl" &
+sampler_pid=$!
+wait "$bench_pid" || { kill "$sampler_pid"; cat "$out/bench.log"; exit 1; }
+kill "$sampler_pid"
+cat "$out/bench.log"
 cpu1=$(cpu_of "$head_pid")
 "$bin" status --json > "$out/status.json"
 "$bin" down > /dev/null
 trap - EXIT
+# The same profile again: how far the machine itself drifted over the run.
+"$bin" profile --tp 1 --block 8 --lengths 32,64 --batches 1,2,4,8 --reps 9 --out "$out/cpu-after.yaml" > "$out/profile-after.log"
+echo "$cpu0 $cpu1" > "$out/head_cpu_ticks"
+fi
+read -r cpu0 cpu1 < "$out/head_cpu_ticks"
 ticks=$(getconf CLK_TCK)
 
 echo "== simulator: the same requests, loads and capacity"
 python3 - "$out" "$out/cpu.yaml" "$root/configs/quality/tiny-llada.json" "$cpu0" "$cpu1" "$ticks" \
-  "$bin" "$slo_scale" $loads <<'EOF'
+  "$bin" "$slo_scale" "$window_ms" "$contention" "$group" $loads <<'EOF'
 import json, subprocess, sys
-out, profile, quality, cpu0, cpu1, ticks, binary, slo = sys.argv[1:9]
-loads = [float(x) for x in sys.argv[9:]]
+out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION, GROUP = sys.argv[1:12]
+CONTENTION, GROUP = CONTENTION == "1", GROUP == "1"
+loads = [float(x) for x in sys.argv[12:]]
 bench = json.load(open(f"{out}/live/bench.json"))
 live = {(r["policy"], r["load"]): r for r in json.load(open(f"{out}/live/results.json"))["results"]}
 status = json.load(open(f"{out}/status.json"))
-# What every step took beyond the profile's prediction, averaged over all the steps the groups
-# ran: the messaging around the engine, and the engine running slower than when it was
-# profiled (on a shared machine its share of the CPU changes). The groups' own moving
-# estimate (step_overhead_s) is the same difference over the last few steps only.
+# The comparison's own figures, reported next to the calibration's but not used by the model:
+# what every step took beyond the profile's prediction over the run, and the head's CPU per
+# request.
 groups = status["groups"]
-step_ms = 1e3 * sum(g["step_wall_s"] - g["predicted_s"] for g in groups) / max(1, sum(g["steps"] for g in groups))
-# Every request the head served: the capacity burst, the warm-up and every run.
-served = status["requests"]["finished"] + status["requests"]["failed"]
-cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, served)
+run_steps = max(1, sum(g["steps"] for g in groups))
+run_step_excess_ms = 1e3 * sum(g["step_wall_s"] - g["predicted_s"] for g in groups) / run_steps
+run_engine_over_profile = sum(g["engine_s"] for g in groups) / max(1e-9, sum(g["predicted_s"] for g in groups))
+cal = json.load(open(f"{out}/calibration/calibration.json"))
+served = status["requests"]["finished"] + status["requests"]["failed"] - sum(r["requests"] for r in cal["runs"])
+run_head_cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, served)
+
+# The control plane from the calibration before the comparison (tools/sim_vs_live_calibrate.py):
+#   step_ms  what each step took beyond the engine's own time (messaging), per step;
+#   cpu_ms   the head's CPU per request (its FIFO server, one core);
+#   contention: per calibration rate, the group's busy fraction (step wall / wall) and its
+#   engine time over the profile's prediction for the same steps.
+cal_runs = cal["runs"]
+step_ms = cal["step_ms"]
+group_ms = cal.get("group_ms", 0.0) if GROUP else 0.0
+cpu_ms = 1e3 * sum(r["head_cpu_s"] for r in cal_runs) / sum(r["requests"] for r in cal_runs)
+cont_points = []
+for u, f in sorted((min(1.0, r["step_wall_s"] / r["wall_s"]), r["engine_s"] / r["predicted_s"]) for r in cal_runs):
+    if not cont_points or round(u, 4) > round(cont_points[-1][0], 4):  # the parser wants busy to increase
+        cont_points.append((u, f))
+contention = (f"{{window_ms: {WINDOW_MS}, slowdown: ["
+              + ", ".join(f"{{busy: {u:.4f}, factor: {f:.4f}}}" for u, f in cont_points) + "]}")
 
 # The tau curve was measured over the whole eval set; the bench's requests are a sample of it
 # with their own mix of tasks, so its tokens per step at the reference tau is taken from the
@@ -113,7 +172,8 @@ def cluster_text(request_ms):
             "engine: {block_length: 8, threshold: 0.9, max_batch: 8}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
             f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml}}\n"
-            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}}}\n")
+            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, group_ms: {group_ms:.4f}"
+            + (f", contention: {contention}" if CONTENTION else "") + "}\n")
 
 def sim(request_ms, policies, run_loads, tag):
     with open(f"{out}/cluster-sim-{tag}.yaml", "w") as f:
@@ -148,10 +208,16 @@ sim_lone_ms = 1e3 * sim_lone()["mean_latency_s"]
 request_ms = max(0.0, live_lone_ms - sim_lone_ms)
 simr = sim(request_ms, ["static", "deadline", "migration", "dilaserve"], loads, "model")
 json.dump({"capacity_rps": bench["capacity_rps"], "requests": bench["requests"], "step_ms": step_ms, "cpu_ms": cpu_ms,
-           "request_ms": request_ms, "served": served, "tokens_per_step_scale": tps_scale,
-           "lone_live_ms": live_lone_ms, "lone_sim_ms": sim_lone_ms}, open(f"{out}/control_plane.json", "w"), indent=2)
-print(f"capacity {bench['capacity_rps']:.1f} req/s, {bench['requests']} requests per run; control plane: "
-      f"step_ms {step_ms:.3f} (the groups' step wall minus the profile's time), cpu_ms {cpu_ms:.3f} (head CPU / {served} requests), "
+           "request_ms": request_ms, "group_ms": group_ms, "contention": contention if CONTENTION else None, "served": served,
+           "tokens_per_step_scale": tps_scale, "lone_live_ms": live_lone_ms, "lone_sim_ms": sim_lone_ms,
+           "run_step_excess_ms": run_step_excess_ms, "run_engine_over_profile": run_engine_over_profile,
+           "run_head_cpu_ms": run_head_cpu_ms}, open(f"{out}/control_plane.json", "w"), indent=2)
+print(f"the comparison's own run (not used): steps {run_step_excess_ms:.3f} ms beyond the profile, engine x{run_engine_over_profile:.3f} "
+      f"the profile, head {run_head_cpu_ms:.3f} ms CPU per request")
+print(f"capacity {bench['capacity_rps']:.1f} req/s, {bench['requests']} requests per run; control plane (calibration): "
+      f"step_ms {step_ms:.3f} (step wall minus engine time), cpu_ms {cpu_ms:.3f} (head CPU per request), "
+      f"group_ms {group_ms:.3f} (burst beyond its steps, per request), "
+      f"contention {contention if CONTENTION else 'off'}, "
       f"request_ms {request_ms:.3f} (30 lone requests: live {live_lone_ms:.2f} ms, simulated {sim_lone_ms:.2f} ms); tau curve's tokens per step x {tps_scale:.3f}")
 print(f"{'policy':<10} {'load':>5} | {'live att':>8} {'sim att':>8} {'diff':>7} | {'live mean':>9} {'sim mean':>9} {'ratio':>6} | ok")
 rows, bad = [], 0

@@ -134,6 +134,77 @@ BOOST_AUTO_TEST_CASE(the_control_plane_delays_requests_on_its_way_to_a_group_by_
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_group_handles_each_arrival_before_its_next_step_by_the_hand_computed_times) {
+  // The hand cluster (10 ms a step, two steps a block) whose group spends 3 ms on each request
+  // that reaches it before its next step. A at 0: handled 0-3, steps 3-13 and 13-23. B at 15 ms
+  // (during A's second step): handled 23-26 once that step ends, steps 26-36 and 36-46. Without
+  // it A ends at 20 and B, joining at 20, at 40. Deadlines do not change.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  hand_cluster();  // writes flat.yaml and q.yaml
+  auto with = [&](const std::string& cp) {
+    return sim::parse_cluster(one_gpu_cluster("flat.yaml") + "control_plane: " + cp + "\n", dir.string());
+  };
+  const std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.015, 100, 32}};
+  for (const char* p : {"static", "dilaserve"}) {
+    auto r = run(with("{group_ms: 3}"), reqs, p);
+    BOOST_TEST(r.requests[0].finish_s == 0.023, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].finish_s == 0.046, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.055, tt::tolerance(1e-12));
+    auto off = run(with("{group_ms: 0}"), reqs, p);
+    BOOST_TEST(off.requests[0].finish_s == 0.020, tt::tolerance(1e-12));
+    BOOST_TEST(off.requests[1].finish_s == 0.040, tt::tolerance(1e-12));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(contention_stretches_the_engine_part_of_each_step_by_the_hand_computed_factor) {
+  // The hand cluster (10 ms a step, two steps a block) with 2 ms of messaging a step and an
+  // engine that is 1.5x slower than its profile when it was idle over the last 100 ms and as
+  // fast as it when busy half of them, linearly in between.
+  // A at 0: its first step sees an idle engine, factor 1.5: 2 + 10 x 1.5 = 17 ms; its second,
+  // at 17 ms, an engine busy 17 of the last 100 ms, factor 1.5 - 0.5 x 0.17 / 0.5 = 1.33:
+  // 2 + 13.3 = 15.3 ms, so A ends at 32.3 ms (24 without the model). B at 200 ms, when A's
+  // steps have left the window, sees what A saw and takes 32.3 ms too. Deadlines count, as a
+  // live group's do, its moving estimate of a step's excess over the profile (weight 0.05,
+  // starting at the 2 ms of messaging): A's is 2 x 2 x 12 ms; after A's steps (7 and 5.3 ms
+  // beyond the profile) the estimate is 2.25 then 2.4025 ms, so B's is 2 x 2 x 12.4025 ms.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  hand_cluster();  // writes flat.yaml and q.yaml
+  const std::string ct = "contention: {window_ms: 100, slowdown: [{busy: 0, factor: 1.5}, {busy: 0.5, factor: 1}]}";
+  auto with = [&](const std::string& cp, const std::string& extra = "") {
+    return sim::parse_cluster(one_gpu_cluster("flat.yaml") + extra + "control_plane: " + cp + "\n", dir.string(),
+                              "c.yaml");
+  };
+  const std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.2, 100, 32}};
+  for (const char* p : {"static", "dilaserve"}) {
+    auto r = run(with("{step_ms: 2, " + ct + "}"), reqs, p);
+    BOOST_TEST(r.requests[0].finish_s == 0.0323, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].finish_s == 0.2323, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[0].deadline_s == 0.048, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.24961, tt::tolerance(1e-12));
+    auto off = run(with("{step_ms: 2}"), reqs, p);
+    BOOST_TEST(off.requests[0].finish_s == 0.024, tt::tolerance(1e-12));
+  }
+  // Between and beyond the measured points.
+  const auto k = with("{" + ct + "}").control_plane.contention;
+  BOOST_TEST(k.factor(0.0) == 1.5, tt::tolerance(1e-12));
+  BOOST_TEST(k.factor(0.25) == 1.25, tt::tolerance(1e-12));
+  BOOST_TEST(k.factor(0.9) == 1.0, tt::tolerance(1e-12));
+  BOOST_TEST(!with("{step_ms: 2}").control_plane.contention.enabled());
+  for (const auto& [bad, extra] : std::vector<std::pair<std::string, std::string>>{
+           {"{contention: {slowdown: [{busy: 0.5, factor: 2}, {busy: 0.1, factor: 1}]}}", ""},
+           {"{contention: {slowdown: [{busy: 1.5, factor: 2}]}}", ""},
+           {"{contention: {slowdown: [{cpu_cores: 0.5, factor: 2}]}}", ""},
+           {"{contention: {window_ms: 100}}", ""},
+           {"{contention: {slowdown: [{busy: 0.5, factor: 2}]}}", "co_run: {model: tax, tax: 0.5}\n"}}) {
+    try {
+      with(bad, extra);
+      BOOST_FAIL("accepted " << bad);
+    } catch (const std::exception& e) {
+      BOOST_TEST(std::string(e.what()).find("contention") != std::string::npos, e.what());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(co_running_streams_follow_the_hand_computed_timeline) {
   // The hand cluster (every step 10 ms, two steps a block) with co-running under a tax of
   // 0.5. A at 0 and B at 5 ms, one block each. 0-10 A's refresh. At 10 B's refresh starts on

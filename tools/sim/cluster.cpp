@@ -12,6 +12,18 @@
 
 namespace dls::sim {
 
+double sim_cluster::contention_model::factor(double busy) const {
+  if (slowdown.empty()) return 1.0;
+  if (busy <= slowdown.front().busy) return slowdown.front().factor;
+  for (std::size_t i = 1; i < slowdown.size(); ++i)
+    if (busy <= slowdown[i].busy) {
+      const auto& a = slowdown[i - 1];
+      const auto& b = slowdown[i];
+      return a.factor + (b.factor - a.factor) * (busy - a.busy) / (b.busy - a.busy);
+    }
+  return slowdown.back().factor;
+}
+
 int sim_cluster::devices() const { return std::accumulate(node_devices.begin(), node_devices.end(), 0); }
 
 int sim_cluster::groups_initial() const {
@@ -174,7 +186,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   }
 
   if (const auto cp = root["control_plane"]) {
-    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms"}, "control_plane");
+    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "group_ms", "contention"}, "control_plane");
     auto& m = out.control_plane;
     // Measured figures are fractions of a millisecond, so these take reals.
     auto ms = [&](const char* key, double& out_s) {
@@ -186,8 +198,31 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
     ms("cpu_ms", m.cpu_s);
     read_int(c, cp, "cores", "control_plane", 1, 1 << 16, m.cores);
     ms("step_ms", m.step_s);
+    ms("group_ms", m.group_s);
     if (m.step_s > 0)
       for (int tp : out.cost.tp_degrees()) out.cost = policy::with_step_overhead(out.cost, tp, m.step_s);
+    if (const auto ct = cp["contention"]) {
+      const std::string ctx = "control_plane.contention";
+      c.check_keys(ct, {"window_ms", "slowdown"}, ctx);
+      auto& k = m.contention;
+      double w_ms = k.window_s * 1e3;
+      read_real(c, ct, "window_ms", ctx, 1e-3, 3.6e6, w_ms);
+      k.window_s = w_ms / 1e3;
+      const auto pts = c.require(ct, "slowdown", ctx);
+      if (!pts.IsSequence() || pts.size() == 0) c.fail(pts, ctx + ".slowdown: a non-empty list of {busy, factor}");
+      for (const auto& p : pts) {
+        if (!p.IsMap()) c.fail(p, ctx + ".slowdown: each point is {busy, factor}");
+        c.check_keys(p, {"busy", "factor"}, ctx + ".slowdown");
+        sim_cluster::contention_model::point q;
+        q.busy = c.real(c.require(p, "busy", ctx + ".slowdown"), ctx + ".slowdown.busy", 0, 1);
+        q.factor = c.real(c.require(p, "factor", ctx + ".slowdown"), ctx + ".slowdown.factor", 1e-3, 1000);
+        if (!k.slowdown.empty() && q.busy <= k.slowdown.back().busy)
+          c.fail(p, ctx + ".slowdown: busy must increase from point to point");
+        k.slowdown.push_back(q);
+      }
+      if (out.co_run.model != policy::co_run_model::off)
+        c.fail(ct, ctx + " models one engine stream; it cannot be combined with co_run");
+    }
   }
 
   const auto r = root["reconfigure"] ? config::parse_reconfigure(c, root["reconfigure"], sim_reconfigure_keys)

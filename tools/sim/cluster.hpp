@@ -52,14 +52,38 @@ struct sim_cluster {
   // A request spends request_s outside any group before it reaches one (the whole path is put
   // before placement: its split between the way in and out is not measured), and first waits
   // for one of `cores` FIFO servers that each spend cpu_s of CPU on it: the path's throughput.
-  // step_s is what every step takes beyond the profile: the messaging around the engine, and
-  // the engine running slower than when it was profiled (a live group measures the same
-  // difference and counts it in deadlines too).
+  // step_s is what every step takes beyond the profile: the messaging around the engine, and,
+  // without `contention` below, the engine running slower than when it was profiled (a live
+  // group measures the same difference and counts it in deadlines too).
+  //
+  // contention: the engine's steps on a machine whose cores it shares with the control plane,
+  // as a CPU "device" does on tools/sim_vs_live.sh's 2-core machine (a GPU cluster file leaves
+  // it off). The engine part of a step (the profile's time, not step_s) is multiplied by the
+  // factor measured at the group's engine utilization over the last window_s (the fraction of
+  // that window its steps ran): piecewise linear between the measured points (busy, factor),
+  // the end points' factor beyond them. A factor is the live group's engine time over the
+  // profile's prediction for the same steps at a constant arrival rate
+  // (tools/sim_vs_live_calibrate.py): its waits for a core and its steps running slower after
+  // the engine idled (docs/simulator.md, "Control plane").
+  struct contention_model {
+    struct point {
+      double busy = 0;
+      double factor = 1;
+    };
+    double window_s = 0.1;
+    std::vector<point> slowdown;  // sorted by busy, distinct
+    bool enabled() const { return !slowdown.empty(); }
+    double factor(double busy) const;
+  };
   struct control_plane_model {
     double request_s = 0;
     double cpu_s = 0;
     int cores = 1;
     double step_s = 0;
+    // group_s: the group's own time per request that reaches it (its actor handling the
+    // request's messages), serial with its steps: the next step starts only after it.
+    double group_s = 0;
+    contention_model contention;
     bool modelled() const { return request_s > 0 || cpu_s > 0; }
   } control_plane;
 

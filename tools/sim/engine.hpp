@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <queue>
 #include <set>
 #include <utility>
@@ -24,7 +25,8 @@ double timed(F&& f) {
 
 enum class ev : std::uint8_t {
   step_done, reuse_done, migrate_arrive, tick_migration, tick_reconfig, regroup_done,
-  reach_group  // a request leaves the control plane (sim_cluster::control_plane)
+  reach_group,  // a request leaves the control plane (sim_cluster::control_plane)
+  group_ready   // a group's actor has handled its requests' messages (control_plane.group_ms)
 };
 
 struct event {
@@ -90,6 +92,13 @@ struct sim_group {
   double refresh_start = 0;
   std::uint32_t version = 0;
   bool reuse_busy = false;
+  // control_plane.contention: the group's steps (start, end) that end within its window
+  std::deque<std::pair<double, double>> ran;
+  double excess_s = 0;  // the running step's time beyond the profile's
+  // control_plane.group_ms: the actor's work for requests that reached the group, done before
+  // its next step can start, and whether it is doing that work now
+  double actor_s = 0;
+  bool actor_busy = false;
   bool reuse_whole = false;    // started with no refresh running: it holds the whole device
   double reuse_start = 0;
   std::vector<std::uint64_t> reuse_ids;
@@ -162,6 +171,14 @@ class engine {
   std::priority_queue<event, std::vector<event>, std::greater<event>> events_;
   std::vector<req_rt> rt_;
   std::vector<double> cp_free_;  // when each control-plane server is next free
+  double contention_factor(sim_group& g);  // its engine's slowdown now (1 without the model)
+  // What the groups decide with: the profile plus, with control_plane.contention, one moving
+  // estimate of a step's excess over the profile for all groups (a live group keeps its own;
+  // the clusters that model contention have one group). Steps last what cl_.cost says, stretched.
+  policy::step_cost_model cost_;
+  double overhead_est_s_ = 0;
+  // actors/tp_group.cpp's overhead_weight: the weight of the last step in that estimate.
+  static constexpr double live_overhead_weight = 0.05;
   std::vector<sim_group> groups_;
   std::vector<sim_node> nodes_;
   std::set<std::pair<double, int>> placement_;  // (requests per device, group id)

@@ -29,7 +29,7 @@ void engine::control(int gi) {
     policy::cap_result cap;
     stats_.control_policy_s += timed([&] {
       const policy::arrival_demand* demand =
-          thr_.load_cap ? &g.arrivals.update(now_, cl_.cost, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_)
+          thr_.load_cap ? &g.arrivals.update(now_, cost_, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_)
                         : nullptr;
       cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_, demand);
     });
@@ -79,7 +79,7 @@ void engine::tick_migration() {
   }
   std::vector<policy::migration_decision> moves;
   stats_.migration_policy_s += timed([&] {
-    moves = policy::plan_migrations(sums, reqs, now_, cl_.cost, cl_.quality, mcfg_, cl_.link);
+    moves = policy::plan_migrations(sums, reqs, now_, cost_, cl_.quality, mcfg_, cl_.link);
   });
   ++stats_.migration_decisions;
   for (const auto& m : moves) {

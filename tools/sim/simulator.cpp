@@ -14,7 +14,7 @@ namespace dls::sim {
 namespace detail {
 
 engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const run_config& cfg)
-    : cl_(c), in_(in), cfg_(cfg) {
+    : cl_(c), in_(in), cfg_(cfg), cost_(c.cost), overhead_est_s_(c.control_plane.step_s) {
   const auto& p = cfg_.policy;
   sched_.order = p.order;
   sched_.demote_late = p.demote_late;
@@ -107,6 +107,12 @@ void engine::on_arrival(std::uint32_t id) {
   policy::request_view r;
   r.id = id;
   r.arrival_s = in.arrival_s;
+  // With contention modelled, the deadline is derived as a live group derives it on receipt:
+  // from the profile plus the group's moving estimate of each step's excess (cost_).
+  if (cl_.control_plane.contention.enabled())
+    rt_[id].deadline_s = in.arrival_s + cfg_.slo_scale * policy::isolated_latency_s(cost_, cl_.quality, in.prompt_len,
+                                                                                   in.gen_len, cl_.block_len,
+                                                                                   cl_.ref_tau, 1);
   r.deadline_s = rt_[id].deadline_s;
   r.tau = cl_.ref_tau;
   r.prompt_len = in.prompt_len;
@@ -121,7 +127,7 @@ void engine::on_arrival(std::uint32_t id) {
     const double tau_min = thr_.per_request || thr_.load_cap ? thr_.tau_min : cl_.ref_tau;
     std::string why;
     stats_.batch_policy_s += timed([&] {
-      why = policy::refuse_if_late(r, grp.active, grp.queue, now_, sched_, cl_.quality, cl_.cost, grp.tp, tau_min);
+      why = policy::refuse_if_late(r, grp.active, grp.queue, now_, sched_, cl_.quality, cost_, grp.tp, tau_min);
     });
     if (!why.empty()) {
       rt_[id].rejected = true;
@@ -152,8 +158,19 @@ void engine::enter_control_plane(std::uint32_t id) {
   push(*server + cp.request_s, ev::reach_group, id);
 }
 
+double engine::contention_factor(sim_group& g) {
+  const auto& k = cl_.control_plane.contention;
+  if (!k.enabled()) return 1.0;
+  const double since = now_ - k.window_s;
+  while (!g.ran.empty() && g.ran.front().second <= since) g.ran.pop_front();
+  double busy = 0;
+  for (const auto& [a, b] : g.ran) busy += std::min(b, now_) - std::max(a, since);
+  return k.factor(busy / k.window_s);
+}
+
 void engine::enqueue(int gi, const policy::request_view& r) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.actor_s += cl_.control_plane.group_s;
   g.queue.push_back(r);
   g.queue.back().group = gi;
   g.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
@@ -181,6 +198,15 @@ int engine::plan_steps(req_rt& rt, int masks, double tau) {
 void engine::start_step(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   if (!g.alive || (g.busy && (!co_run_ || g.reuse_busy))) return;
+  // The group's actor first handles the messages of the requests that reached it
+  // (control_plane.group_ms); a running step (co-running) is not held back by it.
+  if (g.actor_busy) return;
+  if (g.actor_s > 0 && !g.busy) {
+    g.actor_busy = true;
+    push(now_ + g.actor_s, ev::group_ready, static_cast<std::uint32_t>(gi));
+    g.actor_s = 0;
+    return;
+  }
   if (cl_.drop_wait_factor > 0 && !g.queue.empty()) {
     auto& q = g.queue;
     auto end = std::remove_if(q.begin(), q.end(), [&](const policy::request_view& r) {
@@ -202,7 +228,7 @@ void engine::start_step(int gi) {
     room.kv_tokens = g.kv_free;
     std::vector<int> picked;
     stats_.batch_policy_s += timed([&] {
-      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cl_.cost, g.tp, &g.active);
+      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cost_, g.tp, &g.active);
     });
     if (!picked.empty()) {
       std::vector<bool> taken(g.queue.size(), false);
@@ -225,7 +251,7 @@ void engine::start_step(int gi) {
     if (g.draining) maybe_regroup(g.node);
     return;
   }
-  g.step_s = policy::expected_step_s(cl_.cost, g.tp, g.load, cl_.block_len, spb(g.tau_cap),
+  g.step_s = policy::expected_step_s(cost_, g.tp, g.load, cl_.block_len, spb(g.tau_cap),
                                      cl_.token_budget);
   const bool needs_risk = mcfg_.mode == policy::migration_mode::deadline;
   if ((thr_.per_request || thr_.load_cap || needs_risk) &&
@@ -236,23 +262,31 @@ void engine::start_step(int gi) {
     return;
   }
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares,
+    policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cost_, g.tp, &g.shares,
                        g.queue.size());
   });
   ++stats_.batch_decisions;
   policy::batch_totals t;
   for (std::size_t j = 0; j < g.batch.size(); ++j)
     t.add(policy::step_item_for(g.active[static_cast<std::size_t>(g.batch[j])], g.shares[j]));
-  const double dur = cl_.cost.step_seconds(g.tp, t);
+  // The engine part of a step (all but the control plane's step_s) at the speed measured for
+  // the group's recent utilization on a machine shared with the control plane
+  // (control_plane.contention; 1 without it).
+  const double slow = contention_factor(g);
+  const double over = cl_.control_plane.step_s;
+  auto stretched = [&](double s) { return slow == 1.0 ? s : over + (s - over) * slow; };
+  const double dur = stretched(cl_.cost.step_seconds(g.tp, t));
+  g.excess_s = dur - (cl_.cost.step_seconds(g.tp, t) - over);  // beyond the profile's time
   for (std::size_t j = 0; j < g.batch.size(); ++j) {  // where the latency goes (--stats)
     const auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
     policy::batch_totals own;
     own.add(policy::step_item_for(r, g.shares[j]));
     auto& rt = rt_[r.id];
     rt.in_steps_s += dur;
-    rt.alone_s += cl_.cost.step_seconds(g.tp, own);
+    rt.alone_s += stretched(cl_.cost.step_seconds(g.tp, own));
   }
   g.busy = true;
+  if (cl_.control_plane.contention.enabled()) g.ran.emplace_back(now_, now_ + dur);
   ++stats_.group_steps;
   stats_.request_steps += g.batch.size();
   push(now_ + dur, ev::step_done, static_cast<std::uint32_t>(gi));
@@ -301,6 +335,14 @@ void engine::remove_active(int gi, std::size_t idx) {
 void engine::on_step_done(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   g.busy = false;
+  if (cl_.control_plane.contention.enabled()) {
+    // The live group's moving estimate of a step's excess over the profile, which its
+    // deadlines and decisions count (actors/tp_group.cpp, overhead_s).
+    overhead_est_s_ += live_overhead_weight * (std::max(0.0, g.excess_s) - overhead_est_s_);
+    for (int tp : cl_.cost.tp_degrees())
+      cost_ = policy::with_step_overhead(tp == cl_.cost.tp_degrees().front() ? cl_.cost : cost_, tp,
+                                         overhead_est_s_ - cl_.control_plane.step_s);
+  }
   for (std::size_t j = 0; j < g.batch.size(); ++j) {
     auto& r = g.active[static_cast<std::size_t>(g.batch[j])];
     if (policy::completes_step(r, g.shares[j])) {
@@ -378,7 +420,7 @@ bool engine::start_stream_step(int gi, policy::step_kind kind, std::vector<std::
   }
   if (cand.empty()) return false;
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cl_.cost, g.tp, &g.shares, g.queue.size());
+    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cost_, g.tp, &g.shares, g.queue.size());
   });
   ++stats_.batch_decisions;
   ids.clear();
@@ -486,6 +528,10 @@ run_result engine::run() {
         push(now_ + cl_.reconfig_interval_s, ev::tick_reconfig);
         break;
       case ev::regroup_done: on_regroup_done(static_cast<int>(e.a)); break;
+      case ev::group_ready:
+        groups_[e.a].actor_busy = false;
+        start_step(static_cast<int>(e.a));
+        break;
       case ev::reach_group:
         --in_system_;
         on_arrival(e.a);
