@@ -311,6 +311,35 @@ BOOST_AUTO_TEST_CASE(alg_temp_draws_positions_from_the_softmax_of_the_scores) {
   BOOST_TEST(sample_commits(m, 0, 1.0, 5, 7).size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(alg_temp_draws_over_the_masked_positions_of_the_current_block) {
+  // Dream's _sample draws over every masked position of its canvas, which is one block here when
+  // block_length = gen_length; with shorter blocks, only the current block's positions may be
+  // committed, so the draw stays inside it.
+  auto m = load_model(dream_dir);
+  engine e(make_cpu_backend(m));
+  const int prompt = 5;
+  for (int block : {16, 8}) {
+    auto p = dream_params(commit_rule::quota);
+    p.block_length = block;
+    p.steps_per_block = block / 2;  // two commits per step
+    p.alg_temp = 100;               // nearly uniform over the candidates
+    std::set<int> drawn;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      p.seed = seed;
+      auto s = e.admit(canvas::start({3, 4, 5, 6, 7}, p, 252, 248));
+      e.step({&s});
+      for (int i = prompt; i < s.c.length(); ++i)
+        if (s.c.ids[static_cast<std::size_t>(i)] != 252) drawn.insert(i - prompt);
+    }
+    BOOST_TEST_CONTEXT("block " << block) {
+      BOOST_TEST(*drawn.rbegin() < block);
+      // 40 near-uniform draws leave none of the block's halves out.
+      BOOST_TEST(*drawn.rbegin() >= block / 2);
+      BOOST_TEST(*drawn.begin() < block / 2);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(decodes_with_dream_options_are_deterministic_and_keep_the_quota) {
   auto m = load_model(dream_dir);
   engine e(make_cpu_backend(m));
