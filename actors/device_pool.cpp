@@ -68,6 +68,15 @@ std::shared_ptr<group_link> device_pool::link_for(const std::vector<int>& slots)
   return link;
 }
 
+std::string device_pool::cannot_decode(const gpu::decode_params& p) const {
+  if (kind_ == "cpu") return "";
+  // The CUDA backend proposes top-1 probabilities only (backend::scores, backend::truncates).
+  if (gpu::score_of(p.rule) != gpu::proposal_score::probability)
+    return std::string("the cuda backend cannot rank by the ") + gpu::to_string(p.rule) + " rule's score";
+  if (p.truncates()) return "the cuda backend cannot truncate distributions by top_p / top_k";
+  return "";
+}
+
 std::unique_ptr<gpu::backend> device_pool::make_backend(int slot, int rank, const group_link& link,
                                                         std::unique_ptr<gpu::allreduce>& endpoint) const {
   const gpu::shard_spec shard{rank, link.world};

@@ -34,6 +34,10 @@ class device_pool {
   static std::shared_ptr<const device_pool> open(const runtime::device_spec& devices, std::shared_ptr<const gpu::model> m);
 
   const std::string& kind() const { return kind_; }
+  /// Why this pool's backends cannot decode with `p` ("" when they can). The engine would refuse
+  /// such a request only at its first step, which fails every request batched with it, so a
+  /// group asks at admission: a client's sampler options must not break other clients' answers.
+  std::string cannot_decode(const gpu::decode_params& p) const;
   int slots() const { return static_cast<int>(ids_.size()); }
   /// "cpu:0", or "cuda:3" with the GPU's name.
   std::string describe(int slot) const;

@@ -121,6 +121,9 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.canvas = st.canvas;
   w.kv_canvas = st.kv_canvas;
   w.stream = st.spec.stream;
+  w.top_p = st.spec.top_p;
+  w.top_k = st.spec.top_k;
+  w.alg_temp = st.spec.alg_temp;
   return w;
 }
 

@@ -27,6 +27,10 @@ std::optional<runtime::answer> refusal(const runtime::request_checker& checker, 
   // The floor is a threshold too: the same NaN and range rules apply (negative: none).
   if (why.empty() && (std::isnan(spec.min_threshold) || spec.min_threshold > 1.0))
     why = "min_threshold must be a number in [0, 1]";
+  // Negative sampler options mean the cluster's; the rest must be what decode_settings accepts.
+  if (why.empty() && (std::isnan(spec.top_p) || spec.top_p == 0.0 || spec.top_p > 1.0))
+    why = "top_p must lie in (0, 1]";
+  if (why.empty() && !std::isfinite(spec.alg_temp)) why = "alg_temp must be a finite number >= 0";
   if (why.empty()) return std::nullopt;
   runtime::answer a;
   a.error = "refused by the head: " + why;

@@ -196,6 +196,9 @@ gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item&
   gpu::decode_params p = d.decode;
   if (item.gen_length > 0) p.gen_length = item.gen_length;
   p.threshold = item.threshold;
+  if (item.top_p >= 0) p.top_p = item.top_p;
+  if (item.top_k >= 0) p.top_k = item.top_k;
+  if (item.alg_temp >= 0) p.alg_temp = item.alg_temp;
   return p;
 }
 
@@ -1114,6 +1117,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
                                           std::to_string(p.gen_length) + " exceeds the model's " +
                                           std::to_string(cfg.max_seq));
             if (auto why = p.validate(); !why.empty()) throw std::invalid_argument(why);
+            if (auto why = st.setup.device_set->cannot_decode(p); !why.empty()) throw std::invalid_argument(why);
             c = gpu::canvas::start(prompt, p, cfg.mask_id, cfg.eos_id);
           } else {
             c = gpu::canvas::from_bytes(std::string(item.canvas.begin(), item.canvas.end()));

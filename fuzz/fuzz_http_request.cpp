@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -28,6 +29,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (r.threshold != -1 && !(r.threshold >= 0 && r.threshold <= 1)) std::abort();
     if (r.min_threshold != -1 && !(r.min_threshold >= 0 && r.min_threshold <= 1)) std::abort();
     if (r.slo_ms < 0) std::abort();
+    // Dream's sampler options: the cluster's (-1) or what decode_settings::validate accepts, and
+    // no alg_temp > 0 under this cluster's threshold rule.
+    if (r.top_p != -1 && !(r.top_p > 0 && r.top_p <= 1)) std::abort();
+    if (r.top_k < -1) std::abort();
+    if (r.alg_temp != -1 && !(r.alg_temp >= 0 && std::isfinite(r.alg_temp))) std::abort();
+    if (r.alg_temp > 0 && facts.rule == dls::common::commit_rule::threshold) std::abort();
     if (r.chat != chat || (chat && r.messages.empty())) std::abort();
   } catch (const dls::gateway::api_error& e) {
     if (e.status() != 400 && e.status() != 404) std::abort();

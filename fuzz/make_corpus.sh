@@ -72,6 +72,8 @@ bodies = {
                        "gen_length": 16, "slo_ms": 500, "stop": ["\n", "."]}),
     "extra-body": (0, {"model": "tiny-llada", "prompt": "x", "extra_body": {"deadline_ms": 200, "block_length": 8}}),
     "unknown-model": (1, {"model": "other", "messages": []}),
+    "dream-sampler": (1, {"model": "tiny-llada", "messages": [{"role": "user", "content": "hi"}], "top_p": 0.9,
+                          "top_k": 5, "extra_body": {"alg_temp": 0.5}}),
 }
 for name, (route, body) in bodies.items():
     open(out + "/http_request/" + name, "wb").write(bytes([route]) + json.dumps(body).encode())

@@ -62,6 +62,9 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
   p.spec.reject_on_miss = p.req.reject_on_miss;
   p.spec.slo_ms = p.req.slo_ms;
   p.spec.gen_length = p.req.gen_length;
+  p.spec.top_p = p.req.top_p;
+  p.spec.top_k = p.req.top_k;
+  p.spec.alg_temp = p.req.alg_temp;
   return p;
 }
 

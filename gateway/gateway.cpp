@@ -32,7 +32,9 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   f.gen_length = cfg.engine.decode.gen_length;
   f.temperature = cfg.engine.decode.temperature;
   f.seed = cfg.engine.decode.seed;
-  f.top_p = cfg.engine.decode.top_p;
+  f.rule = cfg.engine.decode.rule;
+  for (const auto& n : cfg.nodes)
+    if (n.devices.kind != "cpu") f.truncates = false;
   return f;
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace dls::gateway {
@@ -100,6 +101,18 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
     } else if (k == "on_miss") {
       if (!v.is_string() || (v != "serve" && v != "reject")) bad(field, "must be \"serve\" or \"reject\"");
       r.reject_on_miss = v == "reject";
+    } else if (k == "top_k") {
+      r.top_k = integer(v, field, 0, std::numeric_limits<int>::max());
+    } else if (k == "alg_temp") {
+      if (!v.is_number() || !(v.get<double>() >= 0.0) || !std::isfinite(v.get<double>()))
+        bad(field, "must be a finite number >= 0 (0: commit the highest scores)");
+      r.alg_temp = v.get<double>();
+      // The same refusal decode_settings::validate gives, here as a 400 naming the field.
+      if (r.alg_temp > 0 && facts.rule != common::commit_rule::quota && facts.rule != common::commit_rule::margin &&
+          facts.rule != common::commit_rule::entropy)
+        bad(field, std::string("samples the positions of a fixed number of commits: it needs the quota, margin or "
+                               "entropy rule, and the cluster decodes with ") +
+                       common::to_string(facts.rule) + " (engine.commit)");
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
         bad(field, "request priorities are not supported yet (only 0)");
@@ -129,7 +142,7 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
       "stream", "stream_options", "n", "top_p", "user", "frequency_penalty", "presence_penalty", "logprobs",
       "echo", "best_of", "suffix", "extra_body"};
   static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
-                                                "slo_ms", "deadline_ms", "priority", "on_miss"};
+                                                "slo_ms", "deadline_ms", "priority", "on_miss", "top_k", "alg_temp"};
   json extras = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (dlm_fields.count(it.key()))
@@ -216,9 +229,13 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   if (j.contains("n") && !j["n"].is_null() && integer(j["n"], "n", 1, 128) != 1)
     bad("n", "only n = 1 is supported");
   if (j.contains("user") && !j["user"].is_null() && !j["user"].is_string()) bad("user", "must be a string");
-  if (j.contains("top_p") && !j["top_p"].is_null() && number(j["top_p"], "top_p", 0.0, 1.0) != facts.top_p)
-    bad("top_p", "per-request top_p is not supported yet; the cluster decodes with top_p " + json(facts.top_p).dump() +
-                     " (engine.top_p)");
+  if (j.contains("top_p") && !j["top_p"].is_null()) {
+    const auto& v = j["top_p"];
+    // OpenAI allows 0; an empty nucleus is no distribution, so (0, 1] as decode_settings has it.
+    if (!v.is_number() || !(v.get<double>() > 0.0 && v.get<double>() <= 1.0))
+      bad("top_p", "must be a number in (0, 1] (1: no nucleus truncation)");
+    r.top_p = v.get<double>();
+  }
   neutral(j, "frequency_penalty", 0);
   neutral(j, "presence_penalty", 0);
   neutral(j, "logprobs", chat ? json(false) : json(nullptr));
@@ -228,6 +245,10 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
 
   parse_extras(extras, r, facts, "");
   if (j.contains("extra_body") && j["extra_body"].is_object()) parse_extras(j["extra_body"], r, facts, "extra_body.");
+  if (!facts.truncates) {
+    if (r.top_p >= 0 && r.top_p < 1) bad("top_p", "this cluster's CUDA backend cannot truncate distributions (only 1)");
+    if (r.top_k > 0) bad("top_k", "this cluster's CUDA backend cannot truncate distributions (only 0)");
+  }
 
   if (r.gen_length == 0) {
     if (r.max_tokens > 0) {

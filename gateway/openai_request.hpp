@@ -2,6 +2,8 @@
 // OpenAI's /v1/completions and /v1/chat/completions request bodies, mapped onto what
 // the cluster can run. Every field is either honoured, or rejected with a 400 that
 // names it: nothing is silently ignored (docs/http.md lists each field).
+#include "common/decode_settings.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,7 +18,11 @@ struct model_facts {
   int gen_length = 32;   // the default answer length
   double temperature = 0;
   uint64_t seed = 0;
-  double top_p = 1;  // engine.top_p
+  // engine.commit: alg_temp needs a rule that commits a fixed number per step.
+  common::commit_rule rule = common::commit_rule::threshold;
+  // Whether every node's backend can truncate distributions (only the CPU's can): a top_p or
+  // top_k the groups would refuse is a 400 here instead of a failed answer.
+  bool truncates = true;
 };
 
 struct completion_request {
@@ -34,6 +40,10 @@ struct completion_request {
   bool stream = false;
   bool include_usage = false;
   std::vector<std::string> stop;
+  // Dream's sampler options, validated as decode_settings does; negative: the cluster's engine.*.
+  double top_p = -1;
+  int top_k = -1;
+  double alg_temp = -1;
 };
 
 /// Parses and checks a body; throws api_error (400 naming the field, 404 unknown model).

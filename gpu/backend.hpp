@@ -79,7 +79,8 @@ class backend {
   virtual bool truncates() const { return false; }
   virtual std::unique_ptr<kv_cache> make_cache() = 0;
   /// Runs every item's planned forward in one batch and fills proposals[i] with one entry per
-  /// masked row of item i's current block (token after optional Gumbel noise, clean confidence);
+  /// masked row of item i's current block (token after optional Gumbel noise, and the score
+  /// of its family's distribution, sampler_of);
   /// none for an item whose layer range stops before the last layer.
   virtual void forward(const std::vector<forward_item>& items, std::vector<std::vector<row_proposal>>& proposals) = 0;
   /// Full-precision logits of rows [q0, q1) for a refresh or reuse of one canvas (tests, parity).

@@ -8,8 +8,9 @@
 namespace dls::gpu {
 
 /// The model's proposal for one masked position: its argmax token (after optional Gumbel
-/// noise) and the score its rule ranks by (score_of): the clean softmax probability of that
-/// token, or the top-1 minus top-2 probability, or the distribution's negative entropy.
+/// noise) and the score its rule ranks by (score_of): the softmax probability of that token, or
+/// the top-1 minus top-2 probability, or the distribution's negative entropy, each of the
+/// distribution the checkpoint's family scores by (sampler_family: clean for LLaDA, l / T for Dream).
 struct row_proposal {
   int32_t position = 0;  // canvas row
   int32_t token = 0;

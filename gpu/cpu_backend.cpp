@@ -106,9 +106,10 @@ class cpu_backend final : public backend {
       const float* l = logits_.data() + j * static_cast<std::size_t>(c.vocab_size);
       auto pr = p.truncates() ? cpu::propose_truncated(l, c.vocab_size, it.c->mask_id, p.temperature, p.seed,
                                                        static_cast<uint64_t>(it.c->steps), row, score_of(p.rule),
-                                                       p.top_p, p.top_k)
+                                                       p.top_p, p.top_k, sampler_of(c.arch))
                               : cpu::propose(l, c.vocab_size, it.c->mask_id, p.temperature, p.seed,
-                                             static_cast<uint64_t>(it.c->steps), row, score_of(p.rule));
+                                             static_cast<uint64_t>(it.c->steps), row, score_of(p.rule),
+                                             sampler_of(c.arch));
       proposals[owner[j]].push_back({row, pr.token, pr.confidence});
     }
   }

@@ -129,8 +129,35 @@ double gumbel_noise(uint64_t seed, uint64_t counter, int32_t row, int32_t token)
   return -std::log(-std::log(noise_uniform(seed, counter, row, token)));
 }
 
+namespace {
+
+// sample_tokens adds this inside the log of its entropy, so probabilities far below it weigh
+// less than p log p would give them.
+constexpr double dream_entropy_eps = 1e-10;
+
+// Dream's scores over probs = softmax(l / t) of the candidates `each` visits (its filtered
+// logits), in double. l_tok is the chosen token's logit, l1 >= l2 the two largest (l2 may be
+// -inf: one candidate).
+template <class Each>
+double dream_score(Each each, double maxl, double t, proposal_score kind, double l_tok, double l1, double l2) {
+  double z = 0.0;
+  each([&](double l) { z += std::exp((l - maxl) / t); });
+  if (kind == proposal_score::neg_entropy) {
+    double acc = 0.0;
+    each([&](double l) {
+      const double p = std::exp((l - maxl) / t) / z;
+      acc += p * std::log(p + dream_entropy_eps);
+    });
+    return acc;
+  }
+  if (kind == proposal_score::margin) return (std::exp((l1 - maxl) / t) - std::exp((l2 - maxl) / t)) / z;
+  return std::exp((l_tok - maxl) / t) / z;
+}
+
+}  // namespace
+
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row, proposal_score score_kind) {
+                      uint64_t counter, int32_t row, proposal_score score_kind, sampler_family family) {
   int32_t best = -1;
   double best_score = -std::numeric_limits<double>::infinity();
   float maxl = -std::numeric_limits<float>::infinity();
@@ -143,6 +170,24 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
       best_score = score;
       best = i;
     }
+  }
+  const double st = score_temperature(family, noise_scale);
+  if (family == sampler_family::dream && (st != 1.0 || score_kind == proposal_score::neg_entropy)) {
+    float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
+    for (int i = 0; i < n; ++i) {
+      if (i == suppressed) continue;
+      if (logits[i] > l1) {
+        l2 = l1;
+        l1 = logits[i];
+      } else if (logits[i] > l2) {
+        l2 = logits[i];
+      }
+    }
+    auto each = [&](auto&& f) {
+      for (int i = 0; i < n; ++i)
+        if (i != suppressed) f(static_cast<double>(logits[i]));
+    };
+    return {best, dream_score(each, maxl, st, score_kind, logits[best], l1, l2)};
   }
   double sum = sum_exp_shifted(logits, n, maxl, suppressed);
   if (score_kind == proposal_score::margin) {
@@ -176,7 +221,8 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
 }
 
 argmax_result propose_truncated(const float* logits, int n, int32_t suppressed, double temperature, uint64_t seed,
-                                uint64_t counter, int32_t row, proposal_score score_kind, double top_p, int top_k) {
+                                uint64_t counter, int32_t row, proposal_score score_kind, double top_p, int top_k,
+                                sampler_family family) {
   // Dream's order of the candidates: logits descending; ties go to the lower id, as in propose().
   auto before = [logits](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
   std::vector<int32_t> order;
@@ -234,7 +280,14 @@ argmax_result propose_truncated(const float* logits, int n, int32_t suppressed, 
       }
     }
   }
-  // Scores over the clean distribution renormalised on the kept tokens.
+  if (family == sampler_family::dream) {
+    auto each = [&](auto&& f) {
+      for (std::size_t j = 0; j < keep; ++j) f(static_cast<double>(logits[order[j]]));
+    };
+    const double l2 = keep > 1 ? logits[order[1]] : -std::numeric_limits<double>::infinity();
+    return {best, dream_score(each, maxl, score_temperature(family, temperature), score_kind, logits[best], maxl, l2)};
+  }
+  // LLaDA's: scores over the clean distribution renormalised on the kept tokens.
   double zk = 0.0, ez = 0.0;
   for (std::size_t j = 0; j < keep; ++j) {
     const double d = static_cast<double>(logits[order[j]]) - maxl;

@@ -2,6 +2,7 @@
 // CPU kernels of the LLaDA forward, f32. Matrix products go through OpenBLAS; the rest are
 // plain loops the compiler vectorises. Tests check each against a naive reference.
 #include "gpu/decode_params.hpp"
+#include "gpu/model_config.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,17 +49,19 @@ struct argmax_result {
   int32_t token;
   double confidence;
 };
-/// With `score` other than probability, `confidence` is instead p(top-1) - p(top-2) over the clean
-/// distribution, or its negative entropy sum p log p.
+/// With `score` other than probability, `confidence` is instead p(top-1) - p(top-2) of the
+/// family's distribution, or its negative entropy.
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
-                      uint64_t counter, int32_t row, proposal_score score = proposal_score::probability);
+                      uint64_t counter, int32_t row, proposal_score score = proposal_score::probability,
+                      sampler_family family = sampler_family::llada);
 
 /// propose() for Dream's top_p / top_k (sample_tokens in its generation utilities): the token is
 /// chosen among the candidates left by top_p_logits (the nucleus of softmax(l / T), T = 1 at
 /// temperature 0) and then top_k_logits (the k largest logits and any tied with the k-th), and
-/// every score is computed over the clean distribution renormalised on those candidates.
+/// every score is computed over the family's distribution renormalised on those candidates.
 argmax_result propose_truncated(const float* logits, int n, int32_t suppressed, double temperature, uint64_t seed,
-                                uint64_t counter, int32_t row, proposal_score score, double top_p, int top_k);
+                                uint64_t counter, int32_t row, proposal_score score, double top_p, int top_k,
+                                sampler_family family = sampler_family::llada);
 
 /// A standard Gumbel variate from a counter-based hash, so sampling is reproducible across
 /// backends, TP ranks and migrations without carrying generator state.

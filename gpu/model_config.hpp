@@ -12,6 +12,19 @@ namespace dls::gpu {
 enum class architecture : uint8_t { llada, dream };
 const char* architecture_name(architecture a);
 
+/// Whose published sampler defines the proposal scores. LLaDA's generate() samples from
+/// softmax(l / T) but ranks by the clean softmax(l); Dream's sample_tokens() ranks by the very
+/// distribution it samples from, softmax(l / T) (T = 1 at temperature 0), and takes its entropy
+/// as sum p log(p + 1e-10). It follows the checkpoint, not the request.
+enum class sampler_family : uint8_t { llada, dream };
+inline sampler_family sampler_of(architecture a) {
+  return a == architecture::dream ? sampler_family::dream : sampler_family::llada;
+}
+/// The temperature of the softmax a family scores by: T for Dream at T > 0, else 1 (clean).
+inline double score_temperature(sampler_family f, double temperature) {
+  return f == sampler_family::dream && temperature > 0 ? temperature : 1.0;
+}
+
 struct model_config {
   architecture arch = architecture::llada;
   bool qkv_bias = false;    // q, k, v projections carry a bias (Dream)

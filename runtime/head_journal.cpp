@@ -113,7 +113,10 @@ std::string encode_accepted(const journal_request& r) {
                   {"arrival", r.arrival_unix_ms},
                   {"canvas", binary_of(r.canvas)},
                   {"steps", r.steps},
-                  {"tokens", r.tokens}});
+                  {"tokens", r.tokens},
+                  {"top_p", s.top_p},
+                  {"top_k", s.top_k},
+                  {"alg_temp", s.alg_temp}});
 }
 
 std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
@@ -157,6 +160,10 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.spec.threshold = j.at("tau").get<double>();
       r.spec.min_threshold = j.at("min_tau").get<double>();
       r.spec.reject_on_miss = j.value("reject_on_miss", false);  // absent in journals written before it
+      // Absent in journals written before per-request sampler options: the cluster's.
+      r.spec.top_p = j.value("top_p", -1.0);
+      r.spec.top_k = j.value("top_k", int32_t{-1});
+      r.spec.alg_temp = j.value("alg_temp", -1.0);
       r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
       r.spec.gen_length = j.at("gen").get<int32_t>();
       r.spec.stream = j.at("stream").get<bool>();

@@ -205,24 +205,36 @@ struct submit_spec {
   // client carries on across a head restart.
   std::string key;
   bool reject_on_miss = false;  // a strict SLO: refuse at once rather than answer late (on_miss: reject)
+  // Dream's sampler options for this request (decode_settings::top_p, top_k, alg_temp); a
+  // negative value means the cluster's engine.* setting (0 is a setting for the last two: off).
+  double top_p = -1;
+  int32_t top_k = -1;
+  double alg_temp = -1;
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
-// default") and never returns on an infinity. The client-chosen threshold therefore travels
-// as its IEEE 754 bits, so the head receives exactly what was sent and can refuse it.
+// default") and never returns on an infinity. The client-chosen doubles therefore travel as
+// their IEEE 754 bits, so the head receives exactly what was sent and can refuse it.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
   uint64_t threshold_bits = 0;
   uint64_t min_threshold_bits = 0;
+  uint64_t top_p_bits = 0;
+  uint64_t alg_temp_bits = 0;
   std::memcpy(&threshold_bits, &x.threshold, sizeof threshold_bits);
   std::memcpy(&min_threshold_bits, &x.min_threshold, sizeof min_threshold_bits);
+  std::memcpy(&top_p_bits, &x.top_p, sizeof top_p_bits);
+  std::memcpy(&alg_temp_bits, &x.alg_temp, sizeof alg_temp_bits);
   auto load = [&]() -> caf::error {
     std::memcpy(&x.threshold, &threshold_bits, sizeof x.threshold);
     std::memcpy(&x.min_threshold, &min_threshold_bits, sizeof x.min_threshold);
+    std::memcpy(&x.top_p, &top_p_bits, sizeof x.top_p);
+    std::memcpy(&x.alg_temp, &alg_temp_bits, sizeof x.alg_temp);
     return caf::none;
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
-           x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, caf::meta::load_callback(load));
+           x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, top_p_bits, x.top_k, alg_temp_bits,
+           caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -310,13 +322,19 @@ struct work_item {
   /// When its source group stopped it for this migration (system clock, µs since the epoch):
   /// the destination measures the move's downtime to its first step there. 0: not migrating.
   int64_t moved_at_us = 0;
+  // The client's sampler options (submit_spec's; negative: the group's engine defaults). A
+  // resumed item's canvas carries its own, which these never override.
+  double top_p = -1;
+  int32_t top_k = -1;
+  double alg_temp = -1;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
-           x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us);
+           x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
+           x.alg_temp);
 }
 
 // -- migration -------------------------------------------------------------------------

@@ -213,13 +213,14 @@ def select_commits(conf, rule, tau, quota, factor):
     return [p for _, p in order[:n]]
 
 
-def score(p, tok, rule):
-    """What a rule ranks positions by: the top-1 probability; p1 - p2 (margin); sum p log p (entropy)."""
+def score(p, tok, rule, eps):
+    """What a rule ranks positions by: the top-1 probability; p1 - p2 (margin); sum p log(p + eps)
+    (entropy; eps is Dream's 1e-10 from sample_tokens, 0 for LLaDA)."""
     if rule == "margin":
         top = torch.topk(p, 2).values
         return float(top[0] - top[1])
     if rule == "entropy":
-        return float(torch.where(p > 0, p * torch.log(p), torch.zeros_like(p)).sum())
+        return float(torch.where(p > 0, p * torch.log(p + eps), torch.zeros_like(p)).sum())
     return float(p[tok])
 
 
@@ -276,7 +277,7 @@ def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0
                 if int(x[s + j]) == MASK:
                     tok = int(torch.argmax(rows[j]))
                     prop[s + j] = tok
-                    conf.append((score(probs[j], tok, rule), s + j))
+                    conf.append((score(probs[j], tok, rule, 1e-10 if sh else 0.0), s + j))
             quota = m0 // spb + (1 if k_in < m0 % spb else 0)
             for p in select_commits(conf, rule, tau, quota, factor):
                 x[p] = prop[p]

@@ -317,6 +317,7 @@ class cuda_backend final : public backend {
         ld.row = r;
         ld.suppressed = cv.mask_id;
         ld.temperature = cv.params.temperature;
+        ld.score_temperature = score_temperature(sampler_of(c.arch), cv.params.temperature);
         ld.seed = cv.params.seed;
         ld.counter = static_cast<uint64_t>(cv.steps);
         logit_src_.push_back(ld.src);

@@ -55,13 +55,15 @@ std::vector<float> attention(int device, const std::vector<float>& q, const std:
 std::vector<float> swiglu(int device, const std::vector<float>& g, const std::vector<float>& u);
 
 /// The fused softmax-max-argmax over `n` logits per row: token (after optional Gumbel noise of
-/// scale `temperature`, counter `counter`, canvas row rows[j]) and clean softmax confidence.
+/// scale `temperature`, counter `counter`, canvas row rows[j]) and its probability under
+/// softmax(l / score_temperature) (1: the clean softmax, LLaDA's score; T: Dream's).
 struct proposal {
   int32_t token;
   double confidence;
 };
 std::vector<proposal> propose(int device, const std::vector<float>& logits, int n, int32_t suppressed,
-                              double temperature, uint64_t seed, uint64_t counter, const std::vector<int32_t>& rows);
+                              double temperature, uint64_t seed, uint64_t counter, const std::vector<int32_t>& rows,
+                              double score_temperature = 1.0);
 
 /// Best measured dense bf16 GEMM throughput (FLOP/s) of an n x n x n cuBLAS GEMM with fp32
 /// accumulation, the same call the backend uses.

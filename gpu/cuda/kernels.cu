@@ -513,9 +513,10 @@ __global__ void __launch_bounds__(propose_threads) propose_kernel(const float* l
   }
   const double m = smax[0];
   const int tok = sidx[0] == INT_MAX ? 0 : sidx[0];
+  const double st = dd.score_temperature;
   double sum = 0.0;
   for (int i = t; i < n; i += propose_threads)
-    if (i != dd.suppressed) sum += exp(static_cast<double>(l[i]) - m);
+    if (i != dd.suppressed) sum += exp((static_cast<double>(l[i]) - m) / st);
   ssum[t] = sum;
   __syncthreads();
   for (int s = propose_threads / 2; s > 0; s >>= 1) {
@@ -525,7 +526,7 @@ __global__ void __launch_bounds__(propose_threads) propose_kernel(const float* l
   if (t == 0) {
     out[blockIdx.x].token = tok;
     out[blockIdx.x].pad = 0;
-    out[blockIdx.x].confidence = exp(static_cast<double>(l[tok]) - m) / ssum[0];
+    out[blockIdx.x].confidence = exp((static_cast<double>(l[tok]) - m) / st) / ssum[0];
   }
 }
 

@@ -29,6 +29,9 @@ struct logit_desc {
   int32_t src = 0, row = 0, suppressed = 0, pad = 0;
   double temperature = 0;
   uint64_t seed = 0, counter = 0;
+  // The confidence is softmax(l / score_temperature)[token]: 1 for LLaDA's clean score, T for
+  // Dream's sample_tokens at T > 0 (gpu::score_temperature).
+  double score_temperature = 1;
 };
 
 struct proposal_dev {
@@ -114,7 +117,8 @@ int choose_kv_splits(int n_tiles, int tile_rows, int heads, int max_l, int sm_co
 void swiglu(const bf16* g, int ldg, const bf16* u, int ldu, bf16* a, int lda, int rows, int cols, cudaStream_t s);
 
 /// Per row j of logits [rows, n]: token = argmax over v != suppressed of l + T * gumbel(seed,
-/// counter, row, v) (lowest index on ties), confidence = clean softmax probability (double).
+/// counter, row, v) (lowest index on ties), confidence = its probability under
+/// softmax(l / score_temperature) (double; score_temperature 1: the clean softmax).
 void propose(const float* logits, int rows, int n, const logit_desc* desc, proposal_dev* out, cudaStream_t s);
 
 /// p[i] = bf16(scale * u(seed, i)) with u uniform in [-1, 1) from a counter-based hash.

@@ -215,7 +215,8 @@ std::vector<float> swiglu(int device, const std::vector<float>& g, const std::ve
 }
 
 std::vector<proposal> propose(int device, const std::vector<float>& logits, int n, int32_t suppressed,
-                              double temperature, uint64_t seed, uint64_t counter, const std::vector<int32_t>& rows) {
+                              double temperature, uint64_t seed, uint64_t counter, const std::vector<int32_t>& rows,
+                              double score_temperature) {
   const std::size_t M = rows.size();
   if (logits.size() != M * static_cast<std::size_t>(n)) throw std::invalid_argument("propose: sizes");
   device_context ctx(device);
@@ -226,6 +227,7 @@ std::vector<proposal> propose(int device, const std::vector<float>& logits, int 
     desc[j].row = rows[j];
     desc[j].suppressed = suppressed;
     desc[j].temperature = temperature;
+    desc[j].score_temperature = score_temperature;
     desc[j].seed = seed;
     desc[j].counter = counter;
   }

@@ -16,7 +16,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,170 @@ BOOST_AUTO_TEST_CASE(top_p_keeps_the_token_that_crosses_it) {
   }
 }
 
+// Dream's sample_tokens divides the logits by T before its softmax and ranks by that softmax;
+// LLaDA's generate() ranks by the clean one. softmax(log p / T) is p^(1/T) renormalised, which
+// is what these expectations are written from (to 1e-6: the logits are floats).
+std::vector<double> tempered(const std::vector<double>& p, double t) {
+  std::vector<double> w;
+  double z = 0;
+  for (double x : p) z += std::pow(x, 1.0 / t);
+  for (double x : p) w.push_back(std::pow(x, 1.0 / t) / z);
+  return w;
+}
+
+double entropy(const std::vector<double>& q, double eps) {
+  double h = 0;
+  for (double x : q)
+    if (x > 0) h += x * std::log(x + eps);
+  return h;
+}
+
+cpu::argmax_result dream(const std::vector<float>& l, proposal_score s, double temperature, uint64_t seed = 0) {
+  return cpu::propose(l.data(), static_cast<int>(l.size()), -1, temperature, seed, 0, 0, s, sampler_family::dream);
+}
+
+BOOST_AUTO_TEST_CASE(dream_scores_with_the_distribution_it_samples_from) {
+  const std::vector<double> p{0.5, 0.3, 0.2};
+  const auto l = logs(p);
+  const auto q = tempered(p, 2.0);  // 0.4155, 0.3218, 0.2628
+  std::set<int32_t> seen;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    auto r = dream(l, proposal_score::probability, 2.0, seed);
+    seen.insert(r.token);
+    BOOST_TEST(r.confidence == q[static_cast<std::size_t>(r.token)], boost::test_tools::tolerance(1e-6));
+    // LLaDA's sampler draws the same token (the same Gumbel noise) and scores it unsoftened.
+    auto c = cpu::propose(l.data(), 3, -1, 2.0, seed, 0, 0, proposal_score::probability, sampler_family::llada);
+    BOOST_TEST(c.token == r.token);
+    BOOST_TEST(c.confidence == p[static_cast<std::size_t>(r.token)], boost::test_tools::tolerance(1e-6));
+  }
+  BOOST_TEST(seen.size() == 3u);
+  BOOST_TEST(dream(l, proposal_score::margin, 2.0).confidence == q[0] - q[1], boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(dream(l, proposal_score::neg_entropy, 2.0).confidence == entropy(q, 1e-10),
+             boost::test_tools::tolerance(1e-6));
+  // At temperature 0 the two families agree but for the entropy's 1e-10.
+  for (auto s : {proposal_score::probability, proposal_score::margin}) {
+    BOOST_TEST(dream(l, s, 0).confidence == cpu::propose(l.data(), 3, -1, 0, 0, 0, 0, s).confidence);
+    BOOST_TEST(dream(l, s, 0).token == 0);
+  }
+  BOOST_TEST(dream(l, proposal_score::neg_entropy, 0).confidence == entropy(p, 1e-10),
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(dream(l, proposal_score::neg_entropy, 0).confidence != entropy(p, 0));
+}
+
+BOOST_AUTO_TEST_CASE(the_temperature_changes_which_position_dream_commits_first) {
+  // Two masked positions. A: 0.5 and a tail of 50 tokens at 0.01; B: 0.7, 0.3. Cold, A has the
+  // larger margin (0.49 against 0.4); at T 2 the tail flattens A (margin 0.106) below B (0.209),
+  // so Dream's topk_margin commits B first where clean scores would commit A.
+  std::vector<double> pa{0.5};
+  pa.insert(pa.end(), 50, 0.01);
+  const std::vector<double> pb{0.7, 0.3};
+  const auto la = logs(pa), lb = logs(pb);
+  const auto qa = tempered(pa, 2.0), qb = tempered(pb, 2.0);
+  const double ma = dream(la, proposal_score::margin, 2.0).confidence;
+  const double mb = dream(lb, proposal_score::margin, 2.0).confidence;
+  BOOST_TEST(ma == qa[0] - qa[1], boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(mb == qb[0] - qb[1], boost::test_tools::tolerance(1e-6));
+  std::vector<row_proposal> rows{{20, 0, ma}, {21, 0, mb}};
+  BOOST_TEST((select_commits(rows, commit_rule::margin, 0, 1, 1.0) == std::vector<int32_t>{21}));
+  // LLaDA's clean margins keep A first.
+  auto clean = [](const std::vector<float>& l) {
+    return cpu::propose(l.data(), static_cast<int>(l.size()), -1, 2.0, 0, 0, 0, proposal_score::margin).confidence;
+  };
+  rows = {{20, 0, clean(la)}, {21, 0, clean(lb)}};
+  BOOST_TEST((select_commits(rows, commit_rule::margin, 0, 1, 1.0) == std::vector<int32_t>{20}));
+
+  // The same for the entropy: A 0.97 with 300 tokens at 1e-4 is the more certain cold (-0.306
+  // against B's 0.9, 0.1 at -0.325) and by far the less certain at T 2 (-4.85 against -0.562).
+  std::vector<double> pc{0.97};
+  pc.insert(pc.end(), 300, 1e-4);
+  const std::vector<double> pd{0.9, 0.1};
+  const double hc = dream(logs(pc), proposal_score::neg_entropy, 2.0).confidence;
+  const double hd = dream(logs(pd), proposal_score::neg_entropy, 2.0).confidence;
+  BOOST_TEST(hc == entropy(tempered(pc, 2.0), 1e-10), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(hd == entropy(tempered(pd, 2.0), 1e-10), boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(hd > hc);
+  BOOST_TEST(entropy(pc, 0) > entropy(pd, 0));
+}
+
+BOOST_AUTO_TEST_CASE(dream_truncates_and_scores_the_tempered_distribution) {
+  const std::vector<double> p{0.5, 0.3, 0.15, 0.05};
+  const auto l = logs(p);
+  // At T 2: 0.379, 0.294, 0.208, 0.120; cumulative 0.379, 0.673, 0.880: top_p 0.8 keeps three,
+  // and every score is taken of those three renormalised.
+  const auto q = tempered(p, 2.0);
+  const std::vector<double> kept{q[0] / (q[0] + q[1] + q[2]), q[1] / (q[0] + q[1] + q[2]),
+                                 q[2] / (q[0] + q[1] + q[2])};
+  auto cut = [&](proposal_score s, uint64_t seed, sampler_family f) {
+    return cpu::propose_truncated(l.data(), 4, -1, 2.0, seed, 0, 0, s, 0.8, 0, f);
+  };
+  std::set<int32_t> seen;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    auto r = cut(proposal_score::probability, seed, sampler_family::dream);
+    BOOST_TEST_REQUIRE(r.token < 3);
+    seen.insert(r.token);
+    BOOST_TEST(r.confidence == kept[static_cast<std::size_t>(r.token)], boost::test_tools::tolerance(1e-6));
+    // LLaDA's family keeps its clean scores on the same candidates.
+    auto c = cut(proposal_score::probability, seed, sampler_family::llada);
+    BOOST_TEST(c.token == r.token);
+    BOOST_TEST(c.confidence == p[static_cast<std::size_t>(r.token)] / 0.95, boost::test_tools::tolerance(1e-6));
+  }
+  BOOST_TEST(seen.size() == 3u);
+  BOOST_TEST(cut(proposal_score::margin, 0, sampler_family::dream).confidence == kept[0] - kept[1],
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(cut(proposal_score::neg_entropy, 0, sampler_family::dream).confidence == entropy(kept, 1e-10),
+             boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(cut(proposal_score::margin, 0, sampler_family::llada).confidence == (0.5 - 0.3) / 0.95,
+             boost::test_tools::tolerance(1e-6));
+}
+
+BOOST_AUTO_TEST_CASE(the_cpu_backend_scores_by_the_checkpoints_family) {
+  // The backend's proposals against scores the test takes itself of the backend's own logits:
+  // Dream's tempered, LLaDA's clean, at temperature 1.5 for every ranking rule.
+  const std::string llada_dir = std::string(DLS_SOURCE_DIR) + "/tests/golden/parity/llada";
+  for (const auto& dir : {dream_dir, llada_dir}) {
+    auto m = load_model(dir);
+    const auto& cfg = m->config;
+    const bool is_dream = cfg.arch == architecture::dream;
+    auto b = make_cpu_backend(m);
+    for (auto rule : {commit_rule::quota, commit_rule::margin, commit_rule::entropy}) {
+      auto p = dream_params(rule);
+      p.temperature = 1.5;
+      p.seed = 21;
+      auto c = canvas::start({3, 4, 5, 6, 7}, p, cfg.mask_id, cfg.eos_id);
+      const auto plan = c.next_step(b->logit_shift());
+      auto cache = b->make_cache();
+      std::vector<std::vector<row_proposal>> props;
+      b->forward({{&c, plan, cache.get()}}, props);
+      auto fresh = b->make_cache();
+      const auto logits = b->logits(c, plan, *fresh);
+      BOOST_TEST_REQUIRE(props.size() == 1u);
+      BOOST_TEST_REQUIRE(props[0].size() == 8u);
+      const double t = is_dream ? p.temperature : 1.0;
+      for (const auto& pr : props[0]) {
+        const float* l = logits.data() + static_cast<std::size_t>(pr.position - cfg.logit_shift - plan.q0) *
+                                             static_cast<std::size_t>(cfg.vocab_size);
+        double mx = -INFINITY;
+        for (int v = 0; v < cfg.vocab_size; ++v)
+          if (v != cfg.mask_id) mx = std::max(mx, static_cast<double>(l[v]));
+        std::vector<double> q;
+        for (int v = 0; v < cfg.vocab_size; ++v)
+          q.push_back(v == cfg.mask_id ? 0.0 : std::exp((l[v] - mx) / t));
+        double z = 0;
+        for (double x : q) z += x;
+        for (double& x : q) x /= z;
+        auto sorted = q;
+        std::sort(sorted.rbegin(), sorted.rend());
+        double want = q[static_cast<std::size_t>(pr.token)];
+        if (rule == commit_rule::margin) want = sorted[0] - sorted[1];
+        if (rule == commit_rule::entropy) want = entropy(q, is_dream ? 1e-10 : 0.0);
+        BOOST_TEST_CONTEXT(architecture_name(cfg.arch) << " " << to_string(rule) << " row " << pr.position) {
+          BOOST_TEST(std::fabs(pr.confidence - want) <= 1e-6 * std::fabs(want));
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sampling_draws_only_inside_the_truncation) {
   // At temperature 2 the nucleus is taken of softmax(l / 2), which is flatter than softmax(l).
   const auto l = logs({0.6, 0.3, 0.07, 0.03});
@@ -143,6 +309,35 @@ BOOST_AUTO_TEST_CASE(alg_temp_draws_positions_from_the_softmax_of_the_scores) {
   BOOST_TEST((sample_commits(m, 2, 1e-9, 5, 7) == select_commits(m, commit_rule::quota, 0, 2, 1.0)));
   BOOST_TEST(sample_commits(m, 9, 1.0, 5, 7).size() == 3u);
   BOOST_TEST(sample_commits(m, 0, 1.0, 5, 7).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(alg_temp_draws_over_the_masked_positions_of_the_current_block) {
+  // Dream's _sample draws over every masked position of its canvas, which is one block here when
+  // block_length = gen_length; with shorter blocks, only the current block's positions may be
+  // committed, so the draw stays inside it.
+  auto m = load_model(dream_dir);
+  engine e(make_cpu_backend(m));
+  const int prompt = 5;
+  for (int block : {16, 8}) {
+    auto p = dream_params(commit_rule::quota);
+    p.block_length = block;
+    p.steps_per_block = block / 2;  // two commits per step
+    p.alg_temp = 100;               // nearly uniform over the candidates
+    std::set<int> drawn;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      p.seed = seed;
+      auto s = e.admit(canvas::start({3, 4, 5, 6, 7}, p, 252, 248));
+      e.step({&s});
+      for (int i = prompt; i < s.c.length(); ++i)
+        if (s.c.ids[static_cast<std::size_t>(i)] != 252) drawn.insert(i - prompt);
+    }
+    BOOST_TEST_CONTEXT("block " << block) {
+      BOOST_TEST(*drawn.rbegin() < block);
+      // 40 near-uniform draws leave none of the block's halves out.
+      BOOST_TEST(*drawn.rbegin() >= block / 2);
+      BOOST_TEST(*drawn.begin() < block / 2);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(decodes_with_dream_options_are_deterministic_and_keep_the_quota) {

@@ -150,30 +150,35 @@ BOOST_AUTO_TEST_CASE(swiglu_matches_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(propose_matches_cpu) {
-  for (int n : {46, 1000, 126464}) {
-    for (double temp : {0.0, 0.7}) {
-      const int rows = 6;
-      auto logits = randn(static_cast<std::size_t>(rows) * n, 61 + n, 3.0f);
-      const int32_t suppressed = n / 3;
-      // Row 1: the suppressed id holds the maximum. Row 2: two equal maxima (lowest index wins).
-      logits[static_cast<std::size_t>(n) + suppressed] = 100.0f;
-      logits[2 * static_cast<std::size_t>(n) + 5] = 50.0f;
-      logits[2 * static_cast<std::size_t>(n) + 9] = 50.0f;
-      std::vector<int32_t> canvas_rows = {3, 4, 5, 17, 18, 40};
-      auto got = ct::propose(0, logits, n, suppressed, temp, 1234, 7, canvas_rows);
-      BOOST_REQUIRE_EQUAL(got.size(), static_cast<std::size_t>(rows));
-      for (int j = 0; j < rows; ++j) {
-        auto ref = cpu::propose(logits.data() + static_cast<std::size_t>(j) * n, n, suppressed, temp, 1234, 7,
-                                canvas_rows[static_cast<std::size_t>(j)]);
-        BOOST_TEST_CONTEXT("n " << n << " T " << temp << " row " << j) {
-          BOOST_TEST(got[static_cast<std::size_t>(j)].token == ref.token);
-          // The CPU takes the exponentials in float (cpu_softmax.cpp, ~1e-7 relative), the GPU
-          // in double.
-          BOOST_TEST(std::fabs(got[static_cast<std::size_t>(j)].confidence - ref.confidence) <=
-                     1e-6 * std::max(1e-30, ref.confidence));
+  // Both families: at T > 0 Dream's confidence is taken of softmax(l / T), LLaDA's of softmax(l).
+  for (auto family : {sampler_family::llada, sampler_family::dream}) {
+    for (int n : {46, 1000, 126464}) {
+      for (double temp : {0.0, 0.7}) {
+        const int rows = 6;
+        auto logits = randn(static_cast<std::size_t>(rows) * n, 61 + n, 3.0f);
+        const int32_t suppressed = n / 3;
+        // Row 1: the suppressed id holds the maximum. Row 2: two equal maxima (lowest index wins).
+        logits[static_cast<std::size_t>(n) + suppressed] = 100.0f;
+        logits[2 * static_cast<std::size_t>(n) + 5] = 50.0f;
+        logits[2 * static_cast<std::size_t>(n) + 9] = 50.0f;
+        std::vector<int32_t> canvas_rows = {3, 4, 5, 17, 18, 40};
+        auto got = ct::propose(0, logits, n, suppressed, temp, 1234, 7, canvas_rows, score_temperature(family, temp));
+        BOOST_REQUIRE_EQUAL(got.size(), static_cast<std::size_t>(rows));
+        for (int j = 0; j < rows; ++j) {
+          auto ref = cpu::propose(logits.data() + static_cast<std::size_t>(j) * n, n, suppressed, temp, 1234, 7,
+                                  canvas_rows[static_cast<std::size_t>(j)], proposal_score::probability, family);
+          BOOST_TEST_CONTEXT(architecture_name(family == sampler_family::dream ? architecture::dream
+                                                                               : architecture::llada)
+                             << " n " << n << " T " << temp << " row " << j) {
+            BOOST_TEST(got[static_cast<std::size_t>(j)].token == ref.token);
+            // The CPU takes LLaDA's exponentials in float (cpu_softmax.cpp, ~1e-7 relative), the
+            // GPU in double.
+            BOOST_TEST(std::fabs(got[static_cast<std::size_t>(j)].confidence - ref.confidence) <=
+                       1e-6 * std::max(1e-30, ref.confidence));
+          }
         }
+        if (temp == 0.0) BOOST_TEST(got[2].token == 5);
       }
-      if (temp == 0.0) BOOST_TEST(got[2].token == 5);
     }
   }
 }

@@ -4,6 +4,11 @@
 #define BOOST_TEST_MODULE http_api
 #include "http_support.hpp"
 
+#include "gpu/cpu_backend.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/model.hpp"
+#include "gpu/tokenizer.hpp"
+#include "runtime/cluster_config.hpp"
 #include "runtime/state_dir.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -11,6 +16,7 @@
 #include <signal.h>
 
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -37,6 +43,28 @@ json error_of(const http_reply& r) {
   BOOST_TEST(j["error"]["message"].is_string());
   BOOST_TEST(j["error"]["type"].is_string());
   return j["error"];
+}
+
+struct decoded {
+  std::string text;
+  int64_t steps = 0;
+};
+
+// What the engine answers for `p` with configs/local.yaml's settings changed by `change`: the
+// request's settings as `dilaserve generate` would pass them to the canvas.
+decoded engine_decode(const problem& p, const std::function<void(dls::gpu::decode_params&)>& change) {
+  auto cfg = dls::runtime::load_cluster_config(std::string(DLS_SOURCE_DIR) + "/configs/local.yaml");
+  static auto model = dls::gpu::load_model(model_dir());
+  static auto tok = dls::gpu::load_tokenizer(model_dir());
+  dls::gpu::engine e(dls::gpu::make_cpu_backend(model));
+  auto d = cfg.engine.decode;
+  d.gen_length = p.gen_length;
+  change(d);
+  std::vector<dls::gpu::request_slot> slots;
+  slots.push_back(e.admit(dls::gpu::canvas::start(tok->encode(p.prompt), d, model->config.mask_id,
+                                                  model->config.eos_id)));
+  dls::gpu::decode_all(e, slots, 1);
+  return {tok->decode(slots[0].c.answer()), slots[0].c.steps};
 }
 
 void expect_serving(const http_cluster& c) {
@@ -91,7 +119,12 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_400_naming_the_field) {
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"n", 3}}, "n"},
       {{{"model", "tiny-llada"}, {"prompt", 5}}, "prompt"},
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"gen_length", 12}}, "gen_length"},
-      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"bogus", true}}, "bogus"}};
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"bogus", true}}, "bogus"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"top_p", 0}}, "top_p"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"top_k", -2}}, "top_k"},
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"extra_body", {{"alg_temp", -1}}}}, "extra_body.alg_temp"},
+      // configs/local.yaml commits by threshold, which a position draw cannot serve.
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 0.5}}, "alg_temp"}};
   for (const auto& [body, field] : cases) {
     auto r = c.call("POST", "/v1/completions", body.dump());
     BOOST_TEST(r.status == 400, body.dump() << ": " << r.body);
@@ -313,4 +346,68 @@ BOOST_AUTO_TEST_CASE(the_cluster_limits_are_applied_at_the_gateway_with_413) {
   BOOST_TEST(gen.status == 413, gen.body);
   BOOST_TEST(error_of(gen)["param"] == "gen_length");
   BOOST_TEST(c.call("POST", "/v1/completions", completion("A1+1=")).status == 200);
+}
+
+// For each of the first eval problems where the engine decodes otherwise with the request's
+// sampler fields than with the cluster's own settings (text or steps), the answer over HTTP must
+// be the engine's with them: had the gateway dropped a field, it would be the other decode.
+int expect_engine_answers(const http_cluster& c, bool chat, const json& fields,
+                          const std::function<void(dls::gpu::decode_params&)>& with,
+                          const std::function<void(dls::gpu::decode_params&)>& own) {
+  int checked = 0;
+  for (auto p : eval_problems(8)) {
+    p.gen_length = 16;
+    auto want = engine_decode(p, with);
+    auto other = engine_decode(p, own);
+    if (want.text == other.text && want.steps == other.steps) continue;
+    json body{{"model", "tiny-llada"}, {"gen_length", 16}};
+    if (chat)
+      body["messages"] = {{{"role", "user"}, {"content", p.prompt}}};
+    else
+      body["prompt"] = p.prompt;
+    body.update(fields);
+    auto r = c.call("POST", chat ? "/v1/chat/completions" : "/v1/completions", body.dump());
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    auto j = json::parse(r.body);
+    BOOST_TEST((chat ? j["choices"][0]["message"]["content"] : j["choices"][0]["text"]) == want.text, p.prompt);
+    BOOST_TEST(j["dilaserve"]["steps"] == want.steps, p.prompt);
+    ++checked;
+  }
+  return checked;
+}
+
+BOOST_AUTO_TEST_CASE(per_request_top_p_and_top_k_reach_the_canvas) {
+  // top_k 1 leaves one candidate per position: every confidence is 1 and τ 0.9 commits a whole
+  // block per step. A nucleus of 0.3 renormalises the confidences, so τ commits otherwise.
+  const auto& c = shared();
+  auto own = [](dls::gpu::decode_params&) {};
+  BOOST_TEST(expect_engine_answers(c, false, {{"top_k", 1}}, [](auto& d) { d.top_k = 1; }, own) > 0,
+             "top_k 1 changed none of 8 decodes");
+  BOOST_TEST(expect_engine_answers(c, true, {{"top_p", 0.3}}, [](auto& d) { d.top_p = 0.3; }, own) > 0,
+             "top_p 0.3 changed none of 8 decodes");
+  BOOST_TEST(expect_engine_answers(c, false, {{"extra_body", {{"top_k", 2}}}, {"top_p", 0.5}},
+                                   [](auto& d) {
+                                     d.top_k = 2;
+                                     d.top_p = 0.5;
+                                   },
+                                   own) > 0,
+             "top_p 0.5 with top_k 2 changed none of 8 decodes");
+}
+
+BOOST_AUTO_TEST_CASE(per_request_alg_temp_draws_the_positions_as_the_engine_does) {
+  // A cluster that commits one position per step (quota), where alg_temp may draw it.
+  http_cluster c({}, 0,
+                 "engine: {gen_length: 16, block_length: 8, commit: quota, cache: dual, refresh_interval: 4, "
+                 "max_batch: 8}");
+  auto quota = [](double alg_temp) {
+    return [alg_temp](dls::gpu::decode_params& d) {
+      d.rule = dls::common::commit_rule::quota;
+      d.alg_temp = alg_temp;
+    };
+  };
+  BOOST_TEST(expect_engine_answers(c, false, {{"extra_body", {{"alg_temp", 1.0}}}}, quota(1.0), quota(0)) > 0,
+             "alg_temp 1 changed none of 8 decodes");
+  auto refused = c.call("POST", "/v1/completions", json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", -1}}.dump());
+  BOOST_TEST(refused.status == 400);
+  BOOST_TEST(error_of(refused)["param"] == "alg_temp");
 }

@@ -178,3 +178,23 @@ BOOST_AUTO_TEST_CASE(a_streamed_answer_is_the_decoded_text_with_no_character_cut
   BOOST_TEST(chunks > 1);
   BOOST_TEST(text == want["answer"].get<std::string>());
 }
+
+BOOST_AUTO_TEST_CASE(per_request_sampler_fields_decode_as_generate_does_with_their_flags) {
+  // Dream's top_p and top_k as request fields, against `generate --top-p --top-k` on the same
+  // checkpoint. top_k 1 makes every confidence 1, so τ commits whole blocks: fewer steps than the
+  // cluster's own settings take on these random weights (one token per step), which a gateway
+  // that dropped the fields would give.
+  auto& c = served();
+  const std::string user = "Name three colours.";
+  auto own = generate({"--chat", user});
+  auto want = generate({"--chat", user, "--top-p", "0.9", "--top-k", "1"});
+  BOOST_TEST_REQUIRE(want["steps"].get<int>() < own["steps"].get<int>());
+  auto body = chat_body({{"user", user}});
+  body["top_p"] = 0.9;
+  body["top_k"] = 1;
+  auto r = c.call("POST", "/v1/chat/completions", body.dump());
+  BOOST_TEST_REQUIRE(r.status == 200, r.body);
+  auto j = json::parse(r.body);
+  BOOST_TEST(j["choices"][0]["message"]["content"].get<std::string>() == want["answer"].get<std::string>());
+  BOOST_TEST(j["dilaserve"]["steps"].get<int>() == want["steps"].get<int>());
+}

@@ -75,6 +75,83 @@ BOOST_AUTO_TEST_CASE(dlm_extras_are_read_at_the_top_level_and_under_extra_body) 
   BOOST_TEST(both.second == "extra_body.gen_length");
 }
 
+BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_settings_ranges) {
+  auto r = parse_completion(R"({"model":"tiny-llada","prompt":"p","top_p":0.8,"top_k":3})", false, facts());
+  BOOST_TEST(r.top_p == 0.8);
+  BOOST_TEST(r.top_k == 3);
+  BOOST_TEST(r.alg_temp == -1);  // the cluster's engine.alg_temp
+  auto d = parse_completion(R"({"model":"tiny-llada","prompt":"p"})", false, facts());
+  BOOST_TEST(d.top_p == -1);
+  BOOST_TEST(d.top_k == -1);
+  // 0 is a setting, not the default: no top-k truncation, positions by the highest scores.
+  auto zero = parse_completion(R"({"model":"tiny-llada","prompt":"p","top_k":0,"alg_temp":0,"top_p":1})", false,
+                               facts());
+  BOOST_TEST(zero.top_k == 0);
+  BOOST_TEST(zero.alg_temp == 0);
+  BOOST_TEST(zero.top_p == 1);
+  auto chat = parse_completion(
+      R"({"model":"tiny-llada","messages":[{"role":"user","content":"x"}],"extra_body":{"top_k":2,"alg_temp":0}})",
+      true, facts());
+  BOOST_TEST(chat.top_k == 2);
+
+  json base{{"model", "tiny-llada"}, {"prompt", "p"}};
+  auto message = [&](const std::string& k, json v, const model_facts& f) -> std::pair<std::string, std::string> {
+    auto b = base;
+    b[k] = v;
+    try {
+      parse_completion(b.dump(), false, f);
+    } catch (const api_error& e) {
+      BOOST_TEST(e.status() == 400);
+      auto m = json::parse(e.body())["error"]["message"].get<std::string>();
+      BOOST_TEST(m.find('\n') == std::string::npos);
+      return {e.param(), m};
+    }
+    return {"", ""};
+  };
+  for (json bad : {json(0), json(-0.1), json(1.5), json("0.5"), json(true)})
+    BOOST_TEST(message("top_p", bad, facts()).first == "top_p", bad.dump());
+  for (json bad : {json(-1), json(2.5), json("3"), json(3000000000.0)})
+    BOOST_TEST(message("top_k", bad, facts()).first == "top_k", bad.dump());
+  for (json bad : {json(-0.5), json("1"), json::array({1})})
+    BOOST_TEST(message("alg_temp", bad, facts()).first == "alg_temp", bad.dump());
+  BOOST_TEST(message("top_p", 0, facts()).second == "top_p: must be a number in (0, 1] (1: no nucleus truncation)");
+
+  // alg_temp draws a fixed number of positions: refused under the threshold rule (facts()'s
+  // default, as the cluster's engine.commit) with what decode_settings would say, accepted under
+  // the quota, margin and entropy rules.
+  auto threshold = message("alg_temp", 0.5, facts());
+  BOOST_TEST(threshold.first == "alg_temp");
+  BOOST_TEST(threshold.second.find("needs the quota, margin or entropy rule") != std::string::npos, threshold.second);
+  BOOST_TEST(threshold.second.find("threshold (engine.commit)") != std::string::npos, threshold.second);
+  auto factor = facts();
+  factor.rule = dls::common::commit_rule::factor;
+  BOOST_TEST(message("alg_temp", 0.5, factor).first == "alg_temp");
+  BOOST_TEST(message("alg_temp", 0, factor).first == "");  // 0 is off under any rule
+  for (auto rule : {dls::common::commit_rule::quota, dls::common::commit_rule::margin,
+                    dls::common::commit_rule::entropy}) {
+    auto f = facts();
+    f.rule = rule;
+    auto b = base;
+    b["alg_temp"] = 0.5;
+    BOOST_TEST(parse_completion(b.dump(), false, f).alg_temp == 0.5);
+    b.erase("alg_temp");
+    b["extra_body"] = {{"alg_temp", 2}};
+    BOOST_TEST(parse_completion(b.dump(), false, f).alg_temp == 2);
+  }
+  auto twice = base;
+  twice["top_k"] = 2;
+  twice["extra_body"] = {{"top_k", 2}};
+  BOOST_TEST(refusal(twice).second == "extra_body.top_k");
+
+  // A cluster with CUDA nodes cannot truncate: top_p < 1 and top_k > 0 are refused up front.
+  auto cuda = facts();
+  cuda.truncates = false;
+  BOOST_TEST(message("top_p", 0.9, cuda).first == "top_p");
+  BOOST_TEST(message("top_k", 4, cuda).first == "top_k");
+  BOOST_TEST(message("top_p", 1, cuda).first == "");
+  BOOST_TEST(message("top_k", 0, cuda).first == "");
+}
+
 BOOST_AUTO_TEST_CASE(chat_takes_the_last_user_message_as_the_prompt) {
   auto r = parse_completion(
       R"({"model":"tiny-llada","messages":[{"role":"system","content":"be brief"},
@@ -109,17 +186,6 @@ BOOST_AUTO_TEST_CASE(what_the_runtime_cannot_honour_is_refused_by_name) {
   BOOST_TEST(with("block_length", 4).second == "block_length");
   BOOST_TEST(with("temperature", 0.8).second == "temperature");
   BOOST_TEST(with("n", 2).second == "n");
-  BOOST_TEST(with("top_p", 0.5).second == "top_p");
-  BOOST_TEST(with("top_p", 1).first == 0);  // the cluster's engine.top_p (1, off, by default)
-  {
-    auto f = facts();
-    f.top_p = 0.9;
-    auto b = base;
-    b["top_p"] = 0.9;
-    BOOST_TEST(parse_completion(b.dump(), false, f).prompt == "p");
-    b["top_p"] = 1;
-    BOOST_CHECK_THROW(parse_completion(b.dump(), false, f), api_error);
-  }
   BOOST_TEST(with("logprobs", 3).second == "logprobs");
   BOOST_TEST(with("frobnicate", 1).second == "frobnicate");
   BOOST_TEST(with("gen_length", 12).second == "gen_length");  // not whole blocks
