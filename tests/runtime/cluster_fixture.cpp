@@ -229,16 +229,19 @@ int cluster::pid_of(const std::string& name) const {
 #include "gpu/tokenizer.hpp"
 #include "runtime/cluster_config.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 namespace dls::test {
 
-std::vector<problem> eval_problems(std::size_t n) {
+std::vector<problem> eval_problems(std::size_t n, std::size_t min_answer_chars) {
   auto set = gpu::load_eval_set(model_dir() + "/eval.jsonl");
   std::vector<problem> out;
   for (auto& p : set) {
     if (out.size() == n) break;
-    out.push_back({p.prompt, p.valid, p.gen_length});
+    const bool long_enough = std::all_of(p.valid.begin(), p.valid.end(),
+                                         [&](const std::string& a) { return a.size() >= min_answer_chars; });
+    if (!p.valid.empty() && long_enough) out.push_back({p.prompt, p.valid, p.gen_length});
   }
   return out;
 }

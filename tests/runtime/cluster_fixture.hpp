@@ -92,8 +92,10 @@ struct problem {
   int gen_length = 0;
 };
 
-/// The first `n` problems of the shipped model's eval set.
-std::vector<problem> eval_problems(std::size_t n);
+/// The first `n` problems of the shipped model's eval set; with `min_answer_chars`, only those
+/// whose every valid answer has at least that many characters (answers long enough to outlast
+/// their first block).
+std::vector<problem> eval_problems(std::size_t n, std::size_t min_answer_chars = 0);
 
 /// Writes them as a `submit --file` JSONL file.
 std::string write_prompts(const scratch_dir& dir, const std::vector<problem>& problems);

@@ -45,11 +45,14 @@ void kill_node1_mid_run(const std::string& overrides,
                         const std::function<void(cluster&, const json& results)>& more) {
   // tau = 1 commits one token per step; the requests arrive at once.
   const std::size_t n = 60;
-  auto problems = dls::test::eval_problems(n);
+  // Answers of 9 characters or more, so that with their EOS they outlast the first block of 8
+  // and every request has a snapshot while it still runs: most of the eval set's answers end
+  // in their first block, and a run whose few long answers all went to node0 gave the probe
+  // below nothing to see on node1 (CI, once).
+  auto problems = dls::test::eval_problems(n, 9);
   BOOST_REQUIRE_EQUAL(problems.size(), n);
-  // Four blocks of 8: at tau 1 a request has a snapshot to resume from for 24 of its 32 steps,
-  // the window in which the probe below must see it (with one block after the first, 8 steps,
-  // a loaded machine's node1 sometimes crossed it unseen).
+  // Four blocks of 8: at tau 1 a request has a snapshot to resume from from step 8 until it
+  // ends (step 16 to 32), the window in which the probe below must see it.
   for (auto& p : problems) p.gen_length = 32;
   auto expected = dls::test::reference_answers("local-2node.yaml", problems, 1.0);
 
