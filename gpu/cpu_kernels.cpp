@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -154,6 +155,22 @@ double dream_score(Each each, double maxl, double t, proposal_score kind, double
   return std::exp((l_tok - maxl) / t) / z;
 }
 
+// The two largest clean logits other than `suppressed` (the second -inf with one candidate):
+// the argmax of a proposal may carry noise, the margin never does.
+std::pair<float, float> top_two(const float* logits, int n, int32_t suppressed) {
+  float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
+  for (int i = 0; i < n; ++i) {
+    if (i == suppressed) continue;
+    if (logits[i] > l1) {
+      l2 = l1;
+      l1 = logits[i];
+    } else if (logits[i] > l2) {
+      l2 = logits[i];
+    }
+  }
+  return {l1, l2};
+}
+
 }  // namespace
 
 argmax_result propose(const float* logits, int n, int32_t suppressed, double noise_scale, uint64_t seed,
@@ -173,16 +190,7 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
   }
   const double st = score_temperature(family, noise_scale);
   if (family == sampler_family::dream && (st != 1.0 || score_kind == proposal_score::neg_entropy)) {
-    float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
-    for (int i = 0; i < n; ++i) {
-      if (i == suppressed) continue;
-      if (logits[i] > l1) {
-        l2 = l1;
-        l1 = logits[i];
-      } else if (logits[i] > l2) {
-        l2 = logits[i];
-      }
-    }
+    const auto [l1, l2] = top_two(logits, n, suppressed);
     auto each = [&](auto&& f) {
       for (int i = 0; i < n; ++i)
         if (i != suppressed) f(static_cast<double>(logits[i]));
@@ -191,17 +199,7 @@ argmax_result propose(const float* logits, int n, int32_t suppressed, double noi
   }
   double sum = sum_exp_shifted(logits, n, maxl, suppressed);
   if (score_kind == proposal_score::margin) {
-    // The two largest clean logits (the argmax above may carry noise).
-    float l1 = -std::numeric_limits<float>::infinity(), l2 = l1;
-    for (int i = 0; i < n; ++i) {
-      if (i == suppressed) continue;
-      if (logits[i] > l1) {
-        l2 = l1;
-        l1 = logits[i];
-      } else if (logits[i] > l2) {
-        l2 = logits[i];
-      }
-    }
+    const auto [l1, l2] = top_two(logits, n, suppressed);
     const double p1 = std::exp(static_cast<double>(l1) - maxl) / sum;
     const double p2 = std::isinf(l2) ? 0.0 : std::exp(static_cast<double>(l2) - maxl) / sum;
     return {best, p1 - p2};
