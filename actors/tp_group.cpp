@@ -416,12 +416,21 @@ void send_snapshot(group_ptr self, const queued_request& q, const std::string& c
   rt::peer_snapshot snap{q.meta.request_id, q.meta.epoch, steps, tokens, std::vector<char>(canvas.begin(), canvas.end())};
   const uint64_t id = take_transfer_ids(st, 1) | rt::ucx_transport::unasked_bit;
   const auto deadline = rt::ucx_transport::clock::now() + std::chrono::milliseconds(st.setup.ucx->config().timeout_ms);
+  // The request hears of it only once UCX has sent it: told earlier (its first buffer to the
+  // keeper waits for the endpoints' wireup), a request whose node died meanwhile asked the keeper
+  // for a snapshot that had not left (CI, once).
+  auto me = caf::actor_cast<caf::actor>(self);
   st.setup.ucx->send(st.setup.keeper_address, id, std::make_shared<const std::string>(rt::encode_peer_snapshot(snap)),
-                     deadline, [name = st.setup.name, rid = q.meta.request_id](const std::string& e) {
-                       if (!e.empty()) rt::log_line(name, "snapshot of request " + std::to_string(rid) + " not kept: " + e);
+                     deadline,
+                     [me, req, epoch = q.meta.epoch, keeper = st.setup.keeper_node, steps, tokens,
+                      name = st.setup.name, rid = q.meta.request_id](const std::string& e) {
+                       if (!e.empty()) {
+                         rt::log_line(name, "snapshot of request " + std::to_string(rid) + " not kept: " + e);
+                         return;
+                       }
+                       caf::send_as(me, req, rt::snapshot_atom::value, epoch, keeper, steps, tokens);
                      });
   st.snapshots_to_peer += 1;
-  self->send(req, rt::snapshot_atom::value, q.meta.epoch, st.setup.keeper_node, steps, tokens);
 }
 
 void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<step_result>& results,
