@@ -163,9 +163,10 @@ BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_neve
   // near-tie, as in test_runtime_cluster).
   BOOST_TEST(pinned_same >= static_cast<int>(pinned.size()) * 9 / 10);
   // Once the burst is over a lone request runs at the reference tau again: no cap lingers.
-  // Its SLO is ten times the burst's, so CPU noise on a shared machine (a 4 ms request
-  // against a 20 ms SLO) cannot make the controller lower it for its own slack.
-  BOOST_TEST(lone(10 * slo_ms)["threshold"].get<double>() == 0.9);
+  // Its SLO is a minute, as the first one's, so that only a cap left over from the burst could
+  // lower it: ten times the burst's SLO (tens of ms) was once too little for its own slack on a
+  // machine with two more busy processes than cores.
+  BOOST_TEST(lone(60000)["threshold"].get<double>() == 0.9);
   // The requests show their policy state while they run.
   auto rows = c.json_cli({"actors", "--kind", "request"});
   BOOST_REQUIRE(!rows.empty());
