@@ -478,6 +478,41 @@ BOOST_AUTO_TEST_CASE(dream_schedule_and_sampler_options_reach_the_canvas_over_ht
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_cluster_files_dream_settings_reach_its_nodes) {
+  // The nodes get the engine defaults in the head's join reply: schedule, top_k and alg_temp from
+  // the cluster file must decode there as the engine decodes with them.
+  http_cluster c({}, 0,
+                 "engine: {gen_length: 16, block_length: 8, commit: quota, steps_per_block: 12, "
+                 "schedule: dream_linear, top_k: 2, alg_temp: 1, cache: dual, refresh_interval: 4, max_batch: 8}");
+  auto with = [](dls::gpu::decode_params& d) {
+    d.rule = dls::common::commit_rule::quota;
+    d.steps_per_block = 12;
+    d.schedule = dls::common::step_schedule::dream_linear;
+    d.top_k = 2;
+    d.alg_temp = 1;
+  };
+  int differ = 0;
+  for (auto p : eval_problems(8)) {
+    p.gen_length = 16;
+    const auto want = engine_decode(p, with);
+    for (auto drop : std::vector<std::function<void(dls::gpu::decode_params&)>>{
+             [](auto& d) { d.schedule = dls::common::step_schedule::even; }, [](auto& d) { d.top_k = 0; },
+             [](auto& d) { d.alg_temp = 0; }}) {
+      const auto without = engine_decode(p, [&](auto& d) {
+        with(d);
+        drop(d);
+      });
+      differ += without.text != want.text || without.steps != want.steps;
+    }
+    auto r = c.call("POST", "/v1/completions", completion(p.prompt));
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    auto j = json::parse(r.body);
+    BOOST_TEST(j["choices"][0]["text"] == want.text, p.prompt);
+    BOOST_TEST(j["dilaserve"]["steps"] == want.steps, p.prompt);
+  }
+  BOOST_TEST(differ > 0, "dropping any of the three settings changed none of 8 decodes");
+}
+
 BOOST_AUTO_TEST_CASE(an_origin_cluster_decodes_as_the_engine_does) {
   // Each mask is committed with Dream's probability 1 - s/t, drawn from the cluster's seed.
   http_cluster c({}, 0,
