@@ -124,6 +124,7 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.top_p = st.spec.top_p;
   w.top_k = st.spec.top_k;
   w.alg_temp = st.spec.alg_temp;
+  w.schedule = st.spec.schedule;
   return w;
 }
 

@@ -16,9 +16,12 @@ std::string decode_settings::validate() const {
   if (!(top_p > 0.0 && top_p <= 1.0)) return "top_p must lie in (0, 1]";
   if (top_k < 0) return "top_k must be >= 0 (0: no top-k truncation)";
   if (!(alg_temp >= 0.0) || std::isinf(alg_temp)) return "alg_temp must be a finite number >= 0";
-  if (alg_temp > 0.0 && rule != commit_rule::quota && rule != commit_rule::margin && rule != commit_rule::entropy)
+  if (alg_temp > 0.0 && !counted())
     return std::string("alg_temp samples the positions of a fixed number of commits: it needs the quota, margin or "
                        "entropy rule, not ") + to_string(rule);
+  if (schedule == step_schedule::dream_linear && !counted() && rule != commit_rule::origin)
+    return std::string("schedule dream_linear sets how many a quota, margin or entropy step commits; the ") +
+           to_string(rule) + " rule chooses its own count";
   return {};
 }
 
@@ -29,6 +32,7 @@ const char* to_string(commit_rule r) {
     case commit_rule::factor: return "factor";
     case commit_rule::margin: return "margin";
     case commit_rule::entropy: return "entropy";
+    case commit_rule::origin: return "origin";
   }
   return "?";
 }
@@ -56,7 +60,16 @@ commit_rule parse_commit_rule(const std::string& s) {
   if (s == "factor") return commit_rule::factor;
   if (s == "margin") return commit_rule::margin;
   if (s == "entropy") return commit_rule::entropy;
-  throw std::invalid_argument("unknown commit rule '" + s + "' (quota, threshold, factor, margin, entropy)");
+  if (s == "origin") return commit_rule::origin;
+  throw std::invalid_argument("unknown commit rule '" + s + "' (quota, threshold, factor, margin, entropy, origin)");
+}
+
+const char* to_string(step_schedule s) { return s == step_schedule::dream_linear ? "dream_linear" : "even"; }
+
+step_schedule parse_step_schedule(const std::string& s) {
+  if (s == "even") return step_schedule::even;
+  if (s == "dream_linear") return step_schedule::dream_linear;
+  throw std::invalid_argument("unknown schedule '" + s + "' (even, dream_linear)");
 }
 
 cache_mode parse_cache_mode(const std::string& s) {

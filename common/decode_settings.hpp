@@ -18,6 +18,15 @@ enum class commit_rule : uint8_t {
   // another score of each position's distribution than its top-1 probability.
   margin,     // p(top-1) - p(top-2)
   entropy,    // sum p log p (the negative entropy: the most certain position first)
+  // Dream's alg 'origin': no ranking; each masked position of the block is committed with
+  // Dream's probability 1 - s/t of its step (dream_schedule.hpp), with its proposed token.
+  origin,
+};
+
+/// How many positions a quota, margin or entropy step commits.
+enum class step_schedule : uint8_t {
+  even,          // LLaDA's get_num_transfer_tokens: the block's masks spread evenly, at least one a step
+  dream_linear,  // Dream's diffusion_generate: int(masks left x (1 - s/t)) over linspace(1, 1e-3), all on the last step
 };
 
 /// The per-position score a rule ranks by (what row_proposal::confidence holds).
@@ -36,7 +45,7 @@ struct decode_settings {
   int block_length = 8;
   commit_rule rule = commit_rule::threshold;
   double threshold = 0.9;
-  int steps_per_block = 0;    // quota rule; 0 means block_length (one token per step)
+  int steps_per_block = 0;    // quota, margin, entropy, origin: steps per block; 0 means block_length
   double factor = 1.0;
   cache_mode cache = cache_mode::dual;
   int refresh_interval = 0;   // >0: also refresh every N steps inside a block
@@ -49,6 +58,12 @@ struct decode_settings {
   double top_p = 1.0;
   int top_k = 0;
   double alg_temp = 0.0;
+  step_schedule schedule = step_schedule::even;
+
+  /// Whether the rule commits a count set by the schedule (quota, margin, entropy).
+  bool counted() const { return rule == commit_rule::quota || rule == commit_rule::margin || rule == commit_rule::entropy; }
+  /// Steps a block takes at most under a counted rule or origin.
+  int block_steps() const { return steps_per_block > 0 ? steps_per_block : block_length; }
 
   /// Whether a backend must truncate distributions (top_p or top_k set).
   bool truncates() const { return top_p < 1.0 || top_k > 0; }
@@ -59,9 +74,11 @@ struct decode_settings {
 
 const char* to_string(commit_rule r);
 const char* to_string(cache_mode c);
+const char* to_string(step_schedule s);
 const char* to_string(step_kind k);
 /// Parse from the CLI/config spelling; throw std::invalid_argument naming the bad value.
 commit_rule parse_commit_rule(const std::string& s);
 cache_mode parse_cache_mode(const std::string& s);
+step_schedule parse_step_schedule(const std::string& s);
 
 }  // namespace dls::common

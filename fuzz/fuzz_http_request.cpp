@@ -35,6 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (r.top_k < -1) std::abort();
     if (r.alg_temp != -1 && !(r.alg_temp >= 0 && std::isfinite(r.alg_temp))) std::abort();
     if (r.alg_temp > 0 && facts.rule == dls::common::commit_rule::threshold) std::abort();
+    // A schedule is the cluster's (-1) or even (0); dream_linear is refused under threshold.
+    if (r.schedule != -1 && r.schedule != 0) std::abort();
     if (r.chat != chat || (chat && r.messages.empty())) std::abort();
   } catch (const dls::gateway::api_error& e) {
     if (e.status() != 400 && e.status() != 404) std::abort();

@@ -2,6 +2,7 @@
 // naming the line; an accepted one must carry only in-range values.
 #include "runtime/submit_line.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     const auto& s = parsed->spec;
     if (s.threshold > 1.0 || s.min_threshold > 1.0 || s.gen_length < 0 || s.slo_ms < 0) std::abort();
     if (parsed->at_s != -1 && !(parsed->at_s >= 0 && parsed->at_s <= 86400)) std::abort();
+    // Dream's sampler options: the defaults' (-1) or what decode_settings::validate accepts.
+    if (s.top_p != -1 && !(s.top_p > 0 && s.top_p <= 1)) std::abort();
+    if (s.top_k < -1) std::abort();
+    if (s.alg_temp != -1 && !(s.alg_temp >= 0 && std::isfinite(s.alg_temp))) std::abort();
+    if (s.schedule < -1 || s.schedule > 1) std::abort();
   } catch (const std::runtime_error&) {
   }
   return 0;

@@ -91,6 +91,19 @@ int main(int argc, char** argv) {
       }
       ++n;
     }
+    // Dream's origin rule and its linear schedule (steps that commit nothing among them), mid-block.
+    for (auto rule : {g::commit_rule::origin, g::commit_rule::quota}) {
+      g::decode_params p;
+      p.gen_length = 8;
+      p.block_length = 4;
+      p.rule = rule;
+      p.steps_per_block = 6;
+      p.schedule = g::step_schedule::dream_linear;
+      p.seed = 5;
+      auto slot = e.admit(g::canvas::start(tok->encode("7+5="), p, m->config.mask_id, m->config.eos_id));
+      for (int step = 0; step < 2; ++step) e.step({&slot});
+      write(corpus + "/canvas/dream-" + g::to_string(rule), slot.c.to_bytes());
+    }
     // Valid small checkpoints, one per dtype, named like the real one's first tensors.
     g::safetensors_file real(model_dir + "/model.safetensors");
     std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;

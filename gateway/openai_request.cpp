@@ -77,6 +77,12 @@ void neutral(const json& body, const std::string& field, const json& neutral_val
     bad(field, "is not supported by this server (only " + neutral_value.dump() + ")");
 }
 
+bool counted(common::commit_rule rule) {
+  common::decode_settings s;
+  s.rule = rule;
+  return s.counted();
+}
+
 void parse_extras(const json& src, completion_request& r, const model_facts& facts, const std::string& prefix) {
   for (auto it = src.begin(); it != src.end(); ++it) {
     const auto& k = it.key();
@@ -108,10 +114,17 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
         bad(field, "must be a finite number >= 0 (0: commit the highest scores)");
       r.alg_temp = v.get<double>();
       // The same refusal decode_settings::validate gives, here as a 400 naming the field.
-      if (r.alg_temp > 0 && facts.rule != common::commit_rule::quota && facts.rule != common::commit_rule::margin &&
-          facts.rule != common::commit_rule::entropy)
+      if (r.alg_temp > 0 && !counted(facts.rule))
         bad(field, std::string("samples the positions of a fixed number of commits: it needs the quota, margin or "
                                "entropy rule, and the cluster decodes with ") +
+                       common::to_string(facts.rule) + " (engine.commit)");
+    } else if (k == "schedule") {
+      if (!v.is_string() || (v != "even" && v != "dream_linear"))
+        bad(field, "must be \"even\" or \"dream_linear\"");
+      r.schedule = static_cast<int>(common::parse_step_schedule(v.get<std::string>()));
+      if (v == "dream_linear" && !counted(facts.rule) && facts.rule != common::commit_rule::origin)
+        bad(field, std::string("dream_linear sets how many a quota, margin or entropy step commits, and the cluster "
+                               "decodes with ") +
                        common::to_string(facts.rule) + " (engine.commit)");
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
@@ -142,7 +155,8 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
       "stream", "stream_options", "n", "top_p", "user", "frequency_penalty", "presence_penalty", "logprobs",
       "echo", "best_of", "suffix", "extra_body"};
   static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
-                                                "slo_ms", "deadline_ms", "priority", "on_miss", "top_k", "alg_temp"};
+                                                "slo_ms", "deadline_ms", "priority", "on_miss", "top_k", "alg_temp",
+                                                "schedule"};
   json extras = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (dlm_fields.count(it.key()))

@@ -18,7 +18,7 @@ struct model_facts {
   int gen_length = 32;   // the default answer length
   double temperature = 0;
   uint64_t seed = 0;
-  // engine.commit: alg_temp needs a rule that commits a fixed number per step.
+  // engine.commit: alg_temp and schedule dream_linear need a rule that commits a fixed number per step.
   common::commit_rule rule = common::commit_rule::threshold;
   // Whether every node's backend can truncate distributions (only the CPU's can): a top_p or
   // top_k the groups would refuse is a 400 here instead of a failed answer.
@@ -44,6 +44,7 @@ struct completion_request {
   double top_p = -1;
   int top_k = -1;
   double alg_temp = -1;
+  int schedule = -1;  // step_schedule's value; negative: the cluster's engine.schedule
 };
 
 /// Parses and checks a body; throws api_error (400 naming the field, 404 unknown model).

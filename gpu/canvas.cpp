@@ -1,5 +1,7 @@
 #include "gpu/canvas.hpp"
 
+#include "gpu/dream_schedule.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -62,11 +64,23 @@ int canvas::apply(const std::vector<row_proposal>& proposals) {
     if (pr.position >= b0 && pr.position < b1 && ids[static_cast<std::size_t>(pr.position)] == mask_id)
       masked.push_back(pr);
   if (masked.empty()) throw std::logic_error("canvas::apply: no proposal for a masked row of the current block");
-  int spb = params.steps_per_block > 0 ? params.steps_per_block : params.block_length;
-  int quota = quota_for_step(block_masks, spb, step_in_block);
-  auto chosen = params.alg_temp > 0
-                    ? sample_commits(masked, quota, params.alg_temp, params.seed, static_cast<uint64_t>(steps))
-                    : select_commits(masked, params.rule, params.threshold, quota, params.factor);
+  const int spb = params.block_steps();
+  const auto counter = static_cast<uint64_t>(steps);
+  std::vector<int32_t> chosen;
+  if (params.rule == commit_rule::origin) {
+    chosen = origin_commits(masked, dream_transfer_probability(spb, step_in_block), params.seed, counter);
+  } else if (params.counted() && params.schedule == step_schedule::dream_linear) {
+    // Dream counts the masks still left; its last step takes them all, so a block ends within spb steps.
+    const int left = static_cast<int>(std::count(ids.begin() + b0, ids.begin() + b1, mask_id));
+    const int n = dream_transfer_count(left, spb, step_in_block);
+    if (n > 0)
+      chosen = params.alg_temp > 0 ? sample_commits(masked, n, params.alg_temp, params.seed, counter)
+                                   : select_commits(masked, params.rule, params.threshold, n, params.factor);
+  } else {
+    const int quota = quota_for_step(block_masks, spb, step_in_block);
+    chosen = params.alg_temp > 0 ? sample_commits(masked, quota, params.alg_temp, params.seed, counter)
+                                 : select_commits(masked, params.rule, params.threshold, quota, params.factor);
+  }
   for (auto pos : chosen) {
     auto it = std::find_if(masked.begin(), masked.end(), [&](const row_proposal& r) { return r.position == pos; });
     ids[static_cast<std::size_t>(pos)] = it->token;
@@ -99,14 +113,14 @@ std::vector<int32_t> canvas::answer() const {
   return out;
 }
 
-// -- serialization: "DLSC" v2, little-endian fixed-width fields, then the ids --------------
-// v2 added top_p, top_k and alg_temp after the seed; v1 canvases (journals of older heads) still
-// load, with those off.
+// -- serialization: "DLSC" v3, little-endian fixed-width fields, then the ids --------------
+// v2 added top_p, top_k and alg_temp after the seed, v3 the schedule after them; v1 and v2 canvases
+// (journals of older heads, requests from nodes not yet upgraded) still load, with those off.
 
 namespace {
 
 constexpr char magic[4] = {'D', 'L', 'S', 'C'};
-constexpr uint32_t version = 2;
+constexpr uint32_t version = 3;
 
 template <class T>
 void put(std::string& out, T v) {
@@ -151,6 +165,7 @@ std::string canvas::to_bytes() const {
   put(out, params.top_p);
   put(out, static_cast<int32_t>(params.top_k));
   put(out, params.alg_temp);
+  put(out, static_cast<uint8_t>(params.schedule));
   put(out, block);
   put(out, step_in_block);
   put(out, block_masks);
@@ -169,7 +184,7 @@ canvas canvas::from_bytes(const std::string& bytes) {
     throw std::invalid_argument("not a canvas: bad magic at byte 0");
   reader r{bytes, 4};
   const auto v = r.get<uint32_t>("version");
-  if (v != version && v != 1) throw std::invalid_argument("canvas version " + std::to_string(v) + " is not supported");
+  if (v < 1 || v > version) throw std::invalid_argument("canvas version " + std::to_string(v) + " is not supported");
   canvas c;
   c.prompt_len = r.get<int32_t>("prompt_len");
   c.mask_id = r.get<int32_t>("mask_id");
@@ -177,7 +192,7 @@ canvas canvas::from_bytes(const std::string& bytes) {
   c.params.gen_length = r.get<int32_t>("gen_length");
   c.params.block_length = r.get<int32_t>("block_length");
   auto rule = r.get<uint8_t>("rule");
-  if (rule > static_cast<uint8_t>(commit_rule::entropy))
+  if (rule > static_cast<uint8_t>(commit_rule::origin))
     throw std::invalid_argument("canvas has an unknown commit rule " + std::to_string(rule));
   c.params.rule = static_cast<commit_rule>(rule);
   c.params.threshold = r.get<double>("threshold");
@@ -193,6 +208,12 @@ canvas canvas::from_bytes(const std::string& bytes) {
     c.params.top_p = r.get<double>("top_p");
     c.params.top_k = r.get<int32_t>("top_k");
     c.params.alg_temp = r.get<double>("alg_temp");
+  }
+  if (v >= 3) {
+    auto sched = r.get<uint8_t>("schedule");
+    if (sched > static_cast<uint8_t>(step_schedule::dream_linear))
+      throw std::invalid_argument("canvas has an unknown schedule " + std::to_string(sched));
+    c.params.schedule = static_cast<step_schedule>(sched);
   }
   c.block = r.get<int32_t>("block");
   c.step_in_block = r.get<int32_t>("step_in_block");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 namespace dls::gpu {
@@ -25,6 +26,7 @@ std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rul
     case commit_rule::quota:
     case commit_rule::margin:
     case commit_rule::entropy: n = static_cast<std::size_t>(std::max(quota, 1)); break;
+    case commit_rule::origin: throw std::logic_error("select_commits: origin ranks nothing (origin_commits draws)");
     case commit_rule::threshold:
       while (n < masked.size() && masked[n].confidence >= threshold) ++n;
       break;
@@ -41,10 +43,13 @@ std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rul
   return out;
 }
 
+// Token noise uses the same coordinates with the token id (>= 0); negative ids keep the position
+// draws apart from it and from each other.
+constexpr int32_t position_draw = -1;
+constexpr int32_t origin_draw = -2;
+
 std::vector<int32_t> sample_commits(const std::vector<row_proposal>& masked, int quota, double alg_temp, uint64_t seed,
                                     uint64_t counter) {
-  // Token noise uses the same coordinates with the token id (>= 0); -1 keeps these draws apart.
-  constexpr int32_t position_draw = -1;
   std::vector<std::pair<double, int32_t>> keys;
   keys.reserve(masked.size());
   for (const auto& m : masked) {
@@ -59,6 +64,15 @@ std::vector<int32_t> sample_commits(const std::vector<row_proposal>& masked, int
   std::vector<int32_t> out;
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) out.push_back(keys[i].second);
+  return out;
+}
+
+std::vector<int32_t> origin_commits(const std::vector<row_proposal>& masked, float p_transfer, uint64_t seed,
+                                    uint64_t counter) {
+  std::vector<int32_t> out;
+  for (const auto& m : masked)
+    if (noise_uniform(seed, counter, m.position, origin_draw) < static_cast<double>(p_transfer)) out.push_back(m.position);
+  std::sort(out.begin(), out.end());
   return out;
 }
 

@@ -30,6 +30,12 @@ std::vector<int32_t> select_commits(std::vector<row_proposal> masked, commit_rul
 std::vector<int32_t> sample_commits(const std::vector<row_proposal>& masked, int quota, double alg_temp, uint64_t seed,
                                     uint64_t counter);
 
+/// Dream's alg 'origin': each masked position is committed independently with probability
+/// `p_transfer` (torch.rand(...) < p_transfer), in position order; possibly none. The uniforms are
+/// the counter-based hash of (seed, counter, position) on their own channel, not torch's generator.
+std::vector<int32_t> origin_commits(const std::vector<row_proposal>& masked, float p_transfer, uint64_t seed,
+                                    uint64_t counter);
+
 /// The quota rule's count for step `step_in_block` of a block that began with `block_masks`
 /// masks split over `steps_per_block` steps (LLaDA's get_num_transfer_tokens).
 int quota_for_step(int block_masks, int steps_per_block, int step_in_block);

@@ -8,9 +8,11 @@ using common::cache_mode;
 using common::commit_rule;
 using common::parse_cache_mode;
 using common::parse_commit_rule;
+using common::parse_step_schedule;
 using common::proposal_score;
 using common::score_of;
 using common::step_kind;
+using common::step_schedule;
 using common::to_string;
 using decode_params = common::decode_settings;
 

@@ -116,7 +116,8 @@ std::string encode_accepted(const journal_request& r) {
                   {"tokens", r.tokens},
                   {"top_p", s.top_p},
                   {"top_k", s.top_k},
-                  {"alg_temp", s.alg_temp}});
+                  {"alg_temp", s.alg_temp},
+                  {"schedule", s.schedule}});
 }
 
 std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
@@ -164,6 +165,7 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.spec.top_p = j.value("top_p", -1.0);
       r.spec.top_k = j.value("top_k", int32_t{-1});
       r.spec.alg_temp = j.value("alg_temp", -1.0);
+      r.spec.schedule = j.value("schedule", int32_t{-1});
       r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
       r.spec.gen_length = j.at("gen").get<int32_t>();
       r.spec.stream = j.at("stream").get<bool>();

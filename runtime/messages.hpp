@@ -73,7 +73,8 @@ namespace dls::common {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_settings& x) {
   return f(caf::meta::type_name("dls_decode_settings"), x.gen_length, x.block_length, x.rule, x.threshold,
-           x.steps_per_block, x.factor, x.cache, x.refresh_interval, x.temperature, x.seed);
+           x.steps_per_block, x.factor, x.cache, x.refresh_interval, x.temperature, x.seed, x.top_p, x.top_k,
+           x.alg_temp, x.schedule);
 }
 
 }  // namespace dls::common
@@ -210,6 +211,8 @@ struct submit_spec {
   double top_p = -1;
   int32_t top_k = -1;
   double alg_temp = -1;
+  // decode_settings::schedule as its enum value (0 even, 1 dream_linear); negative: the cluster's.
+  int32_t schedule = -1;
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
@@ -234,7 +237,7 @@ typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
            x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, top_p_bits, x.top_k, alg_temp_bits,
-           caf::meta::load_callback(load));
+           x.schedule, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -327,6 +330,7 @@ struct work_item {
   double top_p = -1;
   int32_t top_k = -1;
   double alg_temp = -1;
+  int32_t schedule = -1;
 };
 
 template <class Inspector>
@@ -334,7 +338,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
            x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
-           x.alg_temp);
+           x.alg_temp, x.schedule);
 }
 
 // -- migration -------------------------------------------------------------------------

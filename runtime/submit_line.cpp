@@ -57,6 +57,26 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
       throw std::runtime_error(where + "\"on_miss\" must be \"serve\" or \"reject\"");
     j.spec.reject_on_miss = m == "reject";
   }
+  // Dream's sampler options, in decode_settings::validate's ranges (a rule they need is the head's check).
+  if (v.contains("top_p")) {
+    const auto& x = v["top_p"];
+    if (!x.is_number() || !(x.get<double>() > 0.0 && x.get<double>() <= 1.0))
+      throw std::runtime_error(where + "\"top_p\" must be a number in (0, 1], got " + x.dump());
+    j.spec.top_p = x.get<double>();
+  }
+  if (v.contains("top_k")) j.spec.top_k = static_cast<int32_t>(json_int(v, "top_k", 0, int32_max, where));
+  if (v.contains("alg_temp")) {
+    const auto& x = v["alg_temp"];
+    if (!x.is_number() || !(x.get<double>() >= 0.0) || !std::isfinite(x.get<double>()))
+      throw std::runtime_error(where + "\"alg_temp\" must be a finite number >= 0, got " + x.dump());
+    j.spec.alg_temp = x.get<double>();
+  }
+  if (v.contains("schedule")) {
+    const auto& x = v["schedule"];
+    if (!x.is_string() || (x != "even" && x != "dream_linear"))
+      throw std::runtime_error(where + "\"schedule\" must be \"even\" or \"dream_linear\", got " + x.dump());
+    j.spec.schedule = static_cast<int32_t>(common::parse_step_schedule(x.get<std::string>()));
+  }
   if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
   // A replay longer than a day is not a replay of a serving trace; the bound keeps the
   // client's clock arithmetic far from overflow.

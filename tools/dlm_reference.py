@@ -16,7 +16,8 @@ writes, for each of llada, dream and dream-tied: DIR/<name>/config.json, the bf1
 model-0000k-of-0000n.safetensors and model.safetensors.index.json, as transformers'
 save_pretrained lays them out, and DIR/<name>/goldens.json (logits of a refresh and of a dual-cache
 reuse step, and temperature-0 decodes for every commit rule, with and without Dream's top_p / top_k
-truncation, and cache mode with their step counts).
+truncation, and cache mode with their step counts; "schedule_decodes" under Dream's linear schedule),
+and DIR/dream_schedule.json (Dream's per-step commit counts and p_transfer for up to 14 steps).
 CI never runs it; the files it wrote are committed.
 """
 import argparse
@@ -240,11 +241,25 @@ def truncate(rows, top_p, top_k):
     return rows
 
 
+def dream_transfer_count(mask_index, steps, i, eps=1e-3):
+    """How many positions step i of `steps` commits under Dream's maskgit_plus, topk_margin and
+    entropy, as its diffusion_generate (generation_utils.py) computes it: mask_index is the
+    (batch, length) mask of the still-masked positions, timesteps float32."""
+    timesteps = torch.linspace(1, eps, steps + 1)
+    t, s = timesteps[i], timesteps[i + 1]
+    num_mask_token = mask_index.sum() / mask_index.shape[0]
+    return int(num_mask_token * (1 - s / t)) if i < steps - 1 else int(num_mask_token)
+
+
 @torch.no_grad()
-def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0, cache="none", top_p=1.0, top_k=0):
+def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0, cache="none", top_p=1.0, top_k=0,
+           schedule="even"):
     """Temperature-0 semi-autoregressive decode. A reuse step's queries start `shift` rows before the
     block (Dream: row p - 1 proposes token p), in both cache modes; the prefix cache keeps the
-    refresh's keys, the dual cache also stores the rows it recomputes."""
+    refresh's keys, the dual cache also stores the rows it recomputes. schedule "even" spreads a
+    block's masks over its steps (LLaDA's get_num_transfer_tokens); "dream_linear" counts each
+    step as Dream does over the block's still-masked positions (one block: Dream's whole answer),
+    and a step may commit none."""
     MASK, EOS, sh = ref.s["mask"], ref.s["eos"], ref.shift
     P, L = len(prompt), len(prompt) + gen
     x = torch.tensor(prompt + [MASK] * gen, dtype=torch.long)
@@ -278,8 +293,13 @@ def decode(ref, prompt, gen, block, rule, tau=0.9, steps_per_block=0, factor=1.0
                     tok = int(torch.argmax(rows[j]))
                     prop[s + j] = tok
                     conf.append((score(probs[j], tok, rule, 1e-10 if sh else 0.0), s + j))
-            quota = m0 // spb + (1 if k_in < m0 % spb else 0)
-            for p in select_commits(conf, rule, tau, quota, factor):
+            if schedule == "dream_linear":
+                quota = dream_transfer_count((x[s:e] == MASK).unsqueeze(0), spb, k_in)
+                chosen = select_commits(conf, rule, tau, quota, factor) if quota > 0 else []
+            else:
+                quota = m0 // spb + (1 if k_in < m0 % spb else 0)
+                chosen = select_commits(conf, rule, tau, quota, factor)
+            for p in chosen:
                 x[p] = prop[p]
             steps += 1
             k_in += 1
@@ -388,7 +408,70 @@ def goldens(s, ref):
                                 "top_p": kw.get("top_p", 1.0), "top_k": kw.get("top_k", 0),
                                 "cache": cache, "answer_ids": ans, "steps": steps, "refresh_steps": rf,
                                 "reuse_steps": ru})
-    return {"producer": "tools/dlm_reference.py", "arch": s["arch"], "forward": forward, "decodes": decodes}
+    # Dream's schedule: maskgit_plus (the quota rule), topk_margin and entropy. 12 steps over a block
+    # of 8 commit nothing on some steps; block 16 is the whole answer, Dream's own decode.
+    schedule_rules = [("maskgit_plus 4", dict(rule="quota", steps_per_block=4)),
+                      ("maskgit_plus 12", dict(rule="quota", steps_per_block=12)),
+                      ("topk_margin 5", dict(rule="margin", steps_per_block=5)),
+                      ("entropy 3", dict(rule="entropy", steps_per_block=3)),
+                      ("maskgit_plus 6 whole answer", dict(rule="quota", steps_per_block=6, block=16)),
+                      ("entropy 10 whole answer top_p0.9", dict(rule="entropy", steps_per_block=10, block=16,
+                                                                top_p=0.9))]
+    schedule_decodes = []
+    for p in prompts:
+        for label, kw in schedule_rules:
+            kw = dict(kw)
+            blk = kw.pop("block", block)
+            for cache in ("none", "prefix", "dual"):
+                ans, steps, rf, ru = decode(ref, p, gen, blk, cache=cache, schedule="dream_linear", **kw)
+                schedule_decodes.append({"prompt_ids": p, "label": label, "gen_length": gen, "block_length": blk,
+                                         "rule": kw["rule"], "threshold": 0.9, "schedule": "dream_linear",
+                                         "steps_per_block": kw["steps_per_block"], "factor": 1.0,
+                                         "top_p": kw.get("top_p", 1.0), "top_k": 0, "cache": cache,
+                                         "answer_ids": ans, "steps": steps, "refresh_steps": rf, "reuse_steps": ru})
+    return {"producer": "tools/dlm_reference.py", "arch": s["arch"], "forward": forward, "decodes": decodes,
+            "schedule_decodes": schedule_decodes}
+
+
+def fused_linspace(steps, eps=1e-3):
+    """linspace(1, eps, steps + 1) point by point as torch's CUDA kernel computes it: start + step * i
+    below the halfway point, end - step * (n - 1 - i) from it, each a float32 fused multiply-add.
+    Emulated in float64, where the product of two float32 values is exact; the float64 sum may
+    round before the float32 rounding, which the comparison with torch would show."""
+    import numpy as np
+    f = np.float32
+    n = steps + 1
+    step = (f(eps) - f(1.0)) / f(steps)
+    out = []
+    for i in range(n):
+        if i < n // 2:
+            v = np.float64(1.0) + np.float64(step) * i
+        else:
+            v = np.float64(f(eps)) - np.float64(step) * (n - 1 - i)
+        out.append(float(f(v)))
+    return out
+
+
+def schedule_table(max_steps=14, max_masks=40):
+    """Dream's commit counts step by step for every (steps, masks) pair: torch's own float32
+    arithmetic, which the engine's must equal. Up to 14 steps (15 points) torch's CPU linspace
+    computes each point alone, as its CUDA kernel does; longer schedules go through vector lanes
+    on the CPU that round some points differently, so they are not torch-on-CPU goldens."""
+    rows = []
+    for steps in range(1, max_steps + 1):
+        ts = torch.linspace(1, 1e-3, steps + 1)
+        assert ts.tolist() == fused_linspace(steps), f"torch's CPU linspace is not the per-point formula at {steps}"
+        for masks in range(0, max_masks + 1):
+            left, counts = masks, []
+            for i in range(steps):
+                n = dream_transfer_count(torch.ones(1, left, dtype=torch.bool), steps, i)
+                counts.append(n)
+                left -= n
+            p = [float(1 - ts[i + 1] / ts[i]) if i < steps - 1 else 1.0 for i in range(steps)]
+            rows.append({"steps": steps, "masks": masks, "counts": counts, "p_transfer": p})
+    return {"producer": "tools/dlm_reference.py", "eps": 1e-3,
+            "timesteps": {str(n): [float(v) for v in torch.linspace(1, 1e-3, n + 1)] for n in range(1, max_steps + 1)},
+            "table": rows}
 
 
 def main():
@@ -406,7 +489,11 @@ def main():
             json.dump(gold, f, separators=(",", ":"))
             f.write("\n")
         n_answers = sum(len(x["answer_ids"]) for x in gold["decodes"])
-        print(f"{name}: {len(gold['decodes'])} decodes, {n_answers} answer tokens -> {d}")
+        print(f"{name}: {len(gold['decodes'])} + {len(gold['schedule_decodes'])} decodes, {n_answers} answer tokens"
+              f" -> {d}")
+    with open(os.path.join(a.out, "dream_schedule.json"), "w") as f:
+        json.dump(schedule_table(), f, separators=(",", ":"))
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@
 
 namespace dls::gpu::test {
 
-/// The settings of one entry of "decodes". Files written before truncation existed carry no
-/// top_p/top_k: those decodes were untruncated, which the defaults mean.
+/// The settings of one entry of "decodes" or "schedule_decodes". Files written before truncation
+/// or Dream's schedule existed carry no top_p/top_k/schedule: the defaults are what they decoded with.
 inline decode_params golden_decode_params(const nlohmann::json& d) {
   decode_params p;
   p.gen_length = d["gen_length"];
@@ -24,6 +24,7 @@ inline decode_params golden_decode_params(const nlohmann::json& d) {
   p.factor = d["factor"];
   p.top_p = d.value("top_p", 1.0);
   p.top_k = d.value("top_k", 0);
+  p.schedule = parse_step_schedule(d.value("schedule", std::string("even")));
   p.cache = parse_cache_mode(d["cache"]);
   return p;
 }

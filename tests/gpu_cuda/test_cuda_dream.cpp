@@ -126,6 +126,41 @@ BOOST_AUTO_TEST_CASE(tied_dream_decodes_the_goldens_token_for_token) {
   BOOST_TEST(n == 45);  // 3 prompts x {quota, one/step, tau 0.9, tau 0.5, factor 1} x 3 cache modes
 }
 
+BOOST_AUTO_TEST_CASE(tied_dream_decodes_the_schedule_goldens_and_origin_as_the_cpu_does) {
+  // Dream's schedule and origin are the canvas's (host) arithmetic over the backend's proposals:
+  // the CUDA backend runs them with top-1 proposals, so maskgit_plus under the schedule must
+  // decode the goldens, and origin the CPU's tokens (the same hash draws the same positions).
+  auto m = load_model(parity_dir + "/dream-tied");
+  engine e(make_cuda_backend(*m, 0));
+  int n = 0;
+  for (const auto& d : goldens("dream-tied")["schedule_decodes"]) {
+    const auto p = dls::gpu::test::golden_decode_params(d);
+    if (!cuda_runs(p)) continue;
+    auto s = e.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
+                                   m->config.eos_id));
+    while (!s.c.finished) e.step({&s});
+    const std::string what = d["label"].get<std::string>() + " cache=" + d["cache"].get<std::string>();
+    BOOST_TEST((s.c.answer() == d["answer_ids"].get<std::vector<int32_t>>()), what);
+    BOOST_TEST(s.c.steps == d["steps"].get<int64_t>(), what);
+    ++n;
+  }
+  BOOST_TEST(n == 27);  // 3 prompts x {maskgit_plus 4, 12, 6 over the whole answer} x 3 cache modes
+  engine cpu(make_cpu_backend(m));
+  decode_params p;
+  p.gen_length = 16;
+  p.block_length = 16;
+  p.rule = commit_rule::origin;
+  p.steps_per_block = 5;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    p.seed = seed;
+    auto g = e.admit(canvas::start({3, 4, 5}, p, m->config.mask_id, m->config.eos_id));
+    auto c = cpu.admit(canvas::start({3, 4, 5}, p, m->config.mask_id, m->config.eos_id));
+    while (!g.c.finished) e.step({&g});
+    while (!c.c.finished) cpu.step({&c});
+    BOOST_TEST((g.c.ids == c.c.ids), "origin seed " << seed);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(what_the_cuda_backend_cannot_rank_by_is_refused) {
   auto m = load_model(parity_dir + "/dream");
   engine e(make_cuda_backend(*m, 0));

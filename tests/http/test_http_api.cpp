@@ -124,7 +124,9 @@ BOOST_AUTO_TEST_CASE(bad_requests_get_400_naming_the_field) {
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"top_k", -2}}, "top_k"},
       {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"extra_body", {{"alg_temp", -1}}}}, "extra_body.alg_temp"},
       // configs/local.yaml commits by threshold, which a position draw cannot serve.
-      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 0.5}}, "alg_temp"}};
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 0.5}}, "alg_temp"},
+      // and chooses its own count, which Dream's schedule would set.
+      {{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"schedule", "dream_linear"}}, "schedule"}};
   for (const auto& [body, field] : cases) {
     auto r = c.call("POST", "/v1/completions", body.dump());
     BOOST_TEST(r.status == 400, body.dump() << ": " << r.body);
@@ -392,6 +394,143 @@ BOOST_AUTO_TEST_CASE(per_request_top_p_and_top_k_reach_the_canvas) {
                                    },
                                    own) > 0,
              "top_p 0.5 with top_k 2 changed none of 8 decodes");
+}
+
+BOOST_AUTO_TEST_CASE(dream_schedule_and_sampler_options_reach_the_canvas_over_http_and_submit) {
+  // 12 steps per block of 8: the even split commits one a step and ends a block in 8 steps,
+  // Dream's schedule commits none on some steps and takes all 12 (and the tiny model's answers
+  // barely depend on the order, so the step counts are what tells the two apart).
+  http_cluster c({}, 0,
+                 "engine: {gen_length: 16, block_length: 8, commit: quota, steps_per_block: 12, cache: dual, "
+                 "refresh_interval: 4, max_batch: 8}");
+  auto quota4 = [](dls::common::step_schedule s, std::function<void(dls::gpu::decode_params&)> more = {}) {
+    return [s, more](dls::gpu::decode_params& d) {
+      d.rule = dls::common::commit_rule::quota;
+      d.steps_per_block = 12;
+      d.schedule = s;
+      if (more) more(d);
+    };
+  };
+  const auto even = quota4(dls::common::step_schedule::even);
+  const auto linear = quota4(dls::common::step_schedule::dream_linear);
+  BOOST_TEST(expect_engine_answers(c, false, {{"schedule", "dream_linear"}}, linear, even) > 0,
+             "schedule dream_linear changed none of 8 decodes");
+  BOOST_TEST(expect_engine_answers(c, true, {{"extra_body", {{"schedule", "dream_linear"}}}}, linear, even) > 0,
+             "schedule dream_linear changed none of 8 chat decodes");
+  auto refused = c.call("POST", "/v1/completions",
+                        json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"schedule", "linear"}}.dump());
+  BOOST_TEST(refused.status == 400);
+  BOOST_TEST(error_of(refused)["param"] == "schedule");
+
+  // `dilaserve submit` carries the same options, as flags and per line of --file, and the
+  // answers are the engine's own decodes with those settings. Each flag alone must change some
+  // decode (else its test could not fail), then all four together go through a --file.
+  struct option {
+    std::vector<std::string> flags;
+    json fields;
+    std::function<void(dls::gpu::decode_params&)> set;
+  };
+  const std::vector<option> options{
+      {{"--schedule", "dream_linear"}, {{"schedule", "dream_linear"}},
+       [](auto& d) { d.schedule = dls::common::step_schedule::dream_linear; }},
+      {{"--top-k", "1"}, {{"top_k", 1}}, [](auto& d) { d.top_k = 1; }},
+      {{"--top-p", "0.3"}, {{"top_p", 0.3}}, [](auto& d) { d.top_p = 0.3; }},
+      {{"--alg-temp", "1"}, {{"alg_temp", 1.0}}, [](auto& d) { d.alg_temp = 1.0; }}};
+  const auto problems = eval_problems(6);
+  auto submit_matches = [&](const option& o) {
+    int differ = 0;
+    for (auto p : problems) {
+      p.gen_length = 16;
+      const auto want = engine_decode(p, quota4(dls::common::step_schedule::even, o.set));
+      const auto plain = engine_decode(p, even);
+      if (want.text == plain.text && want.steps == plain.steps) continue;
+      ++differ;
+      std::vector<std::string> args{"submit", "--prompt", p.prompt, "--gen-length", "16"};
+      args.insert(args.end(), o.flags.begin(), o.flags.end());
+      auto one = c.nodes().json_cli(args);
+      BOOST_TEST(one["ok"] == true, one.dump());
+      BOOST_TEST(one["text"] == want.text, o.flags[0] << " " << p.prompt);
+      BOOST_TEST(one["steps"] == want.steps, o.flags[0] << " " << p.prompt);
+    }
+    return differ;
+  };
+  for (const auto& o : options) BOOST_TEST(submit_matches(o) > 0, o.flags[0] << " changed none of 6 decodes");
+
+  scratch_dir dir;
+  std::ofstream lines(dir.file("dream.jsonl"));
+  std::vector<decoded> want;
+  const auto all = [&](dls::gpu::decode_params& d) {
+    for (const auto& o : options) o.set(d);
+  };
+  for (auto p : problems) {
+    p.gen_length = 16;
+    want.push_back(engine_decode(p, quota4(dls::common::step_schedule::even, all)));
+    json line{{"prompt", p.prompt}, {"gen_length", 16}};
+    for (const auto& o : options) line.update(o.fields);
+    lines << line.dump() << "\n";
+  }
+  lines.close();
+  auto file = c.nodes().json_cli({"submit", "--file", dir.file("dream.jsonl")});
+  BOOST_TEST_REQUIRE(file["results"].size() == problems.size(), file.dump());
+  for (std::size_t i = 0; i < problems.size(); ++i) {
+    BOOST_TEST(file["results"][i]["text"] == want[i].text, problems[i].prompt);
+    BOOST_TEST(file["results"][i]["steps"] == want[i].steps, problems[i].prompt);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_cluster_files_dream_settings_reach_its_nodes) {
+  // The nodes get the engine defaults in the head's join reply: schedule, top_k and alg_temp from
+  // the cluster file must decode there as the engine decodes with them.
+  http_cluster c({}, 0,
+                 "engine: {gen_length: 16, block_length: 8, commit: quota, steps_per_block: 12, "
+                 "schedule: dream_linear, top_k: 2, alg_temp: 1, cache: dual, refresh_interval: 4, max_batch: 8}");
+  auto with = [](dls::gpu::decode_params& d) {
+    d.rule = dls::common::commit_rule::quota;
+    d.steps_per_block = 12;
+    d.schedule = dls::common::step_schedule::dream_linear;
+    d.top_k = 2;
+    d.alg_temp = 1;
+  };
+  int differ = 0;
+  for (auto p : eval_problems(8)) {
+    p.gen_length = 16;
+    const auto want = engine_decode(p, with);
+    for (auto drop : std::vector<std::function<void(dls::gpu::decode_params&)>>{
+             [](auto& d) { d.schedule = dls::common::step_schedule::even; }, [](auto& d) { d.top_k = 0; },
+             [](auto& d) { d.alg_temp = 0; }}) {
+      const auto without = engine_decode(p, [&](auto& d) {
+        with(d);
+        drop(d);
+      });
+      differ += without.text != want.text || without.steps != want.steps;
+    }
+    auto r = c.call("POST", "/v1/completions", completion(p.prompt));
+    BOOST_TEST_REQUIRE(r.status == 200, r.body);
+    auto j = json::parse(r.body);
+    BOOST_TEST(j["choices"][0]["text"] == want.text, p.prompt);
+    BOOST_TEST(j["dilaserve"]["steps"] == want.steps, p.prompt);
+  }
+  BOOST_TEST(differ > 0, "dropping any of the three settings changed none of 8 decodes");
+}
+
+BOOST_AUTO_TEST_CASE(an_origin_cluster_decodes_as_the_engine_does) {
+  // Each mask is committed with Dream's probability 1 - s/t, drawn from the cluster's seed.
+  http_cluster c({}, 0,
+                 "engine: {gen_length: 16, block_length: 8, commit: origin, steps_per_block: 4, seed: 9, "
+                 "cache: dual, refresh_interval: 4, max_batch: 8}");
+  auto origin = [](uint64_t seed) {
+    return [seed](dls::gpu::decode_params& d) {
+      d.rule = dls::common::commit_rule::origin;
+      d.steps_per_block = 4;
+      d.seed = seed;
+    };
+  };
+  BOOST_TEST(expect_engine_answers(c, false, json::object(), origin(9), origin(10)) > 0,
+             "seeds 9 and 10 drew the same 8 decodes");
+  auto refused = c.call("POST", "/v1/completions",
+                        json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 0.5}}.dump());
+  BOOST_TEST(refused.status == 400);
+  BOOST_TEST(error_of(refused)["param"] == "alg_temp");
 }
 
 BOOST_AUTO_TEST_CASE(per_request_alg_temp_draws_the_positions_as_the_engine_does) {

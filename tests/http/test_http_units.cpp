@@ -143,6 +143,30 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   twice["extra_body"] = {{"top_k", 2}};
   BOOST_TEST(refusal(twice).second == "extra_body.top_k");
 
+  // Dream's schedule: a name, and dream_linear only under a rule that commits a counted number
+  // (or origin, whose probabilities are Dream's anyway), as decode_settings::validate has it.
+  for (json bad : {json("linear"), json(1), json(true), json::array({"even"})})
+    BOOST_TEST(message("schedule", bad, facts()).first == "schedule", bad.dump());
+  BOOST_TEST(message("schedule", "Even", facts()).second == "schedule: must be \"even\" or \"dream_linear\"");
+  auto under_threshold = message("schedule", "dream_linear", facts());
+  BOOST_TEST(under_threshold.first == "schedule");
+  BOOST_TEST(under_threshold.second.find("the cluster decodes with threshold (engine.commit)") != std::string::npos,
+             under_threshold.second);
+  BOOST_TEST(parse_completion(base.dump(), false, facts()).schedule == -1);
+  {
+    auto b = base;
+    b["schedule"] = "even";
+    BOOST_TEST(parse_completion(b.dump(), false, facts()).schedule == 0);
+  }
+  for (auto rule : {dls::common::commit_rule::quota, dls::common::commit_rule::margin,
+                    dls::common::commit_rule::entropy, dls::common::commit_rule::origin}) {
+    auto f = facts();
+    f.rule = rule;
+    auto b = base;
+    b["extra_body"] = {{"schedule", "dream_linear"}};
+    BOOST_TEST(parse_completion(b.dump(), false, f).schedule == 1);
+  }
+
   // A cluster with CUDA nodes cannot truncate: top_p < 1 and top_k > 0 are refused up front.
   auto cuda = facts();
   cuda.truncates = false;

@@ -185,3 +185,40 @@ BOOST_AUTO_TEST_CASE(submit_send_times_are_refused_naming_the_line) {
   expect_one_line_error(submit(file("rate.jsonl", "{\"prompt\":\"a\",\"at_s\":0}\n"), {"--rate", "5"}), 1,
                         "rate.jsonl: --rate and \"at_s\" in the file exclude each other");
 }
+
+// Dream's options on `generate` and `submit`: each bad value is one line naming the flag, or the
+// file, line and field, before anything is decoded or sent.
+BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
+  expect_one_line_error({"generate", "--prompt", "A1+1=", "--schedule", "linear"}, 2, "--schedule");
+  expect_one_line_error({"generate", "--prompt", "A1+1=", "--rule", "origins"}, 2, "--rule");
+  expect_one_line_error({"generate", "--prompt", "A1+1=", "--schedule", "dream_linear"}, 1,
+                        "schedule dream_linear sets how many a quota, margin or entropy step commits; the threshold "
+                        "rule chooses its own count");
+  expect_one_line_error({"generate", "--prompt", "A1+1=", "--rule", "origin", "--alg-temp", "1"}, 1,
+                        "needs the quota, margin or entropy rule, not origin");
+  std::vector<std::string> to_nowhere{"--address", "127.0.0.1:1", "--token-file", "/nonexistent"};
+  auto submit = [&](std::vector<std::string> a) {
+    a.insert(a.begin(), "submit");
+    a.insert(a.end(), to_nowhere.begin(), to_nowhere.end());
+    return a;
+  };
+  expect_one_line_error(submit({"--prompt", "a", "--top-p", "0"}), 2, "--top-p: must be > 0, got 0");
+  expect_one_line_error(submit({"--prompt", "a", "--top-p", "1.5"}), 2, "--top-p: must be in (0, 1], got 1.5");
+  expect_one_line_error(submit({"--prompt", "a", "--top-k", "-1"}), 2, "--top-k: must be >= 0, got -1");
+  expect_one_line_error(submit({"--prompt", "a", "--top-k", "2.5"}), 2, "--top-k");
+  expect_one_line_error(submit({"--prompt", "a", "--alg-temp", "nan"}), 2, "--alg-temp: 'nan' is not a number");
+  expect_one_line_error(submit({"--prompt", "a", "--schedule", "linear"}), 2, "--schedule");
+  dls::test::scratch_dir dir;
+  auto line = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.file(name)) << text << "\n";
+    return submit({"--file", dir.file(name)});
+  };
+  expect_one_line_error(line("p.jsonl", R"({"prompt":"a","top_p":0})"), 1,
+                        "p.jsonl:1: \"top_p\" must be a number in (0, 1], got 0");
+  expect_one_line_error(line("k.jsonl", R"({"prompt":"a","top_k":-3})"), 1,
+                        "k.jsonl:1: \"top_k\" must be an integer in [0, 2147483647], got -3");
+  expect_one_line_error(line("a.jsonl", R"({"prompt":"a","alg_temp":"hot"})"), 1,
+                        "a.jsonl:1: \"alg_temp\" must be a finite number >= 0, got \"hot\"");
+  expect_one_line_error(line("s.jsonl", R"({"prompt":"a","schedule":"linear"})"), 1,
+                        "s.jsonl:1: \"schedule\" must be \"even\" or \"dream_linear\", got \"linear\"");
+}

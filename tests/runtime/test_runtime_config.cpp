@@ -135,3 +135,26 @@ BOOST_AUTO_TEST_CASE(auth_roles_tls_and_insecure_are_checked) {
   check_error(replace(good, "auth: {token: secret-token}", "auth: {token: secret-token, tls: on}"), "2:29",
               "unknown key 'tls' in auth");
 }
+
+BOOST_AUTO_TEST_CASE(dreams_engine_keys_parse_strictly) {
+  auto cfg = rt::parse_cluster_config(std::string(good) +
+                                          "engine: {commit: origin, steps_per_block: 6, schedule: dream_linear, "
+                                          "top_p: 0.9, top_k: 5, seed: 3}\n",
+                                      "good.yaml", "/tmp");
+  const auto& d = cfg.engine.decode;
+  BOOST_TEST((d.rule == dls::common::commit_rule::origin));
+  BOOST_TEST(d.steps_per_block == 6);
+  BOOST_TEST((d.schedule == dls::common::step_schedule::dream_linear));
+  BOOST_TEST(d.top_p == 0.9);
+  BOOST_TEST(d.top_k == 5);
+  BOOST_TEST((rt::parse_cluster_config(std::string(good) + "engine: {commit: quota}\n", "good.yaml", "/tmp")
+                  .engine.decode.schedule == dls::common::step_schedule::even));
+  check_error(std::string(good) + "engine: {schedule: linear}\n", "9:20",
+              "engine.schedule must be one of dream_linear, even, got 'linear'");
+  check_error(std::string(good) + "engine: {commit: origins}\n", "9:18",
+              "engine.commit must be one of entropy, factor, margin, origin, quota, threshold, got 'origins'");
+  check_error(std::string(good) + "engine: {steps_per_block: -1}\n", "9:27", "engine.steps_per_block");
+  check_error(std::string(good) + "engine: {commit: threshold, schedule: dream_linear}\n", "9:9",
+              "engine: schedule dream_linear sets how many a quota, margin or entropy step commits; the threshold "
+              "rule chooses its own count");
+}

@@ -46,6 +46,11 @@ struct submit_options {
   bool json_out = false;
   int timeout_s = 600;
   int head_grace_ms = -1;  // -1: the cluster file's heartbeat.head_grace_ms, else its default
+  // Dream's sampler options; unset (negative, empty): the cluster's engine.* settings.
+  double top_p = -1;
+  int top_k = -1;
+  double alg_temp = -1;
+  std::string schedule;
 };
 
 // Between attempts to reach a head that is being restarted: a closed port refuses at once, so
@@ -101,6 +106,10 @@ std::vector<job> read_jobs(const submit_options& o) {
     s.reject_on_miss = o.on_miss == "reject";
     s.slo_ms = o.slo_ms;
     s.gen_length = o.gen_length;
+    s.top_p = o.top_p;
+    s.top_k = o.top_k;
+    s.alg_temp = o.alg_temp;
+    if (!o.schedule.empty()) s.schedule = static_cast<int32_t>(dls::common::parse_step_schedule(o.schedule));
     return s;
   };
   if (o.file.empty()) {
@@ -362,7 +371,8 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   auto* sub = app.add_subcommand("submit", "Submit a prompt (or a JSONL file of prompts) to the cluster");
   auto o = std::make_shared<submit_options>();
   sub->add_option("--prompt", o->prompt, "Prompt text");
-  sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\", \"at_s\" (send time)]} per line");
+  sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\", \"at_s\" (send time), \"top_p\", "
+                  "\"top_k\", \"alg_temp\", \"schedule\"]} per line");
   sub->add_option("--threshold", o->threshold,
                   "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
       ->check(dls::cli::unit_interval);
@@ -376,6 +386,15 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
       ->check(dls::cli::non_negative);
   sub->add_option("--rate", o->rate, "Requests per second for --file (default: all at once)")
       ->check(dls::cli::non_negative);
+  sub->add_option("--top-p", o->top_p, "Dream's top-p for these requests, in (0, 1] (default: engine.top_p)")
+      ->check(dls::cli::nucleus);
+  sub->add_option("--top-k", o->top_k, "Dream's top-k for these requests, 0 = off (default: engine.top_k)")
+      ->check(dls::cli::non_negative);
+  sub->add_option("--alg-temp", o->alg_temp,
+                  "Dream's alg_temp for these requests, >= 0 (quota, margin, entropy; default: engine.alg_temp)")
+      ->check(dls::cli::non_negative);
+  sub->add_option("--schedule", o->schedule, "even or dream_linear for these requests (default: engine.schedule)")
+      ->check(CLI::IsMember({"even", "dream_linear"}));
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
   sub->add_option("--head-grace-ms", o->head_grace_ms,

@@ -15,10 +15,14 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
   if (with_model) sub->add_option("--model", model, "model folder (config.json, tokenizer.json, *.safetensors)");
   sub->add_option("--threshold", threshold, "confidence threshold tau for the threshold rule")->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--one-per-step", one_per_step, "commit exactly one token per step (quota rule)");
-  sub->add_option("--rule", rule, "commit rule: threshold, quota, factor, or Dream's margin or entropy")
-      ->check(CLI::IsMember({"threshold", "quota", "factor", "margin", "entropy"}));
-  sub->add_option("--steps-per-block", steps_per_block, "quota, margin and entropy rules: steps per block (0 = block length)")
+  sub->add_option("--rule", rule, "commit rule: threshold, quota, factor, or Dream's margin, entropy or origin")
+      ->check(CLI::IsMember({"threshold", "quota", "factor", "margin", "entropy", "origin"}));
+  sub->add_option("--steps-per-block", steps_per_block,
+                  "quota, margin, entropy and origin rules: steps per block (0 = block length)")
       ->check(dls::cli::non_negative);
+  sub->add_option("--schedule", schedule,
+                  "how many a quota, margin or entropy step commits: even, or Dream's dream_linear")
+      ->check(CLI::IsMember({"even", "dream_linear"}));
   sub->add_option("--factor", factor, "factor rule's f")->check(dls::cli::positive);
   sub->add_option("--block", block, "block length")->check(dls::cli::positive);
   sub->add_option("--cache", cache, "approximate KV cache: none, prefix or dual")
@@ -51,6 +55,7 @@ gpu::decode_params decode_flags::params(int default_gen_length) const {
   p.top_p = top_p;
   p.top_k = top_k;
   p.alg_temp = alg_temp;
+  p.schedule = gpu::parse_step_schedule(schedule);
   if (one_per_step) {
     if (!rule.empty() && rule != "quota") throw std::invalid_argument("--one-per-step conflicts with --rule " + rule);
     p.rule = gpu::commit_rule::quota;
@@ -66,12 +71,14 @@ gpu::decode_params decode_flags::params(int default_gen_length) const {
 std::string decode_flags::label() const {
   std::ostringstream s;
   if (one_per_step) s << "one-per-step";
-  else if (rule == "quota" || rule == "margin" || rule == "entropy") s << rule << "(" << steps_per_block << "/block)";
+  else if (rule == "quota" || rule == "margin" || rule == "entropy" || rule == "origin")
+    s << rule << "(" << steps_per_block << "/block)";
   else if (rule == "factor") s << "factor=" << factor;
   else s << "tau=" << threshold;
   if (top_p < 1.0) s << " top_p=" << top_p;
   if (top_k > 0) s << " top_k=" << top_k;
   if (alg_temp > 0) s << " alg_temp=" << alg_temp;
+  if (schedule != "even") s << " schedule=" << schedule;
   s << " cache=" << cache << " block=" << block;
   return s.str();
 }

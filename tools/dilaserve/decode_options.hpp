@@ -28,6 +28,7 @@ struct decode_flags {
   double top_p = 1.0;
   int top_k = 0;
   double alg_temp = 0.0;
+  std::string schedule = "even";
   std::string device = "cpu";
 
   void add_to(CLI::App* sub, bool with_model = true);

@@ -36,4 +36,11 @@ inline const CLI::Validator unit_interval{[](std::string& s) {
                                           },
                                           "in [0, 1]"};
 
+/// A finite number in (0, 1]: a top-p (an empty nucleus is no distribution).
+inline const CLI::Validator nucleus{[](std::string& s) {
+                                      if (auto why = detail::number_check(s, false); !why.empty()) return why;
+                                      return std::stod(s) <= 1.0 ? std::string{} : "must be in (0, 1], got " + s;
+                                    },
+                                    "in (0, 1]"};
+
 }  // namespace dls::cli
