@@ -105,24 +105,32 @@ BOOST_AUTO_TEST_CASE(dream_proposals_agree_with_the_cpu_in_lockstep) {
   }
 }
 
+// Decodes every golden the CUDA backend can run and checks answer and step count; returns how
+// many it ran.
+template <class Model, class Goldens>
+int decodes_like_the_goldens(engine& e, const Model& m, const Goldens& list) {
+  int n = 0;
+  for (const auto& d : list) {
+    const auto p = dls::gpu::test::golden_decode_params(d);
+    if (!cuda_runs(p)) continue;
+    auto s = e.admit(canvas::start(d["prompt_ids"].template get<std::vector<int32_t>>(), p, m.config.mask_id,
+                                   m.config.eos_id));
+    while (!s.c.finished) e.step({&s});
+    const std::string what = d["label"].template get<std::string>() + " cache=" + d["cache"].template get<std::string>();
+    BOOST_TEST((s.c.answer() == d["answer_ids"].template get<std::vector<int32_t>>()), what);
+    BOOST_TEST(s.c.steps == d["steps"].template get<int64_t>(), what);
+    ++n;
+  }
+  return n;
+}
+
 BOOST_AUTO_TEST_CASE(tied_dream_decodes_the_goldens_token_for_token) {
   // dream-tied's top-1 logits lead the next by 5 or more, far beyond bf16's rounding, so its
   // decodes must come out as the CPU's. (The untied copy's smallest margins are 0.08: lockstep
   // agreement above is its check.)
   auto m = load_model(parity_dir + "/dream-tied");
   engine e(make_cuda_backend(*m, 0));
-  int n = 0;
-  for (const auto& d : goldens("dream-tied")["decodes"]) {
-    const auto p = dls::gpu::test::golden_decode_params(d);
-    if (!cuda_runs(p)) continue;
-    auto s = e.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
-                                   m->config.eos_id));
-    while (!s.c.finished) e.step({&s});
-    const std::string what = d["label"].get<std::string>() + " cache=" + d["cache"].get<std::string>();
-    BOOST_TEST((s.c.answer() == d["answer_ids"].get<std::vector<int32_t>>()), what);
-    BOOST_TEST(s.c.steps == d["steps"].get<int64_t>(), what);
-    ++n;
-  }
+  const int n = decodes_like_the_goldens(e, *m, goldens("dream-tied")["decodes"]);
   BOOST_TEST(n == 45);  // 3 prompts x {quota, one/step, tau 0.9, tau 0.5, factor 1} x 3 cache modes
 }
 
@@ -132,18 +140,7 @@ BOOST_AUTO_TEST_CASE(tied_dream_decodes_the_schedule_goldens_and_origin_as_the_c
   // decode the goldens, and origin the CPU's tokens (the same hash draws the same positions).
   auto m = load_model(parity_dir + "/dream-tied");
   engine e(make_cuda_backend(*m, 0));
-  int n = 0;
-  for (const auto& d : goldens("dream-tied")["schedule_decodes"]) {
-    const auto p = dls::gpu::test::golden_decode_params(d);
-    if (!cuda_runs(p)) continue;
-    auto s = e.admit(canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id,
-                                   m->config.eos_id));
-    while (!s.c.finished) e.step({&s});
-    const std::string what = d["label"].get<std::string>() + " cache=" + d["cache"].get<std::string>();
-    BOOST_TEST((s.c.answer() == d["answer_ids"].get<std::vector<int32_t>>()), what);
-    BOOST_TEST(s.c.steps == d["steps"].get<int64_t>(), what);
-    ++n;
-  }
+  const int n = decodes_like_the_goldens(e, *m, goldens("dream-tied")["schedule_decodes"]);
   BOOST_TEST(n == 27);  // 3 prompts x {maskgit_plus 4, 12, 6 over the whole answer} x 3 cache modes
   engine cpu(make_cpu_backend(m));
   decode_params p;
