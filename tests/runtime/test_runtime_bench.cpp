@@ -1,6 +1,6 @@
 // `dilaserve bench` on a cluster it starts itself: the JSON is `dilaserve sim`'s schema, the
 // output folder holds CSV and SVG, and no process of the cluster is left afterwards, also when
-// the bench is interrupted or refused.
+// the bench is interrupted or refused; an interrupted overload soak likewise.
 #define BOOST_TEST_MODULE test_runtime_bench
 #include <boost/test/unit_test.hpp>
 
@@ -12,6 +12,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -153,6 +154,37 @@ BOOST_AUTO_TEST_CASE(an_interrupted_bench_stops_its_cluster) {
   auto r = bench.wait();
   BOOST_TEST(r.rc == 1, r.err);
   BOOST_TEST(r.err.find("interrupted") != std::string::npos, r.err);
+  BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));
+  const auto left = processes_mentioning(state);
+  BOOST_TEST(left.empty(), (left.empty() ? "" : left.front()));
+}
+
+// The overload soak runs for half an hour by default; Ctrl-C must leave a report of what it
+// measured and no cluster behind.
+BOOST_AUTO_TEST_CASE(an_interrupted_soak_stops_its_cluster_and_writes_its_figures) {
+  dls::test::scratch_dir dir;
+  const auto config = dls::test::write_test_config(dir, "local.yaml");
+  const auto out = dir.file("soak");
+  const auto state = out + "/state";
+  down_at_exit guard{state};
+  dls::test::background_cli soak({"bench-soak", "--config", config, "--duration", "600", "--out", out,
+                                  "--capacity-requests", "40", "--sample-s", "0.5"});
+  // The sampler's second row: the cluster is up, its capacity measured, and the load running.
+  const bool loading = dls::test::eventually(180, [&] {
+    const auto csv = slurp(out + "/samples.csv");
+    return std::count(csv.begin(), csv.end(), '\n') >= 3;
+  });
+  BOOST_TEST_REQUIRE(loading, slurp(out + "/samples.csv"));
+  soak.signal(SIGINT);
+  auto r = soak.wait();
+  BOOST_TEST(r.rc == 130, r.err + r.out);
+  BOOST_TEST(r.out.find("interrupted after") != std::string::npos, r.out);
+  const auto summary = json::parse(slurp(out + "/summary.json"));
+  BOOST_TEST(summary.at("interrupted").get<bool>());
+  BOOST_TEST(summary.at("offered").get<uint64_t>() > 0u);
+  BOOST_TEST(summary.contains("unanswered_when_interrupted"));
+  BOOST_TEST(!summary.contains("lost"), summary.dump());
+  BOOST_TEST(summary.at("other_errors").get<uint64_t>() == 0u, summary.dump());
   BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));
   const auto left = processes_mentioning(state);
   BOOST_TEST(left.empty(), (left.empty() ? "" : left.front()));

@@ -92,11 +92,15 @@ owned_cluster::owned_cluster(const std::string& config, const std::string& state
     : state_dir_(state_dir) {
   std::filesystem::create_directories(state_dir_);
   const auto log = state_dir_ + "/bench-up.log";
-  std::ostringstream s;
-  s.precision(17);
-  s << slo_scale;
+  std::vector<std::string> up{"up", config, "--state-dir", state_dir_};
+  if (slo_scale > 0) {
+    std::ostringstream s;
+    s.precision(17);
+    s << slo_scale;
+    up.insert(up.end(), {"--slo-scale", s.str()});
+  }
   running_ = true;  // up may have started processes even when it fails
-  const int rc = run_self({"up", config, "--state-dir", state_dir_, "--slo-scale", s.str()}, log);
+  const int rc = run_self(up, log);
   if (rc != 0) {
     const auto why = last_error_line(log);
     try {

@@ -15,8 +15,8 @@ void throw_if_interrupted();
 
 class owned_cluster {
  public:
-  /// Runs `dilaserve up FILE --state-dir DIR [--slo-scale S]` and waits for it (up's own
-  /// timeout bounds the wait); its output goes to DIR/bench-up.log. Throws with up's last
+  /// Runs `dilaserve up FILE --state-dir DIR [--slo-scale S]` (S > 0; else the file's own
+  /// scheduler.slo_scale) and waits for it (up's own timeout bounds the wait); its output goes to DIR/bench-up.log. Throws with up's last
   /// line of error output when it fails; whatever it started is stopped first.
   owned_cluster(const std::string& config, const std::string& state_dir, double slo_scale);
   ~owned_cluster();  // stop(), errors reported on stderr

@@ -4,10 +4,11 @@
 // two TP=1 groups vs one TP=2 group on a burst, on a real local cluster.
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
+#include "dilaserve/bench_cluster.hpp"
+#include "dilaserve/cluster_file_copy.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/random_model.hpp"
-#include "dilaserve/self_child.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/model_config.hpp"
 #include "gpu/safetensors.hpp"
@@ -105,8 +106,6 @@ tp_timing time_refresh(caf::actor_system& sys, std::shared_ptr<const dls::gpu::m
 
 // -- (2)-(4) a live local cluster --------------------------------------------------------
 
-int run_child(std::vector<std::string> args) { return dls::cli::run_self(std::move(args)); }
-
 template <class... Ts>
 json request(rt::cluster_session& s, Ts&&... xs) {
   caf::scoped_actor self{s.system()};
@@ -142,12 +141,22 @@ double burst(rt::cluster_session& s, const std::vector<std::string>& prompts,
     self->send(s.head(), rt::submit_atom::value, spec);
   }
   if (during) during();
+  // A burst of the tiny model takes about a second; ten minutes means the cluster stopped serving.
+  const auto give_up = t0 + std::chrono::minutes(10);
   std::size_t got = 0;
-  while (got < prompts.size())
-    self->receive([&](rt::answer& a) {
-      if (!a.ok) throw std::runtime_error("request failed: " + a.error);
-      ++got;
-    });
+  while (got < prompts.size()) {
+    dls::cli::throw_if_interrupted();
+    if (clock_type::now() > give_up)
+      throw std::runtime_error("a burst of " + std::to_string(prompts.size()) + " requests got " + std::to_string(got) +
+                               " answers in 10 minutes");
+    // Short waits, so that Ctrl-C is seen and the cluster stopped.
+    self->receive(
+        [&](rt::answer& a) {
+          if (!a.ok) throw std::runtime_error("request failed: " + a.error);
+          ++got;
+        },
+        caf::after(std::chrono::milliseconds(200)) >> [] {});
+  }
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
@@ -167,11 +176,13 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
                  const fs::path& dir, json& report) {
   fs::create_directories(dir);
   root["head"]["port"] = 0;
+  if (root["http"]) root["http"]["port"] = 0;
   root["model"]["path"] = model_path;
   auto cfg_path = (dir / "bench.yaml").string();
   std::ofstream(cfg_path) << root << "\n";
   auto state = (dir / "state").string();
-  if (run_child({"up", cfg_path, "--state-dir", state}) != 0) throw std::runtime_error("bench cluster did not start");
+  dls::cli::catch_interrupts();
+  dls::cli::owned_cluster cluster(cfg_path, state, 0);  // stopped when this function leaves
   int rc = 0;
   try {
     auto st = rt::load_state(state);
@@ -243,7 +254,6 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
     std::cerr << "dilaserve: error: bench: " << e.what() << "\n";
     rc = 1;
   }
-  run_child({"down", "--state-dir", state});
   return rc;
 }
 
@@ -284,8 +294,8 @@ int run_bench(const bench_options& o) {
   // steps are long enough for messaging overhead to be measured against real work.
   fs::path dir = fs::temp_directory_path() / ("dls-bench-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  auto root = YAML::LoadFile(o.config);
-  auto shipped = fs::absolute(fs::path(o.config).parent_path() / root["model"]["path"].as<std::string>()).string();
+  auto root = dls::cli::cluster_file_with_absolute_paths(o.config);
+  const auto shipped = root["model"]["path"].as<std::string>();
   int rc = 0;
   report["cluster"] = json::array();
   try {

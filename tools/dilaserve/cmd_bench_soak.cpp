@@ -5,9 +5,12 @@
 // client's refusal latency), other errors and lost requests (never answered), the RSS at the
 // reference time against its range afterwards, and when tau was first lowered against when the
 // first request was refused. Samples go to OUT/samples.csv, the figures to OUT/summary.json.
+// Ctrl-C ends the load early: the figures so far are written, marked interrupted, and the
+// cluster is stopped.
+#include "dilaserve/bench_cluster.hpp"
+#include "dilaserve/cluster_file_copy.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/median.hpp"
-#include "dilaserve/self_child.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
 #include "runtime/state_dir.hpp"
@@ -55,31 +58,26 @@ struct soak_options {
 // The capacity rounds give every request an hour of SLO: nothing can be refused or hurried,
 // so the figure is the saturated throughput at the reference tau.
 constexpr int capacity_slo_ms = 3600 * 1000;
+// A capacity round of a few hundred tiny-model requests takes about a second; five minutes
+// means the cluster is not serving at all.
+constexpr auto capacity_round_limit = std::chrono::seconds(300);
+// How often a wait for answers looks at the interrupt flag: short against a person's patience,
+// long against an answer's arrival.
+constexpr auto interrupt_poll = std::chrono::milliseconds(200);
 
 double secs(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // The cluster file with its relative paths made absolute (the copy lives in OUT), free ports,
 // and the policy and shedding under test.
 std::string write_cluster_file(const soak_options& o, const fs::path& out) {
-  auto root = YAML::LoadFile(o.config);
-  const auto base = fs::absolute(fs::path(o.config)).parent_path();
-  auto absolute = [&](YAML::Node n) {
-    if (n && n.IsScalar() && fs::path(n.as<std::string>()).is_relative()) n = (base / n.as<std::string>()).string();
-  };
-  absolute(root["model"]["path"]);
-  if (root["auth"]) absolute(root["auth"]["token_file"]);
+  auto root = dls::cli::cluster_file_with_absolute_paths(o.config);
   root["head"]["port"] = 0;
-  if (root["http"]) {
-    root["http"]["port"] = 0;
-    absolute(root["http"]["api_keys_file"]);
-  }
+  if (root["http"]) root["http"]["port"] = 0;
   if (root["scheduler"] && root["scheduler"].IsScalar()) {
     YAML::Node m;
     m["policy"] = root["scheduler"].as<std::string>();
     root["scheduler"] = m;
   }
-  absolute(root["scheduler"]["quality"]);
-  absolute(root["scheduler"]["profile"]);
   root["scheduler"]["policy"] = o.policy;
   root["scheduler"]["on_overload"] = "refuse";
   const auto path = (out / "cluster.yaml").string();
@@ -128,14 +126,17 @@ double measure_capacity(rt::cluster_session& s, const std::vector<std::string>& 
       spec.client = caf::actor_cast<caf::actor>(self);
       self->send(s.head(), rt::submit_atom::value, std::move(spec));
     }
-    for (int got = 0; got < n;)
+    const auto give_up = t0 + capacity_round_limit;
+    for (int got = 0; got < n;) {
+      dls::cli::throw_if_interrupted();
+      if (clock_type::now() > give_up) throw std::runtime_error("capacity round timed out");
       self->receive(
           [&](rt::answer& a) {
             if (!a.ok) throw std::runtime_error("capacity round: request failed: " + a.error);
             ++got;
           },
-          [&](rt::block_chunk&) {},
-          caf::after(std::chrono::seconds(300)) >> [&] { throw std::runtime_error("capacity round timed out"); });
+          [&](rt::block_chunk&) {}, caf::after(interrupt_poll) >> [] {});
+    }
     rps.push_back(n / secs(clock_type::now() - t0));
     std::printf("capacity round %d: %d requests in %.2f s = %.1f req/s\n", round + 1, n, n / rps.back(), rps.back());
   }
@@ -252,7 +253,7 @@ soak_result run_soak(rt::cluster_session& s, const rt::cluster_state& st, const 
                   caf::after(std::chrono::duration_cast<std::chrono::microseconds>(wait)) >> [] {});
   };
   const auto end = t0 + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.duration_s));
-  while (lost_head.empty() && clock_type::now() < end) {
+  while (lost_head.empty() && !dls::cli::interrupted() && clock_type::now() < end) {
     const double now = secs(clock_type::now() - t0);
     while (next_s <= now && next_s < o.duration_s) {
       rt::submit_spec spec;
@@ -265,12 +266,14 @@ soak_result run_soak(rt::cluster_session& s, const rt::cluster_state& st, const 
       ++c.sent;
       next_s += gap(rng);
     }
-    receive_until(std::min(end, t0 + std::chrono::duration_cast<clock_type::duration>(
-                                         std::chrono::duration<double>(next_s))));
+    receive_until(std::min({end, t0 + std::chrono::duration_cast<clock_type::duration>(
+                                          std::chrono::duration<double>(next_s)),
+                            clock_type::now() + interrupt_poll}));
   }
   const auto drain_end =
       clock_type::now() + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.drain_s));
-  while (lost_head.empty() && owed() > 0 && clock_type::now() < drain_end) receive_until(drain_end);
+  while (lost_head.empty() && !dls::cli::interrupted() && owed() > 0 && clock_type::now() < drain_end)
+    receive_until(std::min(drain_end, clock_type::now() + interrupt_poll));
   if (!lost_head.empty()) res.first_failure = "lost the head (" + lost_head + ")";
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -295,6 +298,7 @@ json summarize(const soak_options& o, const rt::cluster_state& st, const soak_re
   const uint64_t answered = r.answer_ms.size(), refused = r.refusal_ms.size(), failed = r.failed, sent = r.sent;
   const uint64_t lost = sent - answered - refused - failed;
   j["command"] = "dilaserve bench-soak --config " + o.config + " --duration " + std::to_string(o.duration_s);
+  j["interrupted"] = dls::cli::interrupted();
   j["policy"] = o.policy;
   j["capacity_rps"] = capacity;
   j["offered_rps"] = rate;
@@ -305,7 +309,11 @@ json summarize(const soak_options& o, const rt::cluster_state& st, const soak_re
   j["refused"] = refused;
   j["other_errors"] = failed;
   if (!r.first_failure.empty()) j["first_error"] = r.first_failure;
-  j["lost"] = lost;
+  // Cut short, the answers still owed are not known to be lost: they are counted apart.
+  if (dls::cli::interrupted())
+    j["unanswered_when_interrupted"] = lost;
+  else
+    j["lost"] = lost;
   j["answer_latency_ms"] = {{"p50", percentile(r.answer_ms, 0.5)}, {"p99", percentile(r.answer_ms, 0.99)}};
   j["refusal_latency_ms"] = {{"p50", percentile(r.refusal_ms, 0.5)}, {"p99", percentile(r.refusal_ms, 0.99)}};
   // RSS: the sample nearest the reference time against every later sample taken while the load ran.
@@ -357,8 +365,9 @@ int run_bench_soak(const soak_options& o) {
   const auto prompts = eval_prompts(cluster_file);
   std::printf("bench-soak: %s with policy %s and on_overload: refuse; state and logs in %s\n", o.config.c_str(),
               o.policy.c_str(), state_dir.c_str());
-  if (dls::cli::run_self({"up", cluster_file, "--state-dir", state_dir}) != 0)
-    throw std::runtime_error("the soak's cluster did not start (logs in " + state_dir + "/logs)");
+  dls::cli::catch_interrupts();
+  // Stopped when this function leaves, however it leaves.
+  dls::cli::owned_cluster cluster(cluster_file, state_dir, 0);
   int rc = 0;
   try {
     const auto st = rt::load_state(state_dir);
@@ -383,11 +392,12 @@ int run_bench_soak(const soak_options& o) {
                                {"first_refused_s", g.value("first_refused_s", -1.0)}});
     std::ofstream(out / "summary.json") << j.dump(2) << "\n";
     std::printf("\noffered %lu, accepted %lu, answered %lu, refused %lu (latency p50 %.1f ms, p99 %.1f ms), "
-                "other errors %lu, lost %lu\n",
+                "other errors %lu, %s %lu\n",
                 j["offered"].get<unsigned long>(), j["accepted"].get<unsigned long>(),
                 j["answered"].get<unsigned long>(), j["refused"].get<unsigned long>(),
                 j["refusal_latency_ms"]["p50"].get<double>(), j["refusal_latency_ms"]["p99"].get<double>(),
-                j["other_errors"].get<unsigned long>(), j["lost"].get<unsigned long>());
+                j["other_errors"].get<unsigned long>(), j.contains("lost") ? "lost" : "unanswered when interrupted",
+                j.value("lost", j.value("unanswered_when_interrupted", 0UL)));
     std::printf("answer latency p50 %.1f ms, p99 %.1f ms\n", j["answer_latency_ms"]["p50"].get<double>(),
                 j["answer_latency_ms"]["p99"].get<double>());
     for (auto& p : j["rss"])
@@ -401,12 +411,16 @@ int run_bench_soak(const soak_options& o) {
                   g["name"].get<std::string>().c_str(), g["first_tau_lowered_s"].get<double>(),
                   g["first_refused_s"].get<double>(), g["refused"].get<long>(), g["refused_at_placement"].get<long>());
     std::printf("samples in %s, summary in %s\n", (out / "samples.csv").c_str(), (out / "summary.json").c_str());
-    if (j["lost"].get<uint64_t>() > 0 || j["other_errors"].get<uint64_t>() > 0) rc = 1;
+    if (j.value("lost", uint64_t{0}) > 0 || j["other_errors"].get<uint64_t>() > 0) rc = 1;
+    if (dls::cli::interrupted()) {
+      std::printf("interrupted after %.0f s of load: the figures above cover that part only\n",
+                  r.samples.empty() ? 0.0 : r.samples.back().t_s);
+      rc = 130;
+    }
   } catch (const std::exception& e) {
     std::cerr << "dilaserve: error: bench-soak: " << e.what() << "\n";
-    rc = 1;
+    rc = dls::cli::interrupted() ? 130 : 1;
   }
-  dls::cli::run_self({"down", "--state-dir", state_dir});
   return rc;
 }
 
