@@ -144,12 +144,26 @@ struct group_state {
     double to_step_start_ms = 0;
   };
   std::map<std::string, std::deque<downtime_sample>> downtime;
+  // The requests that left this group lately, newest last, so that a migration order that
+  // comes after its request left says why it was dropped.
+  struct recent_end {
+    uint64_t id = 0;
+    const char* how = "";
+    clock_type::time_point at;
+  };
+  std::deque<recent_end> recent_ends;
   static inline const char* name = "dls.tp_group";
 };
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
 constexpr auto step_timeout = std::chrono::minutes(5);
+
+// Requests remembered after they left, for the reason a late migration order names: about two
+// seconds of the shipped model's requests at a node's full rate (about 450 per second), 24 bytes
+// each. The supervisor orders a move of a request it believes runs here, so an order comes at
+// most a messaging delay (milliseconds; seconds on a starved machine) after its request left.
+constexpr std::size_t recent_ends_kept = 1024;
 
 // Migration downtimes kept per kind for `status` (and bench-migration's live figures): enough
 // for a p99 over the last few hundred moves, a few KB in every load report.
@@ -249,8 +263,27 @@ void report_load(group_ptr self) {
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
 
-void remove(group_ptr self, uint64_t id) {
+void note_end(group_state& st, uint64_t id, const char* how) {
+  st.recent_ends.push_back({id, how, clock_type::now()});
+  if (st.recent_ends.size() > recent_ends_kept) st.recent_ends.pop_front();
+}
+
+// Why an order to move request `id` finds it not queued here.
+std::string why_not_queued(const group_state& st, uint64_t id) {
+  if (st.draining) return "this group is being regrouped, which moves it anyway";
+  if (st.pending.count(id)) return "it is still waiting here for its KV cache";
+  for (auto e = st.recent_ends.rbegin(); e != st.recent_ends.rend(); ++e)
+    if (e->id == id) {
+      const auto ms = std::chrono::duration<double, std::milli>(clock_type::now() - e->at).count();
+      return std::string("it ") + e->how + " here " + std::to_string(static_cast<int64_t>(ms)) +
+             " ms before the order came";
+    }
+  return "no such request is queued here, nor among the last " + std::to_string(recent_ends_kept) + " to leave";
+}
+
+void remove(group_ptr self, uint64_t id, const char* how) {
   auto& st = self->state;
+  note_end(st, id, how);
   auto it = st.queue.find(id);
   if (it != st.queue.end()) {
     // A finished request has nothing uncommitted left, so this releases only what one that
@@ -461,7 +494,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
       auto it = st.queue.find(id);
       if (it == st.queue.end()) continue;
       self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch, "engine error: " + error);
-      remove(self, id);
+      remove(self, id, "failed");
     }
     report_load(self);
     kick(self);
@@ -494,7 +527,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
         rt::run_result r{q.text.text(), static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed),
                          st.setup.node, st.setup.name};
         self->send(req, rt::finished_atom::value, q.meta.epoch, r);
-        remove(self, o.id);
+        remove(self, o.id, "finished");
         changed = true;
         continue;
       }
@@ -900,6 +933,7 @@ void start_migrations(group_ptr self) {
     st.queue.erase(it);
     st.order.erase(std::remove(st.order.begin(), st.order.end(), id), st.order.end());
     st.dirty = true;
+    note_end(st, id, "moved on");
     depart(self, std::move(q));
   }
 }
@@ -968,7 +1002,7 @@ void run_step(group_ptr self) {
     self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch,
                std::string(rt::overloaded_error) + "group " + st.setup.name + " already at tau " + tau + ": " +
                    r.reason);
-    remove(self, r.id);
+    remove(self, r.id, "was refused (overload)");
     ++st.refused;
     if (st.first_refused_s < 0) st.first_refused_s = now;
   }
@@ -977,7 +1011,7 @@ void run_step(group_ptr self) {
     if (it == st.queue.end()) continue;
     self->send(it->second.meta.request, rt::failed_atom::value, it->second.meta.epoch,
                std::string(rt::deadline_refused_error) + "group " + st.setup.name + ": " + r.reason);
-    remove(self, r.id);
+    remove(self, r.id, "was refused (strict SLO)");
     ++st.rejected_on_miss;
   }
   if (!d.refused.empty() || !d.rejected.empty()) report_load(self);
@@ -1205,7 +1239,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
         if (self->state.pending.erase(id)) return;  // shards landing later are dropped
         if (!self->state.queue.count(id)) return;
-        remove(self, id);
+        remove(self, id, "was withdrawn");
         report_load(self);
         kick(self);
       },
@@ -1228,9 +1262,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         auto& st = self->state;
         auto it = st.queue.find(o.request_id);
         if (it == st.queue.end() || st.draining) {
-          // It finished (or this group is being regrouped, which moves it anyway).
           rt::log_line(st.setup.name, "migration of request " + std::to_string(o.request_id) + " to " + o.to +
-                                          " dropped: not queued here");
+                                          " dropped: " + why_not_queued(st, o.request_id));
           return;
         }
         it->second.leave = std::move(o);
