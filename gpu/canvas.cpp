@@ -8,6 +8,12 @@
 
 namespace dls::gpu {
 
+namespace {
+// A bound on a canvas's step counts: 2^62 steps at a nanosecond each would take 146 years, and
+// below it the next step's increment cannot overflow int64.
+constexpr int64_t max_step_count = int64_t{1} << 62;
+}  // namespace
+
 canvas canvas::start(const std::vector<int32_t>& prompt, const decode_params& params, int32_t mask_id,
                      int32_t eos_id) {
   if (auto why = params.validate(); !why.empty()) throw std::invalid_argument(why);
@@ -233,6 +239,14 @@ canvas canvas::from_bytes(const std::string& bytes) {
   if (c.prompt_len <= 0 || int64_t{c.prompt_len} + c.params.gen_length != int64_t{n} || c.block < 0 ||
       c.block >= c.num_blocks() || c.step_in_block < 0)
     throw std::invalid_argument("canvas bytes: inconsistent lengths or block index");
+  // Every step adds one to steps and to one of refresh_steps and reuse_steps, and commits at
+  // most the answer's length in all; other counts are no decode's, and the next step's
+  // increment would overflow them.
+  if (c.refresh_steps < 0 || c.reuse_steps < 0 || c.refresh_steps > max_step_count - c.reuse_steps ||
+      c.steps != c.refresh_steps + c.reuse_steps || c.committed < 0 || c.committed > c.params.gen_length)
+    throw std::invalid_argument("canvas bytes: impossible step counts (steps " + std::to_string(c.steps) +
+                                ", refresh " + std::to_string(c.refresh_steps) + ", reuse " +
+                                std::to_string(c.reuse_steps) + ", committed " + std::to_string(c.committed) + ")");
   return c;
 }
 

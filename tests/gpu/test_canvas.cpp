@@ -120,6 +120,38 @@ BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_lengths_are_refused) {
   BOOST_CHECK_THROW(canvas::from_bytes(huge.to_bytes()), std::invalid_argument);
 }
 
+// Found by fuzz_canvas: a canvas claiming INT64_MAX steps overflowed the counter on its next
+// step (undefined behaviour). Step counts no decode can reach are refused with one line.
+BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_step_counts_are_refused) {
+  decode_params p;
+  p.gen_length = 16;
+  auto c = canvas::start({3, 4, 5}, p, 1, 0);
+  c.apply({{3, 9, 0.99}, {4, 9, 0.95}});
+  BOOST_TEST(canvas::from_bytes(c.to_bytes()).steps == 1);  // a real decode's counts load
+  auto refused = [](canvas x, const std::string& why) {
+    try {
+      canvas::from_bytes(x.to_bytes());
+      BOOST_ERROR("accepted: " << why);
+    } catch (const std::invalid_argument& e) {
+      BOOST_TEST(std::string(e.what()).find("impossible step counts") != std::string::npos, e.what());
+    }
+  };
+  auto at_max = c;
+  at_max.steps = at_max.refresh_steps = std::numeric_limits<int64_t>::max();
+  at_max.reuse_steps = 0;
+  refused(at_max, "INT64_MAX steps");
+  auto negative = c;
+  negative.reuse_steps = -1;
+  negative.steps = negative.refresh_steps - 1;
+  refused(negative, "negative reuse steps");
+  auto mismatch = c;
+  mismatch.steps += 5;
+  refused(mismatch, "steps not the sum of refresh and reuse steps");
+  auto overcommitted = c;
+  overcommitted.committed = p.gen_length + 1;
+  refused(overcommitted, "more commits than the answer has tokens");
+}
+
 // Found by fuzz_kv_wire's review: dimensions whose product wraps around size_t matched a
 // header-only buffer, so the importer was asked for 2^61 floats.
 BOOST_AUTO_TEST_CASE(kv_wire_dimensions_must_match_the_buffer) {
