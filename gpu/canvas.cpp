@@ -237,8 +237,17 @@ canvas canvas::from_bytes(const std::string& bytes) {
   if (n > 0) std::memcpy(c.ids.data(), bytes.data() + r.pos, std::size_t{n} * 4);  // data() may be null when empty
   if (auto why = c.params.validate(); !why.empty()) throw std::invalid_argument("canvas bytes: " + why);
   if (c.prompt_len <= 0 || int64_t{c.prompt_len} + c.params.gen_length != int64_t{n} || c.block < 0 ||
-      c.block >= c.num_blocks() || c.step_in_block < 0)
+      c.block >= c.num_blocks())
     throw std::invalid_argument("canvas bytes: inconsistent lengths or block index");
+  // A block ends within max(block_length, block_steps) steps: threshold and factor commit at
+  // least one token a step, the counted rules and origin end it after block_steps. So a saved
+  // canvas is below that bound (at it only once finished, which takes no further step), and the
+  // next ++step_in_block cannot overflow.
+  const int most = std::max(c.params.block_length, c.params.block_steps());
+  if (c.step_in_block < 0 || c.step_in_block > most || (c.step_in_block == most && !c.finished))
+    throw std::invalid_argument("canvas bytes: step " + std::to_string(c.step_in_block) +
+                                " of a block is past the most a block of " + std::to_string(c.params.block_length) +
+                                " tokens takes");
   // Every step adds one to steps and to one of refresh_steps and reuse_steps, and commits at
   // most the answer's length in all; other counts are no decode's, and the next step's
   // increment would overflow them.

@@ -121,7 +121,8 @@ BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_lengths_are_refused) {
 }
 
 // Found by fuzz_canvas: a canvas claiming INT64_MAX steps overflowed the counter on its next
-// step (undefined behaviour). Step counts no decode can reach are refused with one line.
+// step (undefined behaviour). Step counts no decode can reach are refused with one line, and
+// so is a step within its block past the most a block takes.
 BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_step_counts_are_refused) {
   decode_params p;
   p.gen_length = 16;
@@ -150,6 +151,54 @@ BOOST_AUTO_TEST_CASE(canvas_bytes_with_impossible_step_counts_are_refused) {
   auto overcommitted = c;
   overcommitted.committed = p.gen_length + 1;
   refused(overcommitted, "more commits than the answer has tokens");
+  // Found by CI's fuzz run right after: step_in_block = INT32_MAX overflowed the same way.
+  auto past_block = c;
+  past_block.step_in_block = std::numeric_limits<int32_t>::max();
+  BOOST_CHECK_THROW(canvas::from_bytes(past_block.to_bytes()), std::invalid_argument);
+  past_block.step_in_block = p.block_length;  // a block of 8 tokens ends within 8 steps
+  BOOST_CHECK_THROW(canvas::from_bytes(past_block.to_bytes()), std::invalid_argument);
+  past_block.step_in_block = p.block_length - 1;
+  BOOST_TEST(canvas::from_bytes(past_block.to_bytes()).step_in_block == p.block_length - 1);
+}
+
+// The bounds never refuse a real decode's canvas: every rule and schedule, with more and fewer
+// steps per block than tokens, saved and loaded after every step until it finishes.
+BOOST_AUTO_TEST_CASE(every_canvas_of_a_real_decode_passes_the_bounds) {
+  struct rule_case {
+    commit_rule rule;
+    int steps_per_block;
+    step_schedule schedule;
+    double threshold;
+  };
+  const rule_case cases[] = {{commit_rule::threshold, 0, step_schedule::even, 1.0},
+                             {commit_rule::factor, 0, step_schedule::even, 0.9},
+                             {commit_rule::quota, 3, step_schedule::even, 0.9},
+                             {commit_rule::quota, 16, step_schedule::even, 0.9},
+                             {commit_rule::entropy, 5, step_schedule::dream_linear, 0.9},
+                             {commit_rule::margin, 12, step_schedule::dream_linear, 0.9},
+                             {commit_rule::origin, 4, step_schedule::even, 0.9}};
+  for (const auto& k : cases) {
+    decode_params p;
+    p.gen_length = 16;
+    p.rule = k.rule;
+    p.steps_per_block = k.steps_per_block;
+    p.schedule = k.schedule;
+    p.threshold = k.threshold;
+    p.seed = 7;
+    auto c = canvas::start({3, 4, 5}, p, 1, 0);
+    for (int step = 0; !c.finished; ++step) {
+      BOOST_REQUIRE(step < 1000);
+      std::vector<row_proposal> props;
+      for (int pos = c.block_begin(); pos < c.block_end(); ++pos)
+        if (c.ids[static_cast<std::size_t>(pos)] == 1) props.push_back({pos, 9, 0.5 + 0.01 * pos});
+      c.apply(props);
+      try {
+        c = canvas::from_bytes(c.to_bytes());
+      } catch (const std::invalid_argument& e) {
+        BOOST_FAIL("rule " << static_cast<int>(k.rule) << " spb " << k.steps_per_block << " step " << step << ": " << e.what());
+      }
+    }
+  }
 }
 
 // Found by fuzz_kv_wire's review: dimensions whose product wraps around size_t matched a
