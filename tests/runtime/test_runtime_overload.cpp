@@ -107,7 +107,9 @@ BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_norma
   BOOST_TEST(counts["failed"].get<int>() == g.value("refused", 0));
 
   // After the burst: a lone request runs at the reference tau, and normal load is served whole.
-  BOOST_TEST(lone(10 * slo_ms)["threshold"].get<double>() == 0.9);
+  // It has a minute of SLO, as the first one: with ten burst SLOs (tens of ms) a loaded machine
+  // lowered its tau for its own slack (CI, once), and only a cap left from the burst may count.
+  BOOST_TEST(lone(60000)["threshold"].get<double>() == 0.9);
   auto again = write_jsonl(c, "after.jsonl", 20, 20 * slo_ms);
   auto after = c.cli({"submit", "--file", again, "--rate", "10", "--json", "--timeout", "120"});
   BOOST_REQUIRE_MESSAGE(after.rc == 0, after.out + after.err);
