@@ -26,6 +26,19 @@ namespace {
 // A template's loops run over messages; a range() this long is a corrupt template, not a chat.
 constexpr int64_t max_range = 1'000'000;
 
+// How deep a value a template may build (lists in lists, namespaces in namespaces): as deep as the
+// parser lets an expression nest, far deeper than a chat's data, and shallow enough for the
+// recursive printing, comparison and destruction of values.
+constexpr std::size_t max_value_depth = 100;
+
+// A tojson indent wider than this many spaces is a corrupt template (Hugging Face's use 2 or 4).
+constexpr int64_t max_json_indent = 64;
+
+uint64_t saturating_mul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
 // ---- Python string helpers (strings are UTF-8; Python indexes code points) ----
 
 std::vector<UChar32> code_points(const std::string& s) {
@@ -163,13 +176,56 @@ int64_t floor_div(int64_t a, int64_t b) {
 
 class renderer {
  public:
-  explicit renderer(std::map<std::string, value> globals) { scopes_.push_back(std::move(globals)); }
+  renderer(std::map<std::string, value> globals, uint64_t work_limit) : work_limit_(work_limit), work_left_(work_limit) {
+    scopes_.push_back(std::move(globals));
+  }
 
   void run(const std::vector<node>& nodes, std::string& out) {
     for (const auto& n : nodes) exec(n, out);
   }
 
  private:
+  // Every step and every byte or element an operation touches is charged before the work is
+  // done, so a template that would loop or grow without end fails here instead.
+  void charge(uint64_t units) {
+    if (units > work_left_)
+      fail("rendering this conversation needs more than its budget of " + std::to_string(work_limit_) +
+           " work units (a loop or a value that grows without end?)");
+    work_left_ -= units;
+  }
+
+  struct extent {
+    uint64_t units = 0;  // one per value, one per byte of its strings and keys
+    std::size_t depth = 0;
+  };
+  // Walks `v` (stopping once past the work left, which the caller then fails to charge), and
+  // refuses a value deeper than max_value_depth or one that holds the dict `self`: a namespace
+  // set to contain itself would be a reference cycle, leaked and printed without end.
+  extent measure(const value& v, const jinja::dict* self = nullptr) const {
+    extent e;
+    measure_into(v, self, 0, e);
+    return e;
+  }
+  void measure_into(const value& v, const jinja::dict* self, std::size_t depth, extent& e) const {
+    if (depth > max_value_depth) fail("a value nested deeper than " + std::to_string(max_value_depth) + " levels");
+    e.depth = std::max(e.depth, depth);
+    e.units += 1 + v.s.size();
+    if (e.units > work_left_) return;
+    if (v.is(K::list)) {
+      for (const auto& x : *v.l) {
+        measure_into(x, self, depth + 1, e);
+        if (e.units > work_left_) return;
+      }
+    } else if (v.is(K::dict)) {
+      if (self && v.d.get() == self) fail("a namespace cannot contain itself");
+      for (const auto& [k, x] : *v.d) {
+        e.units += k.size();
+        measure_into(x, self, depth + 1, e);
+        if (e.units > work_left_) return;
+      }
+    }
+  }
+
   struct args_t {
     std::vector<value> positional;
     std::map<std::string, value> keyword;
@@ -181,26 +237,38 @@ class renderer {
   };
 
   void exec(const node& n, std::string& out) {
+    charge(1);
     switch (n.k) {
-      case node::kind::text: out += n.text; return;
-      case node::kind::output: out += jinja::to_output(eval(*n.e)); return;
+      case node::kind::text:
+        charge(n.text.size());
+        out += n.text;
+        return;
+      case node::kind::output: {
+        const std::string s = jinja::to_output(eval(*n.e));
+        charge(s.size());
+        out += s;
+        return;
+      }
       case node::kind::if_:
         run(eval(*n.e).truthy() ? n.body : n.orelse, out);
         return;
       case node::kind::set: {
         value v = eval(*n.e);
         if (n.targets.size() == 1) {
+          charge(measure(v).units);
           scopes_.back()[n.targets[0]] = std::move(v);
           return;
         }
         value ns = lookup(n.targets[0]);
         if (!ns.is(K::dict)) fail("'" + n.targets[0] + "' is not a namespace, so its attributes cannot be set");
+        charge(measure(v, ns.d.get()).units);
         ns.set(n.targets[1], std::move(v));
         return;
       }
       case node::kind::for_: {
         value seq = eval(*n.e);
         std::vector<value> items;
+        if (seq.is(K::list) || seq.is(K::dict)) charge(seq.is(K::list) ? seq.l->size() : seq.d->size());
         if (seq.is(K::list)) items = *seq.l;
         else if (seq.is(K::dict))
           for (const auto& [k, v] : *seq.d) items.push_back(value::string(k));
@@ -257,6 +325,7 @@ class renderer {
   }
 
   value eval(const expr& e) {
+    charge(1);
     switch (e.k) {
       case expr::kind::literal: return e.literal;
       case expr::kind::name: return lookup(e.name);
@@ -296,6 +365,7 @@ class renderer {
           return i >= 0 && i < n ? (*obj.l)[static_cast<std::size_t>(i)] : value::undefined();
         }
         if (obj.is(K::string)) {
+          charge(obj.s.size());
           const auto cps = code_points(obj.s);
           const auto n = static_cast<int64_t>(cps.size());
           const int64_t i = key.i < 0 ? key.i + n : key.i;
@@ -310,12 +380,14 @@ class renderer {
         for (int i = 0; i < 3; ++i)
           if (e.args[static_cast<std::size_t>(i) + 1]) parts[i] = eval(*e.args[static_cast<std::size_t>(i) + 1]);
         if (obj.is(K::list)) {
+          charge(obj.l->size());
           value out = value::make_list();
           for (auto i : slice_indices(static_cast<int64_t>(obj.l->size()), parts[0], parts[1], parts[2]))
             out.l->push_back((*obj.l)[i]);
           return out;
         }
         if (obj.is(K::string)) {
+          charge(obj.s.size());
           const auto cps = code_points(obj.s);
           std::vector<UChar32> picked;
           for (auto i : slice_indices(static_cast<int64_t>(cps.size()), parts[0], parts[1], parts[2])) picked.push_back(cps[i]);
@@ -354,17 +426,29 @@ class renderer {
     }
     value a = eval(*e.args[0]);
     value b = eval(*e.args[1]);
-    if (op == "==") return value::boolean(jinja::equal(a, b));
-    if (op == "!=") return value::boolean(!jinja::equal(a, b));
-    if (op == "~") return value::string(jinja::to_output(a) + jinja::to_output(b));
+    if (op == "==" || op == "!=") {
+      charge(measure(a).units);
+      charge(measure(b).units);
+      return value::boolean(jinja::equal(a, b) == (op == "=="));
+    }
+    if (op == "~") {
+      std::string x = jinja::to_output(a);
+      const std::string y = jinja::to_output(b);
+      charge(x.size() + y.size());
+      return value::string(std::move(x) + y);
+    }
     if (op == "in" || op == "not in") {
       bool r;
       if (b.is(K::string)) {
         if (!a.is(K::string)) fail("'in <string>' needs a string on the left");
+        charge(saturating_mul(a.s.size() + 1, b.s.size() + 1));  // the worst case of a naive search
         r = b.s.find(a.s) != std::string::npos;
       } else if (b.is(K::list)) {
+        charge(measure(b).units);
+        charge(saturating_mul(measure(a).units, b.l->size()));
         r = std::any_of(b.l->begin(), b.l->end(), [&](const value& x) { return jinja::equal(a, x); });
       } else if (b.is(K::dict)) {
+        charge(b.d->size());
         r = a.is(K::string) && b.find(a.s) != nullptr;
       } else {
         fail(std::string("'in' on a ") + b.type_name());
@@ -379,9 +463,14 @@ class renderer {
     const int64_t x = as_int(a, ai), y = as_int(b, bi);
     if (op == "<" || op == ">" || op == "<=" || op == ">=") {
       int c;
-      if (ai && bi) c = x < y ? -1 : (x > y ? 1 : 0);
-      else if (a.is(K::string) && b.is(K::string)) c = a.s.compare(b.s) < 0 ? -1 : (a.s == b.s ? 0 : 1);
-      else fail(std::string("comparing a ") + a.type_name() + " with a " + b.type_name());
+      if (ai && bi) {
+        c = x < y ? -1 : (x > y ? 1 : 0);
+      } else if (a.is(K::string) && b.is(K::string)) {
+        charge(std::min(a.s.size(), b.s.size()));
+        c = a.s.compare(b.s) < 0 ? -1 : (a.s == b.s ? 0 : 1);
+      } else {
+        fail(std::string("comparing a ") + a.type_name() + " with a " + b.type_name());
+      }
       if (op == "<") return value::boolean(c < 0);
       if (op == ">") return value::boolean(c > 0);
       if (op == "<=") return value::boolean(c <= 0);
@@ -395,8 +484,12 @@ class renderer {
     };
     if (op == "+") {
       if (ai && bi) return checked(__builtin_add_overflow(x, y, &r));
-      if (a.is(K::string) && b.is(K::string)) return value::string(a.s + b.s);
+      if (a.is(K::string) && b.is(K::string)) {
+        charge(a.s.size() + b.s.size());
+        return value::string(a.s + b.s);
+      }
       if (a.is(K::list) && b.is(K::list)) {
+        charge(a.l->size() + b.l->size());
         value l = value::make_list(*a.l);
         l.l->insert(l.l->end(), b.l->begin(), b.l->end());
         return l;
@@ -432,6 +525,7 @@ class renderer {
         const int64_t b = a.positional.size() == 2 ? a.positional[0].i : 0;
         const int64_t end = a.positional.back().i;
         if (end > b && static_cast<uint64_t>(end) - static_cast<uint64_t>(b) > static_cast<uint64_t>(max_range)) fail("range() of more than " + std::to_string(max_range) + " numbers");
+        if (end > b) charge(static_cast<uint64_t>(end) - static_cast<uint64_t>(b));
         value l = value::make_list();
         for (int64_t i = b; i < end; ++i) l.l->push_back(value::integer(i));
         return l;
@@ -444,9 +538,12 @@ class renderer {
     return method(obj, callee.name, a);
   }
 
-  static value method(const value& obj, const std::string& name, const args_t& a) {
+  value method(const value& obj, const std::string& name, const args_t& a) {
     if (obj.is(K::string)) {
       const std::string& s = obj.s;
+      // Each string method reads `s` once per character of its argument at worst.
+      const value* arg0 = a.get(0, name == "replace" ? "old" : (name == "split" ? "sep" : "chars"));
+      charge(saturating_mul(s.size() + 1, arg0 && arg0->is(K::string) ? arg0->s.size() + 1 : 1));
       if (name == "startswith" || name == "endswith") {
         const value* p = a.get(0, "prefix");
         if (!p) fail(name + "() needs an argument");
@@ -456,6 +553,7 @@ class renderer {
           for (const auto& x : *p->l) options.push_back(x.is(K::string) ? x.s : fail_str(name));
         else fail(name + "() takes a string");
         for (const auto& o : options) {
+          charge(o.size() + 1);
           if (o.size() > s.size()) continue;
           if (name == "startswith" ? s.compare(0, o.size(), o) == 0 : s.compare(s.size() - o.size(), o.size(), o) == 0)
             return value::boolean(true);
@@ -477,8 +575,10 @@ class renderer {
         if (o->s.empty()) fail("replace() of an empty string is not supported");
         std::string out;
         std::size_t from = 0;
-        for (std::size_t at; (at = s.find(o->s, from)) != std::string::npos; from = at + o->s.size())
+        for (std::size_t at; (at = s.find(o->s, from)) != std::string::npos; from = at + o->s.size()) {
+          charge(at - from + n->s.size());
           out += s.substr(from, at - from) + n->s;
+        }
         return value::string(out + s.substr(from));
       }
     } else if (obj.is(K::dict)) {
@@ -490,6 +590,7 @@ class renderer {
         return d ? *d : value::none();
       }
       if (name == "items" || name == "keys" || name == "values") {
+        charge(obj.d->size());
         value l = value::make_list();
         for (const auto& [k, v] : *obj.d) {
           if (name == "items") l.l->push_back(value::make_list({value::string(k), v}));
@@ -508,17 +609,32 @@ class renderer {
     const std::string& f = e.name;
     if (f == "trim") {
       need_defined(v, "|trim");
-      return value::string(python_strip(jinja::to_output(v), a.get(0, "chars"), true, true));
+      const std::string s = jinja::to_output(v);
+      const value* chars = a.get(0, "chars");
+      charge(saturating_mul(s.size() + 1, chars && chars->is(K::string) ? chars->s.size() + 1 : 1));
+      return value::string(python_strip(s, chars, true, true));
     }
-    if (f == "length" || f == "count") return value::integer(length_of(v));
-    if (f == "string") return value::string(jinja::to_output(v));
-    if (f == "lower" || f == "upper") return value::string(case_map(jinja::to_output(v), f == "upper"));
+    if (f == "length" || f == "count") {
+      charge(v.s.size());
+      return value::integer(length_of(v));
+    }
+    if (f == "string" || f == "lower" || f == "upper") {
+      std::string s = jinja::to_output(v);
+      charge(s.size());
+      return value::string(f == "string" ? std::move(s) : case_map(s, f == "upper"));
+    }
     if (f == "tojson") {
       const value* ind = a.get(0, "indent");
       if (ind && !ind->is(K::integer) && !ind->is(K::none)) fail("tojson indent must be an integer");
+      if (ind && ind->is(K::integer) && (ind->i < 0 || ind->i > max_json_indent))
+        fail("tojson indent must be between 0 and " + std::to_string(max_json_indent));
       for (const auto& [k, x] : a.keyword)
         if (k != "indent") fail("tojson argument '" + k + "' is not supported");
-      return value::string(jinja::to_json_text(v, ind && ind->is(K::integer) ? static_cast<int>(ind->i) : -1));
+      const int indent = ind && ind->is(K::integer) ? static_cast<int>(ind->i) : -1;
+      // The text is at most 6 bytes per byte (\u00XX escapes), plus a line of indent per value.
+      const extent x = measure(v);
+      charge(saturating_mul(x.units, 6 + static_cast<uint64_t>(std::max(indent, 0)) * (x.depth + 1)));
+      return value::string(jinja::to_json_text(v, indent));
     }
     if (f == "default" || f == "d") {
       const value* d = a.get(0, "default_value");
@@ -530,9 +646,12 @@ class renderer {
       if (!v.is(K::list)) fail("|join of a " + std::string(v.type_name()));
       const value* sep = a.get(0, "d");
       std::string out;
+      const std::string separator = sep ? jinja::to_output(*sep) : std::string();
       for (std::size_t i = 0; i < v.l->size(); ++i) {
-        if (i && sep) out += jinja::to_output(*sep);
-        out += jinja::to_output((*v.l)[i]);
+        const std::string item = jinja::to_output((*v.l)[i]);
+        charge(1 + item.size() + (i ? separator.size() : 0));
+        if (i) out += separator;
+        out += item;
       }
       return value::string(out);
     }
@@ -544,11 +663,13 @@ class renderer {
     if (f == "list") {
       if (v.is(K::list)) return v;
       if (v.is(K::dict)) {
+        charge(v.d->size());
         value l = value::make_list();
         for (const auto& [k, x] : *v.d) l.l->push_back(value::string(k));
         return l;
       }
       if (v.is(K::string)) {
+        charge(v.s.size());
         value l = value::make_list();
         const auto cps = code_points(v.s);
         for (std::size_t i = 0; i < cps.size(); ++i) l.l->push_back(value::string(from_code_points(cps, i, i + 1)));
@@ -579,6 +700,8 @@ class renderer {
   }
 
   std::vector<std::map<std::string, value>> scopes_;
+  const uint64_t work_limit_;
+  uint64_t work_left_;
 };
 
 }  // namespace
@@ -613,8 +736,11 @@ std::string chat_template::render(const nlohmann::ordered_json& messages, bool a
   globals["tools"] = value::none();
   globals["documents"] = value::none();
   for (const auto& [k, v] : extra.items()) globals[k] = value::from_json(v);
+  const auto input_bytes = messages.dump().size() + extra.dump().size() + special_tokens_.dump().size();
+  const uint64_t limit = static_cast<uint64_t>(budget_.base_units) +
+                         saturating_mul(static_cast<uint64_t>(budget_.units_per_input_byte), input_bytes);
   std::string out;
-  renderer(std::move(globals)).run(program_, out);
+  renderer(std::move(globals), limit).run(program_, out);
   return out;
 }
 

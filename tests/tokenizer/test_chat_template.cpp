@@ -197,6 +197,86 @@ BOOST_AUTO_TEST_CASE(unsupported_templates_are_refused_naming_the_construct) {
              std::string::npos);
 }
 
+// Templates that would loop or grow without end, or build a value that cannot be printed or freed,
+// fail with a template_error naming the bound, at once.
+BOOST_AUTO_TEST_CASE(runaway_templates_fail_within_their_budget) {
+  auto render_error = [](const std::string& src) {
+    return message_of([&] { gpu::chat_template(src, json::object()).render(json::array(), false); });
+  };
+  // 10^12 iterations: without the budget this renders for hours.
+  BOOST_TEST(render_error("{% for a in range(1000000) %}{% for b in range(1000000) %}x{% endfor %}{% endfor %}")
+                 .find("work units") != std::string::npos);
+  BOOST_TEST(render_error("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+                          "{% endfor %}{{ ns.s | length }}")
+                 .find("work units") != std::string::npos);
+  BOOST_TEST(render_error("{% set ns = namespace(l=[1, 2, 3, 4]) %}{% for i in range(40) %}"
+                          "{% set ns.l = ns.l + ns.l %}{% endfor %}")
+                 .find("work units") != std::string::npos);
+  // A namespace holding itself was a reference cycle (leaked), and printing it recursed without end.
+  BOOST_TEST(render_error("{% set ns = namespace(a=1) %}{% set ns.b = ns %}{{ ns | tojson }}")
+                 .find("a namespace cannot contain itself") != std::string::npos);
+  BOOST_TEST(render_error("{% set ns = namespace(a=1) %}{% set other = namespace(n=ns) %}{% set ns.b = [other] %}")
+                 .find("a namespace cannot contain itself") != std::string::npos);
+  // Nesting built one level per iteration would overflow the stack when printed or freed.
+  BOOST_TEST(render_error("{% set ns = namespace(x=[]) %}{% for i in range(200) %}{% set ns.x = [ns.x] %}"
+                          "{% endfor %}{{ ns.x | tojson }}")
+                 .find("nested deeper than 100") != std::string::npos);
+  BOOST_TEST(render_error("{{ [1, [2]] | tojson(indent=2147483647) }}").find("indent must be between") !=
+             std::string::npos);
+  // Shared lists printed as JSON: 2^40 elements from a few hundred bytes.
+  BOOST_TEST(render_error("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}"
+                          "{% endfor %}{{ ns.l | tojson }}")
+                 .find("work units") != std::string::npos);
+  // A template within its budget still renders, and the same conversation fits a budget that a
+  // conversation of twice its size would need.
+  gpu::chat_template t("{% for m in messages %}{{ m.content }}{% endfor %}", json::object());
+  const json one = json::array({{{"role", "user"}, {"content", std::string(1000, 'a')}}});
+  BOOST_TEST(t.render(one, false) == std::string(1000, 'a'));
+  t.set_budget({0, 1});
+  BOOST_TEST(t.render(one, false) == std::string(1000, 'a'));
+  t.set_budget({0, 0});
+  BOOST_TEST(message_of([&] { t.render(one, false); }).find("budget of 0 work units") != std::string::npos);
+}
+
+// The real templates render the test conversations, and a long conversation, within a fifth of the
+// default budget: the bound refuses runaway templates, never a real chat. (Measured: at most 5,000
+// units for a test conversation, and 11 per input byte for Qwen3's over the long one.)
+BOOST_AUTO_TEST_CASE(real_templates_render_within_a_fifth_of_their_budget) {
+  json long_chat = json::array();
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string content;
+    for (int w = 0; w < 60; ++w) content += std::string(1 + rng() % 9, static_cast<char>('a' + rng() % 26)) + " ";
+    if (i % 7 == 0) content = "<think>\nplan " + content + "\n</think>\n\n" + content;
+    long_chat.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", content}});
+  }
+  const gpu::render_budget fifth{gpu::render_budget{}.base_units / 5, gpu::render_budget{}.units_per_input_byte / 5};
+  for (const char* name : {"qwen3", "llama3"}) {
+    const auto dir = test::reference_tokenizer_dir(name);
+    const auto full = gpu::chat_template::from_checkpoint(dir);
+    auto tight = gpu::chat_template::from_checkpoint(dir);
+    tight.set_budget(fifth);
+    const json cs = cases();
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      const json extra = cs[i].contains("extra") ? cs[i]["extra"] : json::object();
+      const bool gen = cs[i]["add_generation_prompt"].get<bool>();
+      std::string want, got;
+      try {
+        want = full.render(cs[i]["messages"], gen, extra);
+      } catch (const gpu::jinja::template_error& e) {
+        want = std::string("error: ") + e.what();
+      }
+      try {
+        got = tight.render(cs[i]["messages"], gen, extra);
+      } catch (const gpu::jinja::template_error& e) {
+        got = std::string("error: ") + e.what();
+      }
+      BOOST_TEST(got == want, name << " case " << i);
+    }
+    BOOST_TEST(tight.render(long_chat, true) == full.render(long_chat, true), name << " long conversation");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(checkpoint_without_a_template_is_a_clear_error) {
   const std::string dir = temp_path("ckpt");
   std::system(("mkdir -p " + dir).c_str());
