@@ -164,12 +164,23 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     // lowered tau refuses. The controller and the shedding test model the backlog differently
     // (slack of each request against the group's work owed in arrival order), so in the first
     // controlled step of a burst the test can find a request hopeless at tau_min while the
-    // controller still sees no need to lower anyone's tau.
-    bool lowered = !p.tau_control() || p.thr.tau_min >= p.thr.tau_max;
-    for (const auto* list : {&g.active, &g.queued})
-      for (const auto& r : *list) lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
+    // controller still sees no need to lower anyone's tau. What counts is the tau of the requests
+    // that stay: when the controller lowered only requests that the test then refuses, the group
+    // would go on at the reference tau while it refuses, so shedding waits.
+    const bool no_lever = !p.tau_control() || p.thr.tau_min >= p.thr.tau_max;
+    auto refused = shed_fresh(g, g.fresh, p, *cost, q);
+    bool lowered = no_lever;
+    std::size_t k = 0;  // refusals are in queue order
+    for (const auto& r : g.active) lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
+    for (const auto& r : g.queued) {
+      if (k < refused.size() && refused[k].id == r.id) {
+        ++k;
+        continue;
+      }
+      lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
+    }
     if (lowered) {
-      d.refused = shed_fresh(g, g.fresh, p, *cost, q);
+      d.refused = std::move(refused);
       drop_from(g.queued, d.refused);
     } else {
       d.shedding_deferred = !g.fresh.empty();

@@ -163,6 +163,27 @@ BOOST_AUTO_TEST_CASE(no_refusal_before_some_tau_is_lowered_and_the_request_stays
   BOOST_TEST(!e.shedding_deferred);
 }
 
+BOOST_AUTO_TEST_CASE(tau_lowered_only_for_the_requests_it_would_refuse_does_not_count) {
+  // A request due in 1 ms (2 ms with its grace window) cannot finish even at tau 0.7 (4 steps,
+  // 4.4 ms), and the controller lowers its tau trying; the lax request running keeps 0.9. Were
+  // it refused, the group would go on at the reference tau while refusing (a live cluster under
+  // a burst did so), so shedding waits for the requests that stay to run at a lowered tau.
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  auto g = burst(0);
+  g.active.push_back(dls::test::fresh_request(9, 0, 1000));
+  g.queued = {dls::test::fresh_request(11, 0, 0.001)};
+  g.fresh = {11};
+  const auto d = pol::decide_step(g, policy("dilaserve", true, 1), &m, q);
+  BOOST_TEST(d.controlled);
+  BOOST_REQUIRE_EQUAL(g.queued.size(), 1u);
+  BOOST_TEST(g.queued[0].tau < 0.9, "the scenario needs the controller to lower the hopeless request's tau");
+  BOOST_TEST(g.active[0].tau == 0.9);
+  BOOST_TEST(d.refused.empty());
+  BOOST_TEST(d.shedding_deferred);
+  // (a_burst_far_above_capacity_is_partly_refused_after_tau_went_down is the case where it is.)
+}
+
 BOOST_AUTO_TEST_CASE(without_the_knob_nothing_is_refused_and_static_stays_fcfs) {
   const auto m = dls::test::small_cost();
   const auto q = dls::test::small_quality();
