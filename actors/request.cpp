@@ -125,6 +125,7 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.top_k = st.spec.top_k;
   w.alg_temp = st.spec.alg_temp;
   w.schedule = st.spec.schedule;
+  w.eps = st.spec.eps;
   return w;
 }
 

@@ -33,6 +33,7 @@ std::optional<runtime::answer> refusal(const runtime::request_checker& checker, 
   if (why.empty() && !std::isfinite(spec.alg_temp)) why = "alg_temp must be a finite number >= 0";
   if (why.empty() && spec.schedule > static_cast<int32_t>(common::step_schedule::dream_linear))
     why = "schedule must be even (0) or dream_linear (1)";
+  if (why.empty() && (std::isnan(spec.eps) || spec.eps >= 1.0)) why = "eps must lie in [0, 1)";
   if (why.empty()) return std::nullopt;
   runtime::answer a;
   a.error = "refused by the head: " + why;

@@ -214,6 +214,7 @@ gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item&
   if (item.top_k >= 0) p.top_k = item.top_k;
   if (item.alg_temp >= 0) p.alg_temp = item.alg_temp;
   if (item.schedule >= 0) p.schedule = static_cast<gpu::step_schedule>(item.schedule);
+  if (item.eps >= 0) p.eps = item.eps;
   return p;
 }
 

@@ -22,6 +22,10 @@ std::string decode_settings::validate() const {
   if (schedule == step_schedule::dream_linear && !counted() && rule != commit_rule::origin)
     return std::string("schedule dream_linear sets how many a quota, margin or entropy step commits; the ") +
            to_string(rule) + " rule chooses its own count";
+  if (!(eps >= 0.0 && eps < 1.0)) return "eps must lie in [0, 1) (Dream's last timestep; default 0.001)";
+  if (eps != dream_default_eps && schedule != step_schedule::dream_linear && rule != commit_rule::origin)
+    return std::string("eps sets the timesteps of schedule dream_linear and of the origin rule; with the ") +
+           to_string(rule) + " rule and schedule even it would change nothing";
   return {};
 }
 

@@ -9,6 +9,9 @@
 
 namespace dls::common {
 
+/// Dream's default eps (DreamGenerationConfig): the timesteps of its schedule end at 1e-3.
+inline constexpr double dream_default_eps = 1e-3;
+
 /// How a step picks which masked tokens of the current block to commit.
 enum class commit_rule : uint8_t {
   quota,      // LLaDA low-confidence remasking: a fixed number per step (steps_per_block)
@@ -26,7 +29,7 @@ enum class commit_rule : uint8_t {
 /// How many positions a quota, margin or entropy step commits.
 enum class step_schedule : uint8_t {
   even,          // LLaDA's get_num_transfer_tokens: the block's masks spread evenly, at least one a step
-  dream_linear,  // Dream's diffusion_generate: int(masks left x (1 - s/t)) over linspace(1, 1e-3), all on the last step
+  dream_linear,  // Dream's diffusion_generate: int(masks left x (1 - s/t)) over linspace(1, eps), all on the last step
 };
 
 /// The per-position score a rule ranks by (what row_proposal::confidence holds).
@@ -59,6 +62,9 @@ struct decode_settings {
   int top_k = 0;
   double alg_temp = 0.0;
   step_schedule schedule = step_schedule::even;
+  // Dream's eps: the last of the timesteps linspace(1, eps, steps + 1) that schedule dream_linear
+  // and the origin rule count down (dream_schedule.hpp); it does nothing under other schedules.
+  double eps = dream_default_eps;
 
   /// Whether the rule commits a count set by the schedule (quota, margin, entropy).
   bool counted() const { return rule == commit_rule::quota || rule == commit_rule::margin || rule == commit_rule::entropy; }

@@ -121,6 +121,7 @@ engine_defaults parse_engine(const yaml_checker& c, const YAML::Node& n, const s
   if (n["top_p"]) d.top_p = c.real(n["top_p"], "engine.top_p", 0.0, 1.0);
   if (n["top_k"]) d.top_k = static_cast<int>(c.integer(n["top_k"], "engine.top_k", 0, 1 << 24));
   if (n["alg_temp"]) d.alg_temp = c.real(n["alg_temp"], "engine.alg_temp", 0.0, 1e6);
+  if (n["eps"]) d.eps = c.real(n["eps"], "engine.eps", 0.0, 1.0);  // validate() refuses 1 itself
   if (auto why = d.validate(); !why.empty()) c.fail(n, "engine: " + why);
   if (n["max_batch"]) e.max_batch = static_cast<int>(c.integer(n["max_batch"], "engine.max_batch", 1, 4096));
   return e;

@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (r.alg_temp > 0 && facts.rule == dls::common::commit_rule::threshold) std::abort();
     // A schedule is the cluster's (-1) or even (0); dream_linear is refused under threshold.
     if (r.schedule != -1 && r.schedule != 0) std::abort();
+    if (r.eps != -1) std::abort();  // eps would change nothing under threshold: always refused
     if (r.chat != chat || (chat && r.messages.empty())) std::abort();
   } catch (const dls::gateway::api_error& e) {
     if (e.status() != 400 && e.status() != 404) std::abort();

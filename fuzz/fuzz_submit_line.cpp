@@ -23,6 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (s.top_k < -1) std::abort();
     if (s.alg_temp != -1 && !(s.alg_temp >= 0 && std::isfinite(s.alg_temp))) std::abort();
     if (s.schedule < -1 || s.schedule > 1) std::abort();
+    if (s.eps != -1 && !(s.eps >= 0 && s.eps < 1)) std::abort();
   } catch (const std::runtime_error&) {
   }
   return 0;

@@ -66,6 +66,7 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
   p.spec.top_k = p.req.top_k;
   p.spec.alg_temp = p.req.alg_temp;
   p.spec.schedule = p.req.schedule;
+  p.spec.eps = p.req.eps;
   return p;
 }
 

@@ -126,6 +126,14 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
         bad(field, std::string("dream_linear sets how many a quota, margin or entropy step commits, and the cluster "
                                "decodes with ") +
                        common::to_string(facts.rule) + " (engine.commit)");
+    } else if (k == "eps") {
+      if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() < 1.0))
+        bad(field, "must be a number in [0, 1) (Dream's last timestep; default 0.001)");
+      r.eps = v.get<double>();
+      if (!counted(facts.rule) && facts.rule != common::commit_rule::origin)
+        bad(field, std::string("sets the timesteps of schedule dream_linear and of the origin rule, and the cluster "
+                               "decodes with ") +
+                       common::to_string(facts.rule) + " (engine.commit)");
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
         bad(field, "request priorities are not supported yet (only 0)");
@@ -156,7 +164,7 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
       "echo", "best_of", "suffix", "extra_body"};
   static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
                                                 "slo_ms", "deadline_ms", "priority", "on_miss", "top_k", "alg_temp",
-                                                "schedule"};
+                                                "schedule", "eps"};
   json extras = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (dlm_fields.count(it.key()))

@@ -45,6 +45,7 @@ struct completion_request {
   int top_k = -1;
   double alg_temp = -1;
   int schedule = -1;  // step_schedule's value; negative: the cluster's engine.schedule
+  double eps = -1;    // Dream's eps; negative: the cluster's engine.eps
 };
 
 /// Parses and checks a body; throws api_error (400 naming the field, 404 unknown model).

@@ -74,11 +74,11 @@ int canvas::apply(const std::vector<row_proposal>& proposals) {
   const auto counter = static_cast<uint64_t>(steps);
   std::vector<int32_t> chosen;
   if (params.rule == commit_rule::origin) {
-    chosen = origin_commits(masked, dream_transfer_probability(spb, step_in_block), params.seed, counter);
+    chosen = origin_commits(masked, dream_transfer_probability(spb, step_in_block, params.eps), params.seed, counter);
   } else if (params.counted() && params.schedule == step_schedule::dream_linear) {
     // Dream counts the masks still left; its last step takes them all, so a block ends within spb steps.
     const int left = static_cast<int>(std::count(ids.begin() + b0, ids.begin() + b1, mask_id));
-    const int n = dream_transfer_count(left, spb, step_in_block);
+    const int n = dream_transfer_count(left, spb, step_in_block, params.eps);
     if (n > 0)
       chosen = params.alg_temp > 0 ? sample_commits(masked, n, params.alg_temp, params.seed, counter)
                                    : select_commits(masked, params.rule, params.threshold, n, params.factor);
@@ -119,14 +119,15 @@ std::vector<int32_t> canvas::answer() const {
   return out;
 }
 
-// -- serialization: "DLSC" v3, little-endian fixed-width fields, then the ids --------------
-// v2 added top_p, top_k and alg_temp after the seed, v3 the schedule after them; v1 and v2 canvases
-// (journals of older heads, requests from nodes not yet upgraded) still load, with those off.
+// -- serialization: "DLSC" v4, little-endian fixed-width fields, then the ids --------------
+// v2 added top_p, top_k and alg_temp after the seed, v3 the schedule after them, v4 eps after it;
+// older canvases (journals of older heads, requests from nodes not yet upgraded) still load, with
+// those off or at Dream's default eps.
 
 namespace {
 
 constexpr char magic[4] = {'D', 'L', 'S', 'C'};
-constexpr uint32_t version = 3;
+constexpr uint32_t version = 4;
 
 template <class T>
 void put(std::string& out, T v) {
@@ -172,6 +173,7 @@ std::string canvas::to_bytes() const {
   put(out, static_cast<int32_t>(params.top_k));
   put(out, params.alg_temp);
   put(out, static_cast<uint8_t>(params.schedule));
+  put(out, params.eps);
   put(out, block);
   put(out, step_in_block);
   put(out, block_masks);
@@ -221,6 +223,7 @@ canvas canvas::from_bytes(const std::string& bytes) {
       throw std::invalid_argument("canvas has an unknown schedule " + std::to_string(sched));
     c.params.schedule = static_cast<step_schedule>(sched);
   }
+  if (v >= 4) c.params.eps = r.get<double>("eps");
   c.block = r.get<int32_t>("block");
   c.step_in_block = r.get<int32_t>("step_in_block");
   c.block_masks = r.get<int32_t>("block_masks");

@@ -6,6 +6,7 @@ namespace dls::gpu {
 
 using common::cache_mode;
 using common::commit_rule;
+using common::dream_default_eps;
 using common::parse_cache_mode;
 using common::parse_commit_rule;
 using common::parse_step_schedule;

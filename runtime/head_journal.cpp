@@ -117,7 +117,8 @@ std::string encode_accepted(const journal_request& r) {
                   {"top_p", s.top_p},
                   {"top_k", s.top_k},
                   {"alg_temp", s.alg_temp},
-                  {"schedule", s.schedule}});
+                  {"schedule", s.schedule},
+                  {"eps", s.eps}});
 }
 
 std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
@@ -166,6 +167,7 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.spec.top_k = j.value("top_k", int32_t{-1});
       r.spec.alg_temp = j.value("alg_temp", -1.0);
       r.spec.schedule = j.value("schedule", int32_t{-1});
+      r.spec.eps = j.value("eps", -1.0);
       r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
       r.spec.gen_length = j.at("gen").get<int32_t>();
       r.spec.stream = j.at("stream").get<bool>();

@@ -74,7 +74,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, decode_settings& x) {
   return f(caf::meta::type_name("dls_decode_settings"), x.gen_length, x.block_length, x.rule, x.threshold,
            x.steps_per_block, x.factor, x.cache, x.refresh_interval, x.temperature, x.seed, x.top_p, x.top_k,
-           x.alg_temp, x.schedule);
+           x.alg_temp, x.schedule, x.eps);
 }
 
 }  // namespace dls::common
@@ -213,6 +213,7 @@ struct submit_spec {
   double alg_temp = -1;
   // decode_settings::schedule as its enum value (0 even, 1 dream_linear); negative: the cluster's.
   int32_t schedule = -1;
+  double eps = -1;  // decode_settings::eps; negative: the cluster's engine.eps
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
@@ -224,20 +225,23 @@ typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
   uint64_t min_threshold_bits = 0;
   uint64_t top_p_bits = 0;
   uint64_t alg_temp_bits = 0;
+  uint64_t eps_bits = 0;
   std::memcpy(&threshold_bits, &x.threshold, sizeof threshold_bits);
   std::memcpy(&min_threshold_bits, &x.min_threshold, sizeof min_threshold_bits);
   std::memcpy(&top_p_bits, &x.top_p, sizeof top_p_bits);
   std::memcpy(&alg_temp_bits, &x.alg_temp, sizeof alg_temp_bits);
+  std::memcpy(&eps_bits, &x.eps, sizeof eps_bits);
   auto load = [&]() -> caf::error {
     std::memcpy(&x.threshold, &threshold_bits, sizeof x.threshold);
     std::memcpy(&x.min_threshold, &min_threshold_bits, sizeof x.min_threshold);
     std::memcpy(&x.top_p, &top_p_bits, sizeof x.top_p);
     std::memcpy(&x.alg_temp, &alg_temp_bits, sizeof x.alg_temp);
+    std::memcpy(&x.eps, &eps_bits, sizeof x.eps);
     return caf::none;
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
            x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, top_p_bits, x.top_k, alg_temp_bits,
-           x.schedule, caf::meta::load_callback(load));
+           x.schedule, eps_bits, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -331,6 +335,7 @@ struct work_item {
   int32_t top_k = -1;
   double alg_temp = -1;
   int32_t schedule = -1;
+  double eps = -1;
 };
 
 template <class Inspector>
@@ -338,7 +343,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
            x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
-           x.alg_temp, x.schedule);
+           x.alg_temp, x.schedule, x.eps);
 }
 
 // -- migration -------------------------------------------------------------------------

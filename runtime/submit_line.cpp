@@ -77,6 +77,12 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
       throw std::runtime_error(where + "\"schedule\" must be \"even\" or \"dream_linear\", got " + x.dump());
     j.spec.schedule = static_cast<int32_t>(common::parse_step_schedule(x.get<std::string>()));
   }
+  if (v.contains("eps")) {
+    const auto& x = v["eps"];
+    if (!x.is_number() || !(x.get<double>() >= 0.0 && x.get<double>() < 1.0))
+      throw std::runtime_error(where + "\"eps\" must be a number in [0, 1), got " + x.dump());
+    j.spec.eps = x.get<double>();
+  }
   if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
   // A replay longer than a day is not a replay of a serving trace; the bound keeps the
   // client's clock arithmetic far from overflow.

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace dls::gpu;
@@ -71,7 +72,7 @@ BOOST_AUTO_TEST_CASE(timesteps_and_probabilities_are_torchs_float32_values) {
     BOOST_REQUIRE_EQUAL(ts.size(), static_cast<std::size_t>(steps + 1));
     for (int i = 0; i <= steps; ++i) {
       // The golden holds float32 values widened to double, so the cast back is exact.
-      BOOST_TEST(dream_timestep(steps, i) == static_cast<float>(ts[static_cast<std::size_t>(i)].get<double>()),
+      BOOST_TEST(dream_timestep(steps, i, dream_default_eps) == static_cast<float>(ts[static_cast<std::size_t>(i)].get<double>()),
                  "steps " << steps << " point " << i);
       ++checked;
     }
@@ -80,7 +81,7 @@ BOOST_AUTO_TEST_CASE(timesteps_and_probabilities_are_torchs_float32_values) {
   for (const auto& row : g["table"]) {
     const int steps = row["steps"];
     for (int i = 0; i < steps; ++i)
-      BOOST_TEST(dream_transfer_probability(steps, i) == static_cast<float>(row["p_transfer"][i].get<double>()),
+      BOOST_TEST(dream_transfer_probability(steps, i, dream_default_eps) == static_cast<float>(row["p_transfer"][i].get<double>()),
                  "steps " << steps << " step " << i);
   }
 }
@@ -93,7 +94,7 @@ BOOST_AUTO_TEST_CASE(commit_counts_are_dreams_for_every_mask_count_and_step_coun
     const auto want = row["counts"].get<std::vector<int>>();
     int left = masks;
     for (int i = 0; i < steps; ++i) {
-      const int n = dream_transfer_count(left, steps, i);
+      const int n = dream_transfer_count(left, steps, i, dream_default_eps);
       BOOST_TEST(n == want[static_cast<std::size_t>(i)], "steps " << steps << " masks " << masks << " step " << i);
       left -= n;
     }
@@ -169,7 +170,7 @@ BOOST_AUTO_TEST_CASE(origin_counts_follow_the_binomial_mean) {
     while (!c.finished) {
       const int i = c.step_in_block;
       BOOST_TEST_REQUIRE(i < steps, "seed " << seed << ": the block outlived its steps");
-      const double m = masks_in_block(c), pt = dream_transfer_probability(steps, i);
+      const double m = masks_in_block(c), pt = dream_transfer_probability(steps, i, dream_default_eps);
       mean[static_cast<std::size_t>(i)] += m * pt;
       var[static_cast<std::size_t>(i)] += m * pt * (1 - pt);
       got[static_cast<std::size_t>(i)] += apply_step(c);
@@ -262,12 +263,12 @@ BOOST_AUTO_TEST_CASE(origin_and_the_schedule_travel_with_the_canvas) {
 
 BOOST_AUTO_TEST_CASE(older_canvases_load_with_the_even_schedule) {
   auto p = counted(commit_rule::quota, 8, 4);
-  const auto v3 = canvas::start({3, 4, 5}, p, mask_id, eos_id).to_bytes();
+  const auto v3 = canvas::start({3, 4, 5}, p, mask_id, eos_id).to_bytes();  // today's version (v4)
   // After magic, version, prompt_len, mask, EOS, gen/block length, rule, threshold, steps per block,
   // factor, cache, refresh interval, temperature, seed, top_p, top_k and alg_temp: the schedule byte.
   const std::size_t at = 4 + 4 + 4 * 5 + 1 + 8 + 4 + 8 + 1 + 4 + 8 + 8 + 8 + 4 + 8;
   BOOST_TEST(static_cast<uint8_t>(v3[at]) == static_cast<uint8_t>(step_schedule::dream_linear));
-  auto v2 = v3.substr(0, at) + v3.substr(at + 1);
+  auto v2 = v3.substr(0, at) + v3.substr(at + 1 + sizeof(double));  // without the schedule and v4's eps
   const uint32_t two = 2;
   std::memcpy(v2.data() + 4, &two, 4);
   const auto old = canvas::from_bytes(v2);
@@ -307,4 +308,49 @@ BOOST_AUTO_TEST_CASE(contradictory_settings_are_refused_in_one_line) {
   });
   BOOST_TEST((parse_step_schedule(to_string(step_schedule::dream_linear)) == step_schedule::dream_linear));
   BOOST_TEST((parse_commit_rule("origin") == commit_rule::origin));
+}
+
+BOOST_AUTO_TEST_CASE(eps_sets_the_last_timestep_of_the_schedule) {
+  // linspace(1, 0.5, 3) = [1, 0.75, 0.5]: every value exact in float32.
+  BOOST_TEST(dream_timestep(2, 0, 0.5) == 1.0f);
+  BOOST_TEST(dream_timestep(2, 1, 0.5) == 0.75f);
+  BOOST_TEST(dream_timestep(2, 2, 0.5) == 0.5f);
+  BOOST_TEST(dream_timestep(4, 4, 0.1) == 0.1f, "the last point is eps itself");
+  // 8 masks over 2 steps: int(8 x (1 - 0.75)) = 2 first at eps 0.5; int(8 x (1 - 0.5005)) = 3 at Dream's default.
+  for (auto [eps, first] : {std::pair{0.5, 2}, std::pair{dream_default_eps, 3}}) {
+    auto p = counted(commit_rule::quota, 8, 2);
+    p.eps = eps;
+    BOOST_TEST(p.validate() == "");
+    auto c = canvas::start({3, 4}, p, mask_id, eos_id);
+    BOOST_TEST(apply_step(c) == first, "eps " << eps);
+    BOOST_TEST(apply_step(c) == 8 - first);
+    BOOST_TEST(c.finished);
+  }
+  // Origin's probability of committing each mask on a step is 1 - s/t of the same timesteps.
+  BOOST_TEST(dream_transfer_probability(2, 0, 0.5) == 0.25f);
+
+  auto with = [](commit_rule rule, step_schedule s, double eps) {
+    auto p = counted(rule, 8, 2);
+    p.schedule = s;
+    p.eps = eps;
+    return p.validate();
+  };
+  BOOST_TEST(with(commit_rule::origin, step_schedule::even, 0.0) == "");
+  for (double bad : {std::nan(""), 1.0, -0.1, std::numeric_limits<double>::infinity()})
+    BOOST_TEST(with(commit_rule::quota, step_schedule::dream_linear, bad).find("eps must lie in [0, 1)") == 0u);
+  BOOST_TEST(with(commit_rule::quota, step_schedule::even, 0.5).find("would change nothing") != std::string::npos);
+
+  // A canvas keeps its eps across a move; one written before eps travelled (v3) loads with the default.
+  auto p = counted(commit_rule::quota, 8, 2);
+  p.eps = 0.25;
+  auto c = canvas::start({3, 4}, p, mask_id, eos_id);
+  std::string bytes = c.to_bytes();
+  BOOST_TEST(canvas::from_bytes(bytes).params.eps == 0.25);
+  const uint32_t v3 = 3;
+  std::memcpy(bytes.data() + 4, &v3, sizeof v3);
+  bytes.erase(91, sizeof(double));  // eps follows the schedule byte, at byte 91
+  const auto old = canvas::from_bytes(bytes);
+  BOOST_TEST(old.params.eps == dream_default_eps);
+  BOOST_TEST((old.params.schedule == step_schedule::dream_linear));
+  BOOST_TEST((old.ids == c.ids));
 }

@@ -527,6 +527,28 @@ BOOST_AUTO_TEST_CASE(an_origin_cluster_decodes_as_the_engine_does) {
   };
   BOOST_TEST(expect_engine_answers(c, false, json::object(), origin(9), origin(10)) > 0,
              "seeds 9 and 10 drew the same 8 decodes");
+  // eps moves origin's timesteps, so each step's 1 - s/t: over HTTP and from `submit --eps`.
+  auto origin_eps = [&](double eps) {
+    return [eps, o = origin(9)](dls::gpu::decode_params& d) {
+      o(d);
+      d.eps = eps;
+    };
+  };
+  BOOST_TEST(expect_engine_answers(c, false, {{"eps", 0.6}}, origin_eps(0.6), origin(9)) > 0,
+             "eps 0.6 changed none of 8 decodes");
+  for (auto p : eval_problems(2)) {
+    p.gen_length = 16;
+    const auto want = engine_decode(p, origin_eps(0.6));
+    auto one = c.nodes().json_cli({"submit", "--prompt", p.prompt, "--gen-length", "16", "--eps", "0.6"});
+    BOOST_TEST(one["ok"] == true, one.dump());
+    BOOST_TEST(one["text"] == want.text, p.prompt);
+    BOOST_TEST(one["steps"] == want.steps, p.prompt);
+  }
+  for (json bad : {json(1.0), json(-0.5), json("0.1")}) {
+    auto r = c.call("POST", "/v1/completions", json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"eps", bad}}.dump());
+    BOOST_TEST(r.status == 400, bad.dump());
+    BOOST_TEST(error_of(r)["param"] == "eps");
+  }
   auto refused = c.call("POST", "/v1/completions",
                         json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 0.5}}.dump());
   BOOST_TEST(refused.status == 400);

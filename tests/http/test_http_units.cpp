@@ -114,6 +114,19 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
     BOOST_TEST(message("top_k", bad, facts()).first == "top_k", bad.dump());
   for (json bad : {json(-0.5), json("1"), json::array({1})})
     BOOST_TEST(message("alg_temp", bad, facts()).first == "alg_temp", bad.dump());
+  auto quota_facts = facts();
+  quota_facts.rule = dls::common::commit_rule::quota;
+  for (json bad : {json(-0.1), json(1.0), json(7), json("0.5")})
+    BOOST_TEST(message("eps", bad, quota_facts).first == "eps", bad.dump());
+  // eps only moves dream_linear's and origin's timesteps: under threshold (facts()'s rule) it would do nothing.
+  BOOST_TEST(message("eps", 0.5, facts()).second.find("threshold (engine.commit)") != std::string::npos);
+  BOOST_TEST(message("eps", 0.5, quota_facts).first == "");
+  {
+    auto b = base;
+    b["eps"] = 0.0;
+    BOOST_TEST(parse_completion(b.dump(), false, quota_facts).eps == 0.0);
+    BOOST_TEST(parse_completion(base.dump(), false, quota_facts).eps == -1);  // the cluster's engine.eps
+  }
   BOOST_TEST(message("top_p", 0, facts()).second == "top_p: must be a number in (0, 1] (1: no nucleus truncation)");
 
   // alg_temp draws a fixed number of positions: refused under the threshold rule (facts()'s

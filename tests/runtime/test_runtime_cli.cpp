@@ -208,6 +208,7 @@ BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
   expect_one_line_error(submit({"--prompt", "a", "--top-k", "2.5"}), 2, "--top-k");
   expect_one_line_error(submit({"--prompt", "a", "--alg-temp", "nan"}), 2, "--alg-temp: 'nan' is not a number");
   expect_one_line_error(submit({"--prompt", "a", "--schedule", "linear"}), 2, "--schedule");
+  expect_one_line_error(submit({"--prompt", "a", "--eps", "1"}), 2, "--eps: must be in [0, 1), got 1");
   dls::test::scratch_dir dir;
   auto line = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir.file(name)) << text << "\n";
@@ -219,6 +220,8 @@ BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
                         "k.jsonl:1: \"top_k\" must be an integer in [0, 2147483647], got -3");
   expect_one_line_error(line("a.jsonl", R"({"prompt":"a","alg_temp":"hot"})"), 1,
                         "a.jsonl:1: \"alg_temp\" must be a finite number >= 0, got \"hot\"");
+  expect_one_line_error(line("e.jsonl", R"({"prompt":"a","eps":1})"), 1,
+                        "e.jsonl:1: \"eps\" must be a number in [0, 1), got 1");
   expect_one_line_error(line("s.jsonl", R"({"prompt":"a","schedule":"linear"})"), 1,
                         "s.jsonl:1: \"schedule\" must be \"even\" or \"dream_linear\", got \"linear\"");
 }

@@ -225,15 +225,17 @@ BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   r.spec.top_k = 0;
   r.spec.alg_temp = 0.5;
   r.spec.schedule = 1;
+  r.spec.eps = 0.25;
   rt::apply_record(st, rt::encode_accepted(r), 10);
   const auto& got = st.live.at(7).spec;
   BOOST_TEST(got.top_p == 0.75);
   BOOST_TEST(got.top_k == 0);
   BOOST_TEST(got.alg_temp == 0.5);
   BOOST_TEST(got.schedule == 1);
+  BOOST_TEST(got.eps == 0.25);
 
   auto old = nlohmann::json::from_cbor(rt::encode_accepted(request(8, "")));
-  for (const char* f : {"top_p", "top_k", "alg_temp", "schedule"}) old.erase(f);
+  for (const char* f : {"top_p", "top_k", "alg_temp", "schedule", "eps"}) old.erase(f);
   const auto bytes = nlohmann::json::to_cbor(old);
   rt::apply_record(st, std::string(bytes.begin(), bytes.end()), 10);
   const auto& was = st.live.at(8).spec;
@@ -241,6 +243,7 @@ BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   BOOST_TEST(was.top_k == -1);
   BOOST_TEST(was.alg_temp == -1);
   BOOST_TEST(was.schedule == -1);
+  BOOST_TEST(was.eps == -1);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {

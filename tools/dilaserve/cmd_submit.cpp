@@ -51,6 +51,7 @@ struct submit_options {
   int top_k = -1;
   double alg_temp = -1;
   std::string schedule;
+  double eps = -1;
 };
 
 // Between attempts to reach a head that is being restarted: a closed port refuses at once, so
@@ -110,6 +111,7 @@ std::vector<job> read_jobs(const submit_options& o) {
     s.top_k = o.top_k;
     s.alg_temp = o.alg_temp;
     if (!o.schedule.empty()) s.schedule = static_cast<int32_t>(dls::common::parse_step_schedule(o.schedule));
+    s.eps = o.eps;
     return s;
   };
   if (o.file.empty()) {
@@ -372,7 +374,7 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
   auto o = std::make_shared<submit_options>();
   sub->add_option("--prompt", o->prompt, "Prompt text");
   sub->add_option("--file", o->file, "JSONL file: one {\"prompt\": ..., [\"answer\"|\"valid\", \"threshold\", \"at_s\" (send time), \"top_p\", "
-                  "\"top_k\", \"alg_temp\", \"schedule\"]} per line");
+                  "\"top_k\", \"alg_temp\", \"schedule\", \"eps\"]} per line");
   sub->add_option("--threshold", o->threshold,
                   "Pin the confidence threshold tau: the scheduler never changes it (default: the policy sets it)")
       ->check(dls::cli::unit_interval);
@@ -395,6 +397,10 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
       ->check(dls::cli::non_negative);
   sub->add_option("--schedule", o->schedule, "even or dream_linear for these requests (default: engine.schedule)")
       ->check(CLI::IsMember({"even", "dream_linear"}));
+  sub->add_option("--eps", o->eps,
+                  "Dream's eps for these requests, in [0, 1): the last timestep of dream_linear and origin (default: "
+                  "engine.eps)")
+      ->check(dls::cli::last_timestep);
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
   sub->add_option("--head-grace-ms", o->head_grace_ms,

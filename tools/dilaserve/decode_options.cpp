@@ -23,6 +23,8 @@ void decode_flags::add_to(CLI::App* sub, bool with_model) {
   sub->add_option("--schedule", schedule,
                   "how many a quota, margin or entropy step commits: even, or Dream's dream_linear")
       ->check(CLI::IsMember({"even", "dream_linear"}));
+  sub->add_option("--eps", eps, "Dream's eps: the last timestep of dream_linear and origin, in [0, 1)")
+      ->check(dls::cli::last_timestep);
   sub->add_option("--factor", factor, "factor rule's f")->check(dls::cli::positive);
   sub->add_option("--block", block, "block length")->check(dls::cli::positive);
   sub->add_option("--cache", cache, "approximate KV cache: none, prefix or dual")
@@ -56,6 +58,7 @@ gpu::decode_params decode_flags::params(int default_gen_length) const {
   p.top_k = top_k;
   p.alg_temp = alg_temp;
   p.schedule = gpu::parse_step_schedule(schedule);
+  p.eps = eps;
   if (one_per_step) {
     if (!rule.empty() && rule != "quota") throw std::invalid_argument("--one-per-step conflicts with --rule " + rule);
     p.rule = gpu::commit_rule::quota;
@@ -79,6 +82,7 @@ std::string decode_flags::label() const {
   if (top_k > 0) s << " top_k=" << top_k;
   if (alg_temp > 0) s << " alg_temp=" << alg_temp;
   if (schedule != "even") s << " schedule=" << schedule;
+  if (eps != gpu::dream_default_eps) s << " eps=" << eps;
   s << " cache=" << cache << " block=" << block;
   return s.str();
 }

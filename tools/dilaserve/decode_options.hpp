@@ -29,6 +29,7 @@ struct decode_flags {
   int top_k = 0;
   double alg_temp = 0.0;
   std::string schedule = "even";
+  double eps = gpu::dream_default_eps;
   std::string device = "cpu";
 
   void add_to(CLI::App* sub, bool with_model = true);

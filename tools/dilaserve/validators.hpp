@@ -43,4 +43,11 @@ inline const CLI::Validator nucleus{[](std::string& s) {
                                     },
                                     "in (0, 1]"};
 
+/// A finite number in [0, 1): Dream's eps, the last timestep of its schedule.
+inline const CLI::Validator last_timestep{[](std::string& s) {
+                                            if (auto why = detail::number_check(s, true); !why.empty()) return why;
+                                            return std::stod(s) < 1.0 ? std::string{} : "must be in [0, 1), got " + s;
+                                          },
+                                          "in [0, 1)"};
+
 }  // namespace dls::cli
