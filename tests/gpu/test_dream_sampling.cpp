@@ -377,10 +377,10 @@ BOOST_AUTO_TEST_CASE(dream_options_travel_with_the_canvas_and_over_tensor_parall
   BOOST_TEST(d.params.top_p == 0.8);
   BOOST_TEST(d.params.top_k == 7);
   BOOST_TEST(d.params.alg_temp == 0.25);
-  // A version 1 canvas (before these fields and v3's schedule byte) still loads, with them off.
+  // A version 1 canvas (before these fields, v3's schedule byte and v4's eps) still loads, with them off.
   auto now = canvas::start({3, 4, 5}, decode_params{}, 252, 248).to_bytes();
   const std::size_t at = 4 + 4 + 4 * 5 + 1 + 8 + 4 + 8 + 1 + 4 + 8 + 8;  // after the seed
-  auto v1 = now.substr(0, at) + now.substr(at + 8 + 4 + 8 + 1);
+  auto v1 = now.substr(0, at) + now.substr(at + 8 + 4 + 8 + 1 + 8);
   const uint32_t one = 1;
   std::memcpy(v1.data() + 4, &one, 4);
   auto old = canvas::from_bytes(v1);
