@@ -26,10 +26,11 @@ names=("$@")
 # time, so it may raise it (DLS_FUZZ_INPUT_TIMEOUT_S) rather than report the starvation.
 per_input_timeout_s="${DLS_FUZZ_INPUT_TIMEOUT_S:-10}"
 rss_limit_mb=2048
-# ASan records the stack of every allocation and free in a depot that never shrinks; with its
-# default of 30 frames, the deep and varied recursion of the parsers makes millions of distinct
-# stacks, and storing them took a third of fuzz_cluster_config's time after half an hour (perf),
-# slowing it fourfold. Ten frames still locate an allocation; detection itself is unchanged.
+# ASan records the stack of every allocation and free in a depot that never shrinks, and with
+# its default of 30 frames storing them took a third of fuzz_cluster_config's time after half an
+# hour (perf; 28 % at 10 frames). Over its first half hour, beside the same exact CI, the harness
+# averaged 1,245 executions a second at 10 frames against 804 at 30. Ten frames still locate an
+# allocation in a report; detection itself is unchanged.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=10}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 for name in "${names[@]}"; do
