@@ -167,17 +167,22 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     // controller still sees no need to lower anyone's tau. What counts is the tau of the requests
     // that stay: when the controller lowered only requests that the test then refuses, the group
     // would go on at the reference tau while it refuses, so shedding waits.
+    auto lowered_tau = [&](const request_view& r) { return !r.tau_pinned && r.tau < p.thr.tau_max; };
     const bool no_lever = !p.tau_control() || p.thr.tau_min >= p.thr.tau_max;
-    auto refused = shed_fresh(g, g.fresh, p, *cost, q);
-    bool lowered = no_lever;
-    std::size_t k = 0;  // refusals are in queue order
-    for (const auto& r : g.active) lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
-    for (const auto& r : g.queued) {
-      if (k < refused.size() && refused[k].id == r.id) {
-        ++k;
-        continue;
+    bool lowered = no_lever || std::any_of(g.active.begin(), g.active.end(), lowered_tau) ||
+                   std::any_of(g.queued.begin(), g.queued.end(), lowered_tau);
+    std::vector<refusal> refused;
+    if (lowered) {  // the test runs only once some tau is down; the requests kept decide
+      refused = shed_fresh(g, g.fresh, p, *cost, q);
+      lowered = no_lever || std::any_of(g.active.begin(), g.active.end(), lowered_tau);
+      std::size_t k = 0;  // refusals are in queue order
+      for (const auto& r : g.queued) {
+        if (k < refused.size() && refused[k].id == r.id) {
+          ++k;
+          continue;
+        }
+        lowered = lowered || lowered_tau(r);
       }
-      lowered = lowered || (!r.tau_pinned && r.tau < p.thr.tau_max);
     }
     if (lowered) {
       d.refused = std::move(refused);
