@@ -541,9 +541,6 @@ class renderer {
   value method(const value& obj, const std::string& name, const args_t& a) {
     if (obj.is(K::string)) {
       const std::string& s = obj.s;
-      // Each string method reads `s` once per character of its argument at worst.
-      const value* arg0 = a.get(0, name == "replace" ? "old" : (name == "split" ? "sep" : "chars"));
-      charge(saturating_mul(s.size() + 1, arg0 && arg0->is(K::string) ? arg0->s.size() + 1 : 1));
       if (name == "startswith" || name == "endswith") {
         const value* p = a.get(0, "prefix");
         if (!p) fail(name + "() needs an argument");
@@ -560,6 +557,9 @@ class renderer {
         }
         return value::boolean(false);
       }
+      // Each other string method reads `s` once per character of its argument at worst.
+      const value* arg0 = a.get(0, name == "replace" ? "old" : (name == "split" ? "sep" : "chars"));
+      charge(saturating_mul(s.size() + 1, arg0 && arg0->is(K::string) ? arg0->s.size() + 1 : 1));
       if (name == "strip" || name == "lstrip" || name == "rstrip")
         return value::string(python_strip(s, a.get(0, "chars"), name != "rstrip", name != "lstrip"));
       if (name == "split") {
