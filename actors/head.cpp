@@ -209,6 +209,13 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         auto& st = self->state;
         rt::join_reply r;
         auto* spec = st.cfg.find_node(hello.node);
+        // A join from the process this node's live incarnation runs in means that incarnation
+        // is gone: its join reply was lost and the process joined again on a fresh connection
+        // (its actors ended with the old one), so it makes way.
+        if (spec && st.nodes[hello.node].state == "ALIVE" && st.nodes[hello.node].pid == hello.pid &&
+            st.nodes[hello.node].host == hello.host && !st.stopping)
+          mark_dead(self, st.nodes[hello.node], "replaced by a new join from its process (pid " +
+                                                    std::to_string(hello.pid) + ")");
         if (!spec) {
           r.error = "node '" + hello.node + "' is not in the cluster file " + st.cfg.file;
         } else if (st.nodes[hello.node].state == "ALIVE") {

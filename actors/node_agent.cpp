@@ -34,6 +34,13 @@ struct live_group {
 // so only requests whose head died unanswered stay until this bound drops the oldest.
 constexpr std::size_t kept_snapshots_max = 65536;
 
+// How long one join attempt waits for the head's answer. A head answers in milliseconds (it
+// records the node and writes one journal line); 10 s covers a head stalled by a loaded
+// machine, and bounds what a lost reply costs before the process joins again on a fresh
+// connection. A reply can be lost with its connection (seen once in CI, as a node that waited
+// out its whole join; docs/runtime.md has the likely cause).
+constexpr auto join_attempt_timeout = std::chrono::seconds(10);
+
 struct agent_state {
   std::string node;
   node_hooks hooks;
@@ -51,6 +58,7 @@ struct agent_state {
   std::vector<live_group> groups;
   int next_group = 0;
   bool exiting = false;
+  bool joined = false;
   rt::gate_actor gate;
   std::string token;
   static inline const char* name = "dls.node_agent";
@@ -68,6 +76,21 @@ void leave(agent_ptr self, int code, const std::string& why) {
   st.groups.clear();
   st.workers.clear();
   if (st.hooks.on_exit) st.hooks.on_exit(code, why);
+  self->quit();
+}
+
+// The join got no answer: the process joins again on a fresh connection if it was told how,
+// and exits otherwise. Nothing runs yet, so nothing is lost.
+void join_lost(agent_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.exiting || st.joined) return;
+  if (!st.hooks.on_join_lost) {
+    leave(self, 1, "join failed: " + why);
+    return;
+  }
+  st.exiting = true;
+  rt::log_line("node " + st.node, "join failed: " + why + "; joining again on a fresh connection");
+  st.hooks.on_join_lost(why);
   self->quit();
 }
 
@@ -185,9 +208,13 @@ void join(agent_ptr self) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   rt::node_hello hello{st.token, st.node, host, static_cast<int32_t>(::getpid()), 0, caf::actor_cast<caf::actor>(self)};
-  self->request(st.gate, std::chrono::seconds(30), rt::node_join_atom::value, hello)
+  // A connection lost during the join ends no request of this actor: the monitor tells.
+  self->monitor(st.gate);
+  self->request(st.gate, join_attempt_timeout, rt::node_join_atom::value, hello)
       .then(
           [=](rt::join_reply& r) {
+            if (self->state.exiting) return;
+            self->state.joined = true;
             if (!r.ok) {
               leave(self, 2, "the head refused node '" + self->state.node + "': " + r.error);
               return;
@@ -196,7 +223,12 @@ void join(agent_ptr self) {
                          "joined cluster '" + r.cluster + "' (incarnation " + std::to_string(r.incarnation) + ")");
             start_node(self, std::move(r));
           },
-          [=](caf::error& e) { leave(self, 1, "join failed: " + to_string(e)); });
+          [=](caf::error& e) {
+            join_lost(self, e == caf::sec::request_timeout
+                                ? "no answer from the head within " +
+                                      std::to_string(std::chrono::duration_cast<std::chrono::seconds>(join_attempt_timeout).count()) + " s"
+                                : to_string(e));
+          });
 }
 
 // The head is gone (or declared this node DEAD): within the grace window the process joins
@@ -290,8 +322,11 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
   st.token = std::move(token);
   self->set_exit_handler([=](caf::exit_msg&) { leave(self, 0, "stopping"); });
   self->set_down_handler([=](caf::down_msg& dm) {
-    if (self->state.info.head && dm.source == self->state.info.head.address())
+    auto& st = self->state;
+    if (st.info.head && dm.source == st.info.head.address())
       lose_head(self, "lost the head (" + to_string(dm.reason) + ")", false);
+    else if (!st.joined && dm.source == st.gate.address())
+      join_lost(self, "the connection to the head went down (" + to_string(dm.reason) + ")");
   });
   join(self);
   return {

@@ -60,6 +60,10 @@ struct node_hooks {
   // The head is lost (or declared this node DEAD) and said to wait `grace_ms` for it: the
   // process joins again (unset, or a grace of 0: the node exits through on_exit).
   std::function<void(const std::string& why, int grace_ms)> on_head_lost;
+  // A join got no answer: the connection to the head went down during it, or no reply came
+  // within the attempt's time. The process tries again on a fresh connection (unset: the node
+  // exits through on_exit).
+  std::function<void(const std::string& why)> on_join_lost;
   std::shared_ptr<loaded_model> kept;  // reused by the next join when the model path matches
 };
 

@@ -120,9 +120,14 @@ namespace {
 // often a node knocks while the head is restarted (a watchdog restart takes about a second).
 constexpr auto rejoin_interval = std::chrono::milliseconds(200);
 
-// The exit code a node agent reports when it lost its head and was told to wait for it; any
-// code a process really exits with is below 256.
+// The exit codes a node agent reports when it lost its head and was told to wait for it, and
+// when its join got no answer; any code a process really exits with is below 256.
 constexpr int head_lost_code = 1000;
+constexpr int join_lost_code = 1001;
+
+// How long a node whose first join got no answer keeps joining again: the time one join took
+// to fail before such retries existed, so `up` waits no longer than it did.
+constexpr auto first_join_window = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -130,9 +135,14 @@ int run_node(const node_options& opts) {
   rt::stop_signal stop;
   auto where = opts.host + ":" + std::to_string(opts.port);
   auto kept = std::make_shared<loaded_model>();
-  // Set while the node waits for a lost head to come back: when the window ends and why.
-  std::optional<std::chrono::steady_clock::time_point> grace_until;
+  // Set while the process joins again, after a lost head (its grace window) or a join that got
+  // no answer: when the window ends and why. Within it a head that cannot be reached is tried
+  // again.
+  std::optional<std::chrono::steady_clock::time_point> retry_until;
   std::string lost_why;
+  const auto first_join_until = std::chrono::steady_clock::now() + first_join_window;
+  // Only the first successful join reports readiness to `up`; the pipe is closed after it.
+  auto reported = std::make_shared<std::atomic<bool>>(false);
   for (;;) {
     // A fresh actor system per join: no connection, proxy or cached endpoint of a lost head
     // survives into the next one, only the loaded weights do.
@@ -142,53 +152,66 @@ int run_node(const node_options& opts) {
     spawn_stall_probe(sys, "node " + opts.node);
     auto gate = rt::connect_gate(sys, opts.host, static_cast<uint16_t>(opts.port), opts.security);
     if (!gate) {
-      if (grace_until && std::chrono::steady_clock::now() + rejoin_interval < *grace_until) {
+      if (retry_until && std::chrono::steady_clock::now() + rejoin_interval < *retry_until) {
         if (auto code = stop.wait_for(rejoin_interval)) return *code;  // stopped while waiting
         continue;
       }
-      std::cerr << "dilaserve: error: " << (grace_until ? "node '" + opts.node + "': " + lost_why + ", and " : "")
+      std::cerr << "dilaserve: error: " << (retry_until ? "node '" + opts.node + "': " + lost_why + ", and " : "")
                 << "cannot reach the head at " << where << " (" << sys.render(gate.error()) << ")\n";
       return 1;
     }
     auto failure = std::make_shared<std::string>();
     auto failure_mu = std::make_shared<std::mutex>();
     auto grace_ms = std::make_shared<std::atomic<int>>(0);
+    auto note = [failure, failure_mu](const std::string& why) {
+      std::lock_guard<std::mutex> lk(*failure_mu);
+      if (failure->empty()) *failure = why;
+    };
     node_hooks hooks;
-    // Only the first join reports readiness to `up`; the pipe is closed after it.
-    hooks.on_ready = [fd = grace_until ? -1 : opts.ready_fd](const std::string& line) { rt::signal_ready(fd, line); };
-    hooks.on_exit = [&stop, failure, failure_mu](int code, const std::string& why) {
-      {
-        std::lock_guard<std::mutex> lk(*failure_mu);
-        if (failure->empty()) *failure = why;
-      }
+    hooks.on_ready = [fd = opts.ready_fd, reported](const std::string& line) {
+      if (!reported->exchange(true)) rt::signal_ready(fd, line);
+    };
+    hooks.on_exit = [&stop, note](int code, const std::string& why) {
+      note(why);
       stop.notify(code);
     };
-    hooks.on_head_lost = [&stop, failure, failure_mu, grace_ms](const std::string& why, int grace) {
-      {
-        std::lock_guard<std::mutex> lk(*failure_mu);
-        if (failure->empty()) *failure = why;
-      }
+    hooks.on_head_lost = [&stop, note, grace_ms](const std::string& why, int grace) {
+      note(why);
       grace_ms->store(grace);
       stop.notify(head_lost_code);
+    };
+    hooks.on_join_lost = [&stop, note](const std::string& why) {
+      note("join failed: " + why);
+      stop.notify(join_lost_code);
     };
     hooks.kept = kept;
     auto agent = spawn_node_agent(sys, *gate, opts.token, opts.node, hooks);
     int code = stop.wait();
     caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
     agent = nullptr;
+    auto why = [&] {
+      std::lock_guard<std::mutex> lk(*failure_mu);
+      return *failure;
+    }();
     if (code == head_lost_code) {
-      {
-        std::lock_guard<std::mutex> lk(*failure_mu);
-        lost_why = *failure;
-      }
-      grace_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms->load());
+      lost_why = why;
+      retry_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms->load());
       stop.reset();
       continue;  // the actor system ends here, with every actor of this join
     }
-    if (code != 0) {
-      std::lock_guard<std::mutex> lk(*failure_mu);
-      std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << *failure << "\n";
+    if (code == join_lost_code) {
+      // A lost join keeps the window it failed in: the grace of a lost head, or the first join's.
+      if (!retry_until) retry_until = first_join_until;
+      lost_why = why;
+      stop.reset();
+      if (std::chrono::steady_clock::now() + rejoin_interval < *retry_until) {
+        if (auto stopped = stop.wait_for(rejoin_interval)) return *stopped;
+        continue;
+      }
+      std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << why << "\n";
+      return 1;
     }
+    if (code != 0) std::cerr << "dilaserve: error: node '" << opts.node << "' (head " << where << "): " << why << "\n";
     return code;
   }
 }
