@@ -100,8 +100,6 @@ def case(a):
 
 # What each case must show beyond "nothing lost".
 def verdict(r):
-    if "not_available" in r:
-        return "NOT AVAILABLE", [r["not_available"]]
     if "error" in r:
         return "FAIL", [r["error"]]
     why = []
@@ -128,8 +126,6 @@ def fmt(r, key, unit=""):
 
 def line(r):
     v, why = verdict(r)
-    if v == "NOT AVAILABLE":
-        return f"{r['case']}: not available: {why[0]}"
     if "error" in r:
         return f"{r['case']}: FAIL: {r['error']}"
     return (f"{r['case']}: accepted {r['accepted']}, answered {r['answered']}, failed {r['failed']}, lost {r['lost']}"
@@ -146,10 +142,8 @@ def table(a):
         v, why = verdict(r)
         if v == "FAIL":
             worst = 1
-        elif v == "NOT AVAILABLE" and worst == 0:
-            worst = 3
         name = r["case"] + (f" ({r['note']})" if r.get("note") else "")
-        if v == "NOT AVAILABLE" or "error" in r:
+        if "error" in r:
             print(f"| {name} | - | - | - | - | - | - | - | - | - | - | {v}: {'; '.join(why)} |")
             continue
         lat = f"{fmt(r, 'latency_p50_ms')} / {fmt(r, 'latency_p99_ms')}"
