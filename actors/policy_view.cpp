@@ -29,6 +29,7 @@ policy::request_view view_of(const live_request& r) {
   v.arrival_s = r.arrival_s;
   v.deadline_s = r.deadline_s;
   v.tau = r.tau;
+  v.tau_low = r.tau_low;
   v.tau_pinned = r.tau_pinned;
   v.tau_floor = r.tau_floor;
   v.reject_on_miss = r.reject_on_miss;

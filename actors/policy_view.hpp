@@ -38,6 +38,9 @@ struct live_request {
   double arrival_s = 0;
   double deadline_s = 0;
   double tau = 0.9;
+  // Lowest tau it has committed at in this group; a request that moved in starts at 1, so the
+  // accuracy budget charges its loss again rather than never (the move does not carry it).
+  double tau_low = 1.0;
   bool tau_pinned = false;
   double tau_floor = 0;
   bool reject_on_miss = false;  // the client's strict SLO

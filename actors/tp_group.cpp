@@ -507,8 +507,8 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
     if (it == st.queue.end()) continue;
     auto& q = it->second;
     if (o.committed > q.committed)
-      st.ledger.commit(view_of(q.live), static_cast<int>(o.committed - q.committed), q.live.tau,
-                       st.setup.policy->quality);
+      q.live.tau_low = st.ledger.commit(view_of(q.live), static_cast<int>(o.committed - q.committed), q.live.tau,
+                                        st.setup.policy->quality);
     q.boundary = o.boundary;
     q.steps = o.steps;
     q.committed = o.committed;

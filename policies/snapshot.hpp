@@ -20,6 +20,9 @@ struct request_view {
   double arrival_s = 0.0;
   double deadline_s = 0.0;         // arrival + S x isolated latency
   double tau = 0.9;                // current confidence threshold
+  /// Lowest tau the request has committed answer tokens at (1: none yet). Its expected
+  /// accuracy is that of a decode at this tau throughout (accuracy_ledger, threshold.hpp).
+  double tau_low = 1.0;
   /// Client control of tau: a pinned tau is never changed by the controller, and the
   /// controller never sets tau below tau_floor (0: no floor).
   bool tau_pinned = false;

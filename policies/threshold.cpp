@@ -93,6 +93,9 @@ void spend_budget(const std::vector<request_view>& reqs, const std::vector<margi
 }  // namespace
 
 double accuracy_loss(const quality_model& q, double tau, double tau_ref) {
+  // At or above the reference nothing is lost, even where the curve dips (tau 1 is one token
+  // per step, whose measured accuracy may lie a hair below the reference's).
+  if (tau >= tau_ref) return 0.0;
   return std::max(0.0, q.accuracy(tau_ref) - q.accuracy(tau));
 }
 
@@ -103,8 +106,8 @@ int uncommitted_tokens(const request_view& r) {
 }
 
 double accuracy_ledger::planned(const request_view& r, double tau, const quality_model& q) const {
-  if (r.gen_len <= 0) return 0.0;
-  return static_cast<double>(uncommitted_tokens(r)) / r.gen_len * accuracy_loss(q, tau, tau_ref);
+  if (r.gen_len <= 0 || uncommitted_tokens(r) == 0) return 0.0;
+  return accuracy_loss(q, std::min(tau, r.tau_low), tau_ref) - accuracy_loss(q, r.tau_low, tau_ref);
 }
 
 void accuracy_ledger::enter(const request_view& r, const quality_model& q) {
@@ -118,11 +121,15 @@ void accuracy_ledger::finish() {
   finished += 1;
 }
 
-void accuracy_ledger::commit(const request_view& r, int tokens, double tau, const quality_model& q) {
-  if (!enabled() || r.gen_len <= 0) return;
-  const double x = static_cast<double>(tokens) / r.gen_len * accuracy_loss(q, tau, tau_ref);
-  spent += x;
-  reserved -= x;
+double accuracy_ledger::commit(const request_view& r, int tokens, double tau, const quality_model& q) {
+  if (tokens <= 0) return r.tau_low;
+  const double low = std::min(tau, r.tau_low);
+  if (enabled()) {
+    const double x = accuracy_loss(q, low, tau_ref) - accuracy_loss(q, r.tau_low, tau_ref);
+    spent += x;
+    reserved -= x;
+  }
+  return low;
 }
 
 void accuracy_ledger::restart() {

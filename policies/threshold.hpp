@@ -26,16 +26,23 @@
 // at c and the cap comes down before the backlog exists, not after.
 //
 // Accuracy budget (optional, accuracy_budget = b >= 0): a quality SLO on the mean expected
-// accuracy loss per request against tau_max, loss(tau) = acc(tau_max) - acc(tau). A ledger
-// (accuracy_ledger, running state owned by the caller) earns b once per request that
-// finishes and charges the c tokens a step commits for a request with G answer tokens
-// c / G x loss(tau); the tau a request is planned to run at reserves the loss of its
-// uncommitted tokens. A lowering that would overdraw the credit (earned - spent - reserved)
-// is cut back to the lowest affordable level, so spent + reserved <= b x finished holds at
-// every moment: the mean loss over the requests finished so far never exceeds b, and
-// neither does the final mean. Raises (refunds) are applied first, then lowerings breadth
-// first (every request that wants it goes one level down before any goes two), within a
-// level on-time requests by deadline (EDF) and hopeless ones last.
+// accuracy loss per request against tau_max, loss(tau) = acc(tau_max) - acc(tau). A request
+// that has committed tokens at taus down to tau_low is charged loss(tau_low): the quality
+// curve is measured on decodes at one tau throughout, and a request lowered for part of its
+// answer loses about what it would lose lowered for all of it (measured on the shipped model:
+// 0.7 for the first block and 0.9 after scores 0.910 as 0.7 throughout, 0.9 for the first
+// block and 0.7 after 0.999 as 0.9 throughout, since its answers end within the first block;
+// docs/policies.md). Charging a share of loss(tau) per committed token instead underestimates
+// the loss of every request that ends early or is lowered only where its answer is. A ledger
+// (accuracy_ledger, running state owned by the caller) earns b once per request that finishes,
+// charges a commit at tau the rise from loss(tau_low) to loss(min(tau, tau_low)), and reserves
+// that rise for the tau each unfinished request is planned at. A lowering that would overdraw
+// the credit (earned - spent - reserved) is cut back to the lowest affordable level, so
+// spent + reserved <= b x finished holds at every moment: the mean loss over the requests
+// finished so far never exceeds b, and neither does the final mean. Raises (refunds) are
+// applied first, then lowerings breadth first (every request that wants it goes one level
+// down before any goes two), within a level on-time requests by deadline (EDF) and hopeless
+// ones last. A request already charged at a level costs nothing more to keep there.
 #include "policies/forecast.hpp"
 #include "policies/predict.hpp"
 #include "policies/quality.hpp"
@@ -56,7 +63,7 @@ struct threshold_config {
   double accuracy_budget = -1;
 };
 
-/// Expected accuracy lost by running at `tau` instead of `tau_ref` (>= 0).
+/// Expected accuracy lost by running at `tau` instead of `tau_ref` (>= 0; 0 at tau >= tau_ref).
 double accuracy_loss(const quality_model& q, double tau, double tau_ref);
 
 /// Answer tokens of the request not committed yet (its whole gen_len before it starts).
@@ -70,15 +77,18 @@ struct accuracy_ledger {
   double budget = -1;      // threshold_config::accuracy_budget; < 0: unlimited
   double tau_ref = 0.9;    // threshold_config::tau_max
   double earned = 0;       // budget x finished
-  double spent = 0;        // loss of committed tokens (sum over requests of c / G x loss)
-  double reserved = 0;     // planned loss of uncommitted tokens at each request's current tau
+  double spent = 0;        // sum over requests of loss(tau_low)
+  double reserved = 0;     // sum over unfinished requests of planned(r, r.tau)
   double finished = 0;
   bool enabled() const { return budget >= 0; }
   double credit() const { return earned - spent - reserved; }
-  /// Planned loss of the request's uncommitted tokens at `tau`.
+  /// Loss the request adds to what it was charged if it commits at `tau` from now on:
+  /// loss(min(tau, tau_low)) - loss(tau_low); 0 once nothing is left to commit.
   double planned(const request_view& r, double tau, const quality_model& q) const;
   void enter(const request_view& r, const quality_model& q);
-  void commit(const request_view& r, int tokens, double tau, const quality_model& q);
+  /// Charges `tokens` committed at `tau` (the tau the request was planned at) and returns the
+  /// request's tau_low after them, which the caller keeps (also without a budget).
+  double commit(const request_view& r, int tokens, double tau, const quality_model& q);
   void finish();
   void leave(const request_view& r, const quality_model& q);
   /// A new policy set takes over: it starts without banked credit. Requests that finished

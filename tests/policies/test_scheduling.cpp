@@ -370,23 +370,43 @@ BOOST_AUTO_TEST_CASE(ledger_reserves_charges_and_releases) {
   policy::accuracy_ledger led;
   led.budget = 0.01;
   auto r = test::request(1, 0, 1, 100, 64, 0.8);
-  led.enter(r, q);  // planned: all 64 tokens at 0.8
+  led.enter(r, q);  // planned: the whole loss at 0.8
   BOOST_TEST(led.reserved == 0.015, tt::tolerance(1e-12));
-  led.commit(r, 32, 0.8, q);  // half of it committed: moves from reserved to spent
-  BOOST_TEST(led.spent == 0.0075, tt::tolerance(1e-12));
-  BOOST_TEST(led.reserved == 0.0075, tt::tolerance(1e-12));
+  // Its first tokens at 0.8 charge the whole loss at 0.8, not their share of the answer.
+  r.tau_low = led.commit(r, 32, 0.8, q);
+  BOOST_TEST(r.tau_low == 0.8);
+  BOOST_TEST(led.spent == 0.015, tt::tolerance(1e-12));
+  BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
   r.blocks_done = 1;
-  BOOST_TEST(led.planned(r, 0.8, q) == 0.0075, tt::tolerance(1e-12));
-  led.leave(r, q);  // dropped: the rest of its reservation is released
+  BOOST_TEST(led.planned(r, 0.8, q) == 0.0, tt::tolerance(1e-12));  // charged already
+  BOOST_TEST(led.planned(r, 0.9, q) == 0.0, tt::tolerance(1e-12));  // a raise refunds nothing
+  BOOST_TEST(led.planned(r, 0.7, q) == 0.014, tt::tolerance(1e-12));  // only the rise to loss(0.7)
+  // Committing higher afterwards changes nothing; lower charges the difference.
+  BOOST_TEST(led.commit(r, 4, 0.9, q) == 0.8);
+  BOOST_TEST(led.spent == 0.015, tt::tolerance(1e-12));
+  led.reserved += led.planned(r, 0.7, q);
+  r.tau_low = led.commit(r, 4, 0.7, q);
+  BOOST_TEST(r.tau_low == 0.7);
+  BOOST_TEST(led.spent == 0.029, tt::tolerance(1e-12));
+  BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
+  r.tau = 0.7;
+  led.leave(r, q);  // dropped: it reserved nothing more
   BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
   led.finish();
   BOOST_TEST(led.earned == 0.01, tt::tolerance(1e-12));
-  BOOST_TEST(led.credit() == 0.0025, tt::tolerance(1e-12));
-  policy::accuracy_ledger off;  // no budget: nothing is tracked
+  BOOST_TEST(led.credit() == -0.019, tt::tolerance(1e-12));
+  // A request with nothing left to commit plans no loss.
+  r.blocks_done = 2;
+  r.tau_low = 1.0;
+  BOOST_TEST(led.planned(r, 0.7, q) == 0.0);
+  policy::accuracy_ledger off;  // no budget: nothing is tracked, but tau_low still is
   off.enter(r, q);
+  r.blocks_done = 0;
+  BOOST_TEST(off.commit(r, 8, 0.75, q) == 0.75);
   off.finish();
   BOOST_TEST(!off.enabled());
   BOOST_TEST(off.earned == 0.0);
+  BOOST_TEST(off.spent == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_policy_switch_starts_the_ledger_without_banked_credit) {

@@ -44,7 +44,7 @@ dls::gpu::canvas sample_canvas() {
 
 bool same(const pol::request_view& a, const pol::request_view& b) {
   return a.id == b.id && a.arrival_s == b.arrival_s && a.deadline_s == b.deadline_s && a.tau == b.tau &&
-         a.tau_pinned == b.tau_pinned && a.tau_floor == b.tau_floor && a.prompt_len == b.prompt_len &&
+         a.tau_low == b.tau_low && a.tau_pinned == b.tau_pinned && a.tau_floor == b.tau_floor && a.prompt_len == b.prompt_len &&
          a.gen_len == b.gen_len && a.block_len == b.block_len && a.blocks_done == b.blocks_done &&
          a.steps_in_block == b.steps_in_block && a.masks_left_in_block == b.masks_left_in_block &&
          a.next_kind == b.next_kind && a.refresh_done == b.refresh_done && a.group == b.group;
@@ -68,6 +68,7 @@ BOOST_AUTO_TEST_CASE(adapter_builds_what_a_hand_written_snapshot_holds) {
   lr.arrival_s = 1.5;
   lr.deadline_s = 3.25;
   lr.tau = 0.85;
+  lr.tau_low = 0.8;
   lr.tau_floor = 0.8;
   lr.group = 3;
   lr.progress = prog;
@@ -77,6 +78,7 @@ BOOST_AUTO_TEST_CASE(adapter_builds_what_a_hand_written_snapshot_holds) {
   want.arrival_s = 1.5;
   want.deadline_s = 3.25;
   want.tau = 0.85;
+  want.tau_low = 0.8;
   want.tau_floor = 0.8;
   want.prompt_len = 4;
   want.gen_len = 16;

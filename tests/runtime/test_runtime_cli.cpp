@@ -225,3 +225,60 @@ BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
   expect_one_line_error(line("s.jsonl", R"({"prompt":"a","schedule":"linear"})"), 1,
                         "s.jsonl:1: \"schedule\" must be \"even\" or \"dream_linear\", got \"linear\"");
 }
+
+namespace {
+nlohmann::json eval_json(std::vector<std::string> extra) {
+  std::vector<std::string> a{"eval", "--model", std::string(DLS_SOURCE_DIR) + "/models/tiny-llada", "--n", "200", "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  auto r = dls::test::run_cli(a);
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, "eval: rc " << r.rc << ", stderr: " << r.err);
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_same_decodes(const nlohmann::json& a, const nlohmann::json& b) {
+  BOOST_TEST(a["accuracy"].get<double>() == b["accuracy"].get<double>());
+  BOOST_TEST(a["tokens_per_step"].get<double>() == b["tokens_per_step"].get<double>());
+  BOOST_TEST(a["refresh_steps"].get<long>() == b["refresh_steps"].get<long>());
+  BOOST_TEST(a["reuse_steps"].get<long>() == b["reuse_steps"].get<long>());
+}
+}  // namespace
+
+// The tau switch within each answer that measures how a request lowered for part of it loses
+// accuracy (the accuracy budget's charge): switching at block 0 is the second tau throughout,
+// switching past the last block the first.
+BOOST_AUTO_TEST_CASE(eval_with_a_tau_switch_decodes_at_the_first_tau_before_it_and_the_second_after) {
+  const auto at_07 = eval_json({"--threshold", "0.7"});
+  const auto at_09 = eval_json({"--threshold", "0.9"});
+  BOOST_TEST(at_07["tokens_per_step"].get<double>() > at_09["tokens_per_step"].get<double>());
+  const auto from_0 = eval_json({"--threshold", "0.9", "--then-threshold", "0.7", "--after-blocks", "0"});
+  expect_same_decodes(from_0, at_07);
+  BOOST_TEST(from_0["then_threshold"].get<double>() == 0.7);
+  BOOST_TEST(from_0["after_blocks"].get<int>() == 0);
+  BOOST_TEST(from_0["then_share"].get<double>() == 1.0);
+  expect_same_decodes(eval_json({"--threshold", "0.9", "--then-threshold", "0.7", "--after-steps", "0"}), at_07);
+  const auto never = eval_json({"--threshold", "0.9", "--then-threshold", "0.7", "--after-blocks", "1000"});
+  expect_same_decodes(never, at_09);
+  BOOST_TEST(never["then_share"].get<double>() == 0.0);
+  // After one step: the first step's tokens at 0.9, the rest at 0.7, so a share in (0, 1).
+  const auto after_1 = eval_json({"--threshold", "0.9", "--then-threshold", "0.7", "--after-steps", "1"});
+  BOOST_TEST(after_1["then_share"].get<double>() > 0.0);
+  BOOST_TEST(after_1["then_share"].get<double>() < 1.0);
+  // Switched after the first block of a two-block answer: the first block's steps are 0.9's.
+  const auto first_09 = eval_json({"--gen-length", "16", "--threshold", "0.9", "--then-threshold", "0.7", "--after-blocks", "1"});
+  const auto all_09 = eval_json({"--gen-length", "16", "--threshold", "0.9"});
+  const auto all_07 = eval_json({"--gen-length", "16", "--threshold", "0.7"});
+  BOOST_TEST(first_09["refresh_steps"].get<long>() + first_09["reuse_steps"].get<long>() <=
+             all_09["refresh_steps"].get<long>() + all_09["reuse_steps"].get<long>());
+  BOOST_TEST(first_09["refresh_steps"].get<long>() + first_09["reuse_steps"].get<long>() >=
+             all_07["refresh_steps"].get<long>() + all_07["reuse_steps"].get<long>());
+}
+
+BOOST_AUTO_TEST_CASE(a_tau_switch_needs_both_options_and_the_threshold_rule) {
+  const std::string both = "--then-threshold goes with one of --after-blocks and --after-steps";
+  expect_one_line_error({"eval", "--then-threshold", "0.7"}, 1, both);
+  expect_one_line_error({"eval", "--after-blocks", "1"}, 1, both);
+  expect_one_line_error({"eval", "--then-threshold", "0.7", "--after-blocks", "1", "--after-steps", "1"}, 1, both);
+  expect_one_line_error({"eval", "--rule", "quota", "--then-threshold", "0.7", "--after-blocks", "1"}, 1,
+                        "--then-threshold needs the threshold rule");
+  expect_one_line_error({"eval", "--then-threshold", "nan", "--after-blocks", "1"}, 2, "--then-threshold: 'nan' is not a number");
+}

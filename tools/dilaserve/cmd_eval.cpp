@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 namespace dls::cli {
@@ -24,6 +25,16 @@ struct eval_options {
   int n = 0;
   int batch = 16;
   bool json = false;
+  // A tau switch within each answer: from block `after_blocks` (or after `after_steps` steps)
+  // on, a request commits at `then_threshold`. It measures how the loss of a request lowered
+  // for part of its answer compares with the loss of one decoded at either tau throughout
+  // (the accuracy budget's charge rests on it).
+  std::optional<double> then_threshold;
+  std::optional<int> after_blocks;
+  std::optional<int> after_steps;
+  bool switched(const gpu::canvas& c) const {
+    return after_blocks ? c.block >= *after_blocks : c.steps >= *after_steps;
+  }
 };
 
 struct tally {
@@ -46,6 +57,10 @@ struct tally {
 };
 
 int run_eval(const eval_options& o) {
+  if (o.then_threshold.has_value() != (o.after_blocks.has_value() != o.after_steps.has_value()))
+    throw std::invalid_argument("--then-threshold goes with one of --after-blocks and --after-steps");
+  if (o.then_threshold && (o.decode.one_per_step || (!o.decode.rule.empty() && o.decode.rule != "threshold")))
+    throw std::invalid_argument("--then-threshold needs the threshold rule");
   const std::string file = o.eval_file.empty() ? o.decode.model + "/eval.jsonl" : o.eval_file;
   auto problems = gpu::load_eval_set(file);
   if (o.n > 0 && static_cast<std::size_t>(o.n) < problems.size()) problems.resize(static_cast<std::size_t>(o.n));
@@ -65,6 +80,7 @@ int run_eval(const eval_options& o) {
   // Batched like the serving loop: the unfinished requests step together.
   std::size_t next = 0, done = 0;
   std::vector<gpu::request_slot*> active;
+  std::vector<int64_t> committed_late(slots.size(), 0);
   while (true) {
     std::vector<gpu::request_slot*> keep;
     for (auto* s : active) {
@@ -78,7 +94,18 @@ int run_eval(const eval_options& o) {
     active.swap(keep);
     while (static_cast<int>(active.size()) < o.batch && next < slots.size()) active.push_back(&slots[next++]);
     if (active.empty()) break;
+    if (!o.then_threshold) {
+      eng.step(active);
+      continue;
+    }
+    std::vector<std::pair<gpu::request_slot*, int64_t>> late;  // committing at the second tau
+    for (auto* s : active) {
+      const bool then = o.switched(s->c);
+      s->c.set_threshold(then ? *o.then_threshold : o.decode.threshold);
+      if (then) late.push_back({s, s->c.committed});
+    }
     eng.step(active);
+    for (auto& [s, before] : late) committed_late[static_cast<std::size_t>(s - slots.data())] += s->c.committed - before;
   }
   bar.finish();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -92,6 +119,22 @@ int run_eval(const eval_options& o) {
   nlohmann::json j = all.to_json();
   auto params = o.decode.params(32);
   j["threshold"] = params.rule == gpu::commit_rule::threshold ? nlohmann::json(params.threshold) : nlohmann::json();
+  if (o.then_threshold) {
+    j["then_threshold"] = *o.then_threshold;
+    if (o.after_blocks) j["after_blocks"] = *o.after_blocks;
+    else j["after_steps"] = *o.after_steps;
+    // Mean over requests of the share of its tokens committed at the second tau: a loss
+    // additive over tokens would make the accuracy acc(first) - share x (acc(first) - acc(second)).
+    // The fraction of requests that committed anything at it: charged loss(lowest tau), the
+    // accuracy would be acc(first) - fraction x (acc(first) - acc(second)) when lowering.
+    double share = 0, reached = 0;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].c.committed > 0) share += static_cast<double>(committed_late[i]) / static_cast<double>(slots[i].c.committed);
+      reached += committed_late[i] > 0 ? 1 : 0;
+    }
+    j["then_share"] = share / static_cast<double>(slots.size());
+    j["then_requests"] = reached / static_cast<double>(slots.size());
+  }
   j["rule"] = o.decode.one_per_step ? "one-per-step" : gpu::to_string(params.rule);
   j["cache"] = o.decode.cache;
   j["block_length"] = params.block_length;
@@ -105,7 +148,14 @@ int run_eval(const eval_options& o) {
     std::cout << j.dump() << "\n";
     return 0;
   }
-  std::printf("%s on %zu problems (%s)\n", o.decode.model.c_str(), problems.size(), o.decode.label().c_str());
+  std::string label = o.decode.label();
+  if (o.then_threshold) {
+    char then[64];
+    if (o.after_blocks) std::snprintf(then, sizeof then, ", then tau=%g from block %d", *o.then_threshold, *o.after_blocks);
+    else std::snprintf(then, sizeof then, ", then tau=%g after %d steps", *o.then_threshold, *o.after_steps);
+    label += then;
+  }
+  std::printf("%s on %zu problems (%s)\n", o.decode.model.c_str(), problems.size(), label.c_str());
   std::printf("  %-8s %6s %9s %12s %8s\n", "task", "n", "accuracy", "tokens/step", "steps");
   for (const auto& [task, t] : per)
     std::printf("  %-8s %6d %8.1f%% %12.2f %8.2f\n", task.c_str(), t.n, 100 * t.accuracy(), t.tps(),
@@ -125,6 +175,12 @@ register_command reg{"eval", [](CLI::App& app) {
   sub->add_option("--n", o->n, "only the first N problems")->check(dls::cli::non_negative);
   sub->add_option("--batch", o->batch, "requests per batched step")->check(dls::cli::positive);
   sub->add_flag("--json", o->json, "print one JSON object");
+  sub->add_option("--then-threshold", o->then_threshold, "tau of the blocks from --after-blocks on (threshold rule)")
+      ->check(dls::cli::unit_interval);
+  sub->add_option("--after-blocks", o->after_blocks, "answer blocks decoded at --threshold before --then-threshold")
+      ->check(dls::cli::non_negative);
+  sub->add_option("--after-steps", o->after_steps, "steps decoded at --threshold before --then-threshold")
+      ->check(dls::cli::non_negative);
   return std::function<int()>([o] { return run_eval(*o); });
 }};
 

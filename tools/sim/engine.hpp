@@ -41,7 +41,7 @@ struct event {
 /// Per request, what only the simulator needs (the policy-visible part is a request_view).
 struct req_rt {
   double deadline_s = 0;
-  double acc_sum = 0;
+  double tau_low = 1.0;        // request_view::tau_low when it last committed: its accuracy
   int tokens = 0;
   int steps = 0;
   int steps_left = 0;          // planned steps left in the current block at the current tau

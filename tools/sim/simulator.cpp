@@ -305,8 +305,7 @@ void engine::commit(policy::request_view& r) {
   r.steps_in_block += 1;
   r.next_kind = policy::step_kind::reuse;
   rt.tokens += c;
-  rt.acc_sum += c * cl_.quality.accuracy(r.tau);
-  ledger_.commit(r, c, r.tau, cl_.quality);
+  r.tau_low = rt.tau_low = ledger_.commit(r, c, r.tau, cl_.quality);
   rt.steps += 1;
   if (r.masks_left_in_block <= 0) {
     r.blocks_done += 1;
@@ -554,7 +553,8 @@ run_result engine::run() {
     o.queued_s = rt.admit_s >= 0 ? rt.admit_s - o.arrival_s : 0.0;
     o.in_steps_s = rt.in_steps_s;
     o.alone_s = rt.alone_s;
-    o.accuracy = rt.tokens > 0 ? rt.acc_sum / rt.tokens : 0.0;
+    // Scored as the ledger charges (threshold.hpp): a decode at its lowest tau throughout.
+    o.accuracy = rt.tokens > 0 ? cl_.quality.accuracy(rt.tau_low) : 0.0;
   }
   stats_.virtual_end_s = now_;
   stats_.wall_s = std::chrono::duration<double>(clock::now() - wall0).count();
