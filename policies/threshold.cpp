@@ -287,7 +287,8 @@ cap_result control_group(const std::vector<request_view>& reqs,
     tau_out[i] = reqs[i].tau_pinned ? reqs[i].tau : std::max(reqs[i].tau_floor, pick_tau(reqs[i], now, q, step_s, cfg, levels));
   auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg, demand);
   for (std::size_t i = 0; i < reqs.size(); ++i)
-    if (!reqs[i].tau_pinned) tau_out[i] = std::max(reqs[i].tau_floor, std::min(tau_out[i], cap.cap));
+    if (!reqs[i].tau_pinned)
+      tau_out[i] = std::max(reqs[i].tau_floor, std::min({tau_out[i], cap.cap, reqs[i].tau_low}));
   if (ledger && ledger->enabled())
     spend_budget(reqs, marg, now, q, step_s, cfg, levels, tau_out, *ledger);
   return cap;

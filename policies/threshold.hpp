@@ -42,7 +42,9 @@
 // finished so far never exceeds b, and neither does the final mean. Raises (refunds) are
 // applied first, then lowerings breadth first (every request that wants it goes one level
 // down before any goes two), within a level on-time requests by deadline (EDF) and hopeless
-// ones last. A request already charged at a level costs nothing more to keep there.
+// ones last. A request already charged at a level costs nothing more to keep there, and is
+// never raised above its tau_low: the accuracy it was charged for does not come back (by this
+// model), while every step a higher tau adds is paid.
 #include "policies/forecast.hpp"
 #include "policies/predict.hpp"
 #include "policies/quality.hpp"
@@ -153,8 +155,8 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
                     const std::vector<marginal_cost>& marg, double now, const quality_model& q,
                     double step_s, const threshold_config& cfg, const arrival_demand* demand = nullptr);
 
-/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap) for each request, raised to its
-/// tau_floor; a request with tau_pinned keeps its tau (and is planned at it by the cap). With a
+/// Both stages: fills `tau_out[i]` = min(tau_from_slack, cap, tau_low) for each request, raised
+/// to its tau_floor; a request with tau_pinned keeps its tau (and is planned at it by the cap). With a
 /// ledger whose budget is enabled, the change from each request's current tau (`reqs[i].tau`)
 /// to that target is then limited by the credit, and the ledger's reservations follow.
 cap_result control_group(const std::vector<request_view>& reqs,

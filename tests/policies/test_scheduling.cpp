@@ -463,6 +463,34 @@ BOOST_AUTO_TEST_CASE(budget_lowers_tau_only_while_credit_remains) {
   BOOST_TEST(tau[0] == 0.7);
 }
 
+BOOST_AUTO_TEST_CASE(a_request_is_not_raised_above_the_lowest_tau_it_committed_at) {
+  auto q = test::fastdllm_quality();
+  policy::threshold_config cfg;
+  cfg.accuracy_budget = 0.01;
+  // A far deadline asks for the reference tau; one request has already committed at 0.8.
+  std::vector<policy::request_view> reqs{test::request(1, 0, 10.0, 100, 64, 0.8), test::request(2, 0, 10.0, 100, 64, 0.8)};
+  reqs[0].tau_low = 0.8;
+  reqs[0].blocks_done = 1;
+  std::vector<policy::marginal_cost> marg(reqs.size(), {0.001, 0.001});
+  std::vector<double> tau;
+  policy::accuracy_ledger led;
+  led.budget = 0.01;
+  for (const auto& r : reqs) led.enter(r, q);
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.8);  // charged at 0.8 already: kept there
+  BOOST_TEST(tau[1] == 0.9);  // planned at 0.8 but committed nothing yet: raised, refunded
+  BOOST_TEST(led.reserved == 0.0, tt::tolerance(1e-12));
+  // A client floor above it still wins, and a pinned tau is kept.
+  reqs[0].tau_floor = 0.85;
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.85);
+  reqs[0].tau_floor = 0;
+  reqs[0].tau_pinned = true;
+  reqs[0].tau = 0.9;
+  policy::control_group(reqs, marg, 0.0, q, 0.01, cfg, tau, &led);
+  BOOST_TEST(tau[0] == 0.9);
+}
+
 BOOST_AUTO_TEST_CASE(budget_is_spent_breadth_first_in_deadline_order) {
   auto q = test::fastdllm_quality();
   policy::threshold_config cfg;
