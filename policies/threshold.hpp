@@ -29,11 +29,10 @@
 // accuracy loss per request against tau_max, loss(tau) = acc(tau_max) - acc(tau). A request
 // that has committed tokens at taus down to tau_low is charged loss(tau_low): the quality
 // curve is measured on decodes at one tau throughout, and a request lowered for part of its
-// answer loses about what it would lose lowered for all of it (measured on the shipped model:
-// 0.7 for the first block and 0.9 after scores 0.910 as 0.7 throughout, 0.9 for the first
-// block and 0.7 after 0.999 as 0.9 throughout, since its answers end within the first block;
-// docs/policies.md). Charging a share of loss(tau) per committed token instead underestimates
-// the loss of every request that ends early or is lowered only where its answer is. A ledger
+// answer loses about what it would lose lowered for all of it (shipped model, decodes switched
+// from 0.9 to a lower tau after 1-3 steps: this charge predicts a median 1.03 of the measured
+// loss, a share of loss(tau) per committed token 0.44; docs/policies.md). The per-token charge
+// underestimates every request that ends early or is lowered only where its answer is. A ledger
 // (accuracy_ledger, running state owned by the caller) earns b once per request that finishes,
 // charges a commit at tau the rise from loss(tau_low) to loss(min(tau, tau_low)), and reserves
 // that rise for the tau each unfinished request is planned at. A lowering that would overdraw

@@ -123,10 +123,9 @@ int run_eval(const eval_options& o) {
     j["then_threshold"] = *o.then_threshold;
     if (o.after_blocks) j["after_blocks"] = *o.after_blocks;
     else j["after_steps"] = *o.after_steps;
-    // Mean over requests of the share of its tokens committed at the second tau: a loss
-    // additive over tokens would make the accuracy acc(first) - share x (acc(first) - acc(second)).
-    // The fraction of requests that committed anything at it: charged loss(lowest tau), the
-    // accuracy would be acc(first) - fraction x (acc(first) - acc(second)) when lowering.
+    // The two predictions of a lowering to compare with the measured accuracy: a loss additive
+    // over tokens gives acc(first) - then_share x (acc(first) - acc(second)), a loss at the
+    // lowest tau committed gives acc(first) - then_requests x (acc(first) - acc(second)).
     double share = 0, reached = 0;
     for (std::size_t i = 0; i < slots.size(); ++i) {
       if (slots[i].c.committed > 0) share += static_cast<double>(committed_late[i]) / static_cast<double>(slots[i].c.committed);
