@@ -38,8 +38,7 @@ struct live_request {
   double arrival_s = 0;
   double deadline_s = 0;
   double tau = 0.9;
-  // Lowest tau it has committed at in this group; a request that moved in starts at 1, so the
-  // accuracy budget charges its loss again rather than never (the move does not carry it).
+  // Lowest tau it has committed at, carried across moves (work_item::tau_low).
   double tau_low = 1.0;
   bool tau_pinned = false;
   double tau_floor = 0;

@@ -28,6 +28,7 @@ struct request_state {
   double threshold = 0;       // current τ (the group's controller moves it unless pinned)
   bool pinned = false;        // the client chose τ
   double min_threshold = 0;   // the client's floor
+  double tau_low = 1.0;       // as its last group handed it over (work_item::tau_low)
   double deadline_ms = 0;     // after arrival: slo_ms, or the profiled default; 0 until known
   double slack_ms = 0;
   std::string next_step;      // refresh | reuse, once a group decided
@@ -114,6 +115,7 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.threshold = st.threshold;
   w.threshold_pinned = st.pinned;
   w.min_threshold = st.min_threshold;
+  w.tau_low = st.tau_low;
   w.reject_on_miss = st.spec.reject_on_miss;
   w.age_ms = elapsed_ms(st);
   w.deadline_ms = st.deadline_ms;
@@ -365,6 +367,7 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         st.canvas = std::move(h.canvas);
         st.canvas_steps = h.step;
         st.kv_canvas = std::move(h.kv_canvas);
+        st.tau_low = h.tau_low;
         forget_peer_snapshot(self);  // the hand-off's canvas is newer
         ++st.epoch;
         ++st.moves;

@@ -112,6 +112,10 @@ struct group_state {
   double predicted_seconds = 0;  // the profile's time for the same steps (with a profile)
   double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
+  // Time the group held requests with no step in flight: the loop's own cost between steps
+  // (its decisions, its mailbox) and any wait for work it could not step yet.
+  double idle_with_work_seconds = 0;
+  std::optional<clock_type::time_point> idle_since;
   uint64_t decisions = 0;
   // Step wall times by kind: a step with a refresh row in it is a refresh step.
   bool refresh_in_flight = false;
@@ -230,6 +234,7 @@ void report_load(group_ptr self) {
   l.queued = static_cast<int32_t>(st.queue.size());
   l.steps = st.steps;
   l.step_wall_s = st.wall_seconds;
+  l.idle_with_work_s = st.idle_with_work_seconds;
   l.engine_s = st.engine_seconds;
   l.predicted_s = st.predicted_seconds;
   l.policy_s = st.policy_seconds;
@@ -337,6 +342,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   lr.tau = item.threshold;
   lr.tau_pinned = item.threshold_pinned;
   lr.tau_floor = item.min_threshold;
+  lr.tau_low = item.tau_low;
   lr.reject_on_miss = item.reject_on_miss;
   item.canvas.clear();
   item.kv_canvas.clear();
@@ -356,6 +362,7 @@ rt::work_item meta_now(const group_state& st, const queued_request& q) {
   item.age_ms = 1e3 * (now_s(st) - lr.arrival_s);
   item.deadline_ms = 1e3 * (lr.deadline_s - lr.arrival_s);
   item.threshold = lr.tau;
+  item.tau_low = lr.tau_low;
   return item;
 }
 
@@ -707,7 +714,7 @@ void depart(group_ptr self, queued_request q) {
     auto& st = self->state;
     const auto& rank0 = (*held)[0];
     rt::migration_handoff h{st.setup.name, order.to, "canvas", order.reason, static_cast<int32_t>(moved->steps),
-                            {}, {}, {}, meta.moved_at_us};
+                            {}, {}, {}, meta.moved_at_us, meta.tau_low};
     auto bytes = rank0->slot.c.to_bytes();
     h.canvas.assign(bytes.begin(), bytes.end());
     if (!rank0->slot.c.at_refresh_boundary()) {
@@ -1061,6 +1068,8 @@ void run_step(group_ptr self) {
   auto results = std::make_shared<std::vector<step_result>>(k);
   auto left = std::make_shared<std::size_t>(k);
   auto t0 = clock_type::now();
+  if (st.idle_since) st.idle_with_work_seconds += std::chrono::duration<double>(t0 - *st.idle_since).count();
+  st.idle_since.reset();
   for (auto id : ids)
     if (auto& q = st.queue[id]; q.meta.moved_at_us > 0 && q.resumed_ms < 0)
       q.resumed_ms = static_cast<double>(unix_now_us() - q.meta.moved_at_us) / 1e3;
@@ -1083,6 +1092,9 @@ void run_step(group_ptr self) {
 // Steps are triggered by a message to self, so admissions and drains queued in the
 // mailbox are handled between any two steps.
 void kick(group_ptr self) {
+  auto& st = self->state;
+  if (st.queue.empty()) st.idle_since.reset();
+  else if (!st.stepping && !st.idle_since) st.idle_since = clock_type::now();
   if (!self->state.stepping && !self->state.queue.empty()) self->send(self, step_atom::value);
   else if (self->state.draining && self->state.queue.empty() && !self->state.stepping) finish_drain(self);
 }

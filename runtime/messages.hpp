@@ -336,6 +336,10 @@ struct work_item {
   double alg_temp = -1;
   int32_t schedule = -1;
   double eps = -1;
+  /// The lowest tau it committed at so far (1: none yet, or not known after a re-placement from
+  /// a snapshot). The accuracy budget charged it there already; a group it moves to goes on
+  /// from that charge instead of charging it again, and never raises it above it.
+  double tau_low = 1.0;
 };
 
 template <class Inspector>
@@ -343,7 +347,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
            x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
-           x.alg_temp, x.schedule, x.eps);
+           x.alg_temp, x.schedule, x.eps, x.tau_low);
 }
 
 // -- migration -------------------------------------------------------------------------
@@ -381,12 +385,13 @@ struct migration_handoff {
   std::vector<char> kv_canvas;
   kv_in_flight kv;  // how "transfer": the KV cache travels over UCX (kv_canvas stays the fallback)
   int64_t stopped_at_us = 0;  // see work_item::moved_at_us
+  double tau_low = 1.0;       // see work_item::tau_low
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, migration_handoff& x) {
   return f(caf::meta::type_name("dls_migration_handoff"), x.from, x.to, x.how, x.reason, x.step, x.canvas,
-           x.kv_canvas, x.kv, x.stopped_at_us);
+           x.kv_canvas, x.kv, x.stopped_at_us, x.tau_low);
 }
 
 /// One request as a group reports it to the migration planner, in seconds relative to the

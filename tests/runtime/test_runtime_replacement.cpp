@@ -76,11 +76,31 @@ caf::behavior silently_dying_group(caf::event_based_actor* self) {
   };
 }
 
-// A group on a surviving node that finishes every request it admits.
-caf::behavior good_group(caf::event_based_actor* self, std::string node, std::string name,
-                         std::shared_ptr<std::atomic<int>> admitted) {
+// A group that admits the request and lets it go at once to n0/z, as a migration does, after
+// committing tokens at tau 0.7.
+caf::behavior migrating_group(caf::event_based_actor* self, std::string node, std::string name) {
   return {
       [=](rt::enqueue_atom, rt::work_item& w) {
+        self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
+        rt::migration_handoff h;
+        h.from = name;
+        h.to = "n0/z";
+        h.how = "canvas";
+        h.reason = "test";
+        h.step = 2;
+        h.tau_low = 0.7;
+        self->send(w.request, rt::migrate_atom::value, w.epoch, h);
+      },
+  };
+}
+
+// A group on a surviving node that finishes every request it admits.
+caf::behavior good_group(caf::event_based_actor* self, std::string node, std::string name,
+                         std::shared_ptr<std::atomic<int>> admitted,
+                         std::shared_ptr<std::atomic<double>> tau_low) {
+  return {
+      [=](rt::enqueue_atom, rt::work_item& w) {
+        *tau_low = w.tau_low;
         ++*admitted;
         self->send(w.request, rt::placed_atom::value, w.epoch, node, name);
         rt::run_result r;
@@ -109,6 +129,7 @@ struct outcome {
   rt::answer got;
   std::string failure;  // empty when the request was answered
   int admitted = 0;     // admissions by the surviving group
+  double tau_low = -1;  // the work item's, as the surviving group got it
 };
 
 // One request through a supervisor that knows the dying node n1's groups, made by
@@ -127,7 +148,8 @@ outcome submit_one(const std::function<std::vector<rt::group_info>(caf::actor_sy
     defaults.decode.gen_length = 16;
     auto sup = dls::actors::spawn_supervisor(sys, core, defaults);
     auto admitted = std::make_shared<std::atomic<int>>(0);
-    auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted);
+    auto tau_low = std::make_shared<std::atomic<double>>(-1.0);
+    auto z = sys.spawn(good_group, std::string("n0"), std::string("n0/z"), admitted, tau_low);
     self->send(sup, rt::groups_atom::value, std::string("n1"), n1_groups(sys, sup));
     self->send(sup, rt::groups_atom::value, std::string("n0"), std::vector<rt::group_info>{info(3, "n0/z", "n0", z)});
     rt::group_load busy;
@@ -142,6 +164,7 @@ outcome submit_one(const std::function<std::vector<rt::group_info>(caf::actor_sy
     // failed check cannot leave the actor system waiting for it.
     for (const auto& x : {sup, core, z}) self->send_exit(x, caf::exit_reason::user_shutdown);
     out.admitted = *admitted;
+    out.tau_low = *tau_low;
   }
   return out;
 }
@@ -189,4 +212,25 @@ BOOST_AUTO_TEST_CASE(a_replacement_whose_group_dies_before_admitting_it_is_place
   BOOST_TEST(out.got.node == "n0");
   BOOST_TEST(out.admitted == 1);
   BOOST_TEST(out.got.moves >= 2);
+}
+
+// The accuracy budget charged the request at the lowest tau it committed at; the group it
+// moves to must know that charge, or it charges the request again and may raise it.
+BOOST_AUTO_TEST_CASE(a_migrated_request_brings_the_lowest_tau_it_committed_at) {
+  auto out = submit_one([](caf::actor_system& sys, caf::actor) {
+    auto a = sys.spawn(migrating_group, std::string("n1"), std::string("n1/a"));
+    return std::vector<rt::group_info>{info(1, "n1/a", "n1", a)};
+  });
+  BOOST_REQUIRE_MESSAGE(out.failure.empty(), "no answer: " << out.failure);
+  BOOST_TEST(out.got.ok);
+  BOOST_TEST(out.got.node == "n0");
+  BOOST_TEST(out.admitted == 1);
+  BOOST_TEST(out.tau_low == 0.7);
+}
+
+// A fresh request has committed nothing: nothing is charged yet.
+BOOST_AUTO_TEST_CASE(a_fresh_request_arrives_with_nothing_charged) {
+  auto out = submit_one([](caf::actor_system&, caf::actor) { return std::vector<rt::group_info>{}; });
+  BOOST_REQUIRE_MESSAGE(out.failure.empty(), "no answer: " << out.failure);
+  BOOST_TEST(out.tau_low == 1.0);
 }
