@@ -4,12 +4,12 @@
 #include "gpu/model.hpp"
 #include "gpu/safetensors.hpp"
 
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -104,7 +104,10 @@ void write_all(std::FILE* f, const void* p, std::size_t n, const std::string& pa
 checkpoint_summary write_random_checkpoint(const std::string& dir, const model_config& cfg, uint64_t seed,
                                            int64_t max_shard_bytes) {
   if (max_shard_bytes <= 0) throw std::invalid_argument("the shard size must be positive");
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw load_error(dir + ": cannot create the folder");
+  // Parents too: `write-random-checkpoint OUT/ckpt/llada-8b` into a fresh OUT is the usual call.
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw load_error(dir + ": cannot create the folder (" + ec.message() + ")");
   {
     std::ofstream f(dir + "/config.json");
     f << (cfg.arch == architecture::dream ? dream_config_json(cfg) : llada_config_json(cfg)).dump(2) << "\n";

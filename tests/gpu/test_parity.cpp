@@ -286,9 +286,10 @@ BOOST_AUTO_TEST_CASE(written_random_checkpoints_shard_and_load_like_published_on
     cfg.eos_id = 501;
     cfg.n_layers = 2;
     test::temp_dir d;
-    const auto sum = write_random_checkpoint(d.path, cfg, 5, 40000);
+    const std::string dir = d.path + "/not/yet/there";  // the writer makes the missing parents
+    const auto sum = write_random_checkpoint(dir, cfg, 5, 40000);
     BOOST_TEST(sum.shards >= 3, shape);
-    auto m = load_model(d.path);
+    auto m = load_model(dir);
     BOOST_TEST((m->config.arch == cfg.arch), shape);
     BOOST_TEST(m->config.n_kv_heads == cfg.n_kv_heads, shape);
     BOOST_TEST(m->config.parameter_count() * 2 == sum.weight_bytes, shape);

@@ -76,7 +76,8 @@ BOOST_AUTO_TEST_CASE(dream_proposals_agree_with_the_cpu_in_lockstep) {
     auto gb = make_cuda_backend(*m, 0);
     std::size_t rows = 0, mismatches = 0;
     double max_dconf = 0;
-    for (const auto& d : goldens(name)["decodes"]) {
+    const auto g = goldens(name);  // kept: a range over goldens(name)["decodes"] would outlive the json
+    for (const auto& d : g["decodes"]) {
       const auto p = dls::gpu::test::golden_decode_params(d);
       if (!cuda_runs(p)) continue;
       canvas c = canvas::start(d["prompt_ids"].get<std::vector<int32_t>>(), p, m->config.mask_id, m->config.eos_id);

@@ -178,7 +178,8 @@ BOOST_AUTO_TEST_CASE(the_migration_policy_moves_a_backlog_to_a_node_that_joins_i
   // while the head's writes to the paused node back up.
   bool joined = dls::test::eventually(60, [&] {
     int groups = 0;
-    for (auto& g : status_of(session)["groups"]) groups += g["node"] == "node1";
+    const json status = status_of(session);  // the range below must not outlive it
+    for (const auto& g : status["groups"]) groups += g["node"] == "node1";
     return groups == 2;
   });
   ::kill(pid0, SIGCONT);
