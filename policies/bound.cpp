@@ -118,8 +118,15 @@ struct max_tree {
 }  // namespace
 
 std::size_t window_miss_bound(std::vector<bound_job> jobs, double devices, double max_window_s) {
+  // A job with work and no time between its release and its deadline misses in every schedule
+  // and takes nothing from the others; the sweep below, which opens windows at releases and
+  // closes them at later deadlines, would never see it.
+  const auto no_window = std::remove_if(jobs.begin(), jobs.end(),
+                                        [](const bound_job& j) { return j.work_s > 0 && j.release_s >= j.deadline_s; });
+  const auto forced = static_cast<std::size_t>(jobs.end() - no_window);
+  jobs.erase(no_window, jobs.end());
   const int n = static_cast<int>(jobs.size());
-  if (n == 0 || devices <= 0) return 0;
+  if (n == 0 || devices <= 0) return forced;
   // Deadline order (ties by release) for the sweep; ranks by work for the greedy.
   std::sort(jobs.begin(), jobs.end(), [](const bound_job& a, const bound_job& b) {
     return a.deadline_s != b.deadline_s ? a.deadline_s < b.deadline_s : a.release_s < b.release_s;
@@ -163,7 +170,7 @@ std::size_t window_miss_bound(std::vector<bound_job> jobs, double devices, doubl
       overall = std::max(overall, before + miss);
     }
   }
-  return static_cast<std::size_t>(overall);
+  return forced + static_cast<std::size_t>(overall);
 }
 
 std::size_t pooled_edf_on_time(std::vector<bound_job> jobs, double devices) {

@@ -44,6 +44,14 @@ BOOST_AUTO_TEST_CASE(a_request_too_big_for_its_own_window_always_misses) {
   BOOST_TEST(policy::pooled_edf_on_time(jobs, 2.0) == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_request_released_at_its_deadline_always_misses) {
+  // Released at (or after) its deadline: no window holds it, yet it cannot be on time; the
+  // others are unaffected.
+  std::vector<policy::bound_job> jobs{{2, 2, 0.5}, {3, 1, 0.5}, {0, 5, 1.0}};
+  BOOST_TEST(policy::window_miss_bound(jobs, 1.0) == 2u);
+  BOOST_TEST(policy::pooled_edf_on_time(jobs, 1.0) == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(fewest_steps_per_block_under_the_luckiest_rounding) {
   // One token per step: 32 steps. 16 per step: 2 steps (16 + 16).
   BOOST_TEST(policy::min_block_steps(32, 1.0) == 32);

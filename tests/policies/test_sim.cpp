@@ -537,6 +537,35 @@ BOOST_AUTO_TEST_CASE(shipped_clusters_load) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_bound_starts_a_request_s_work_after_its_way_through_the_control_plane) {
+  // One request alone, steps of 10 ms + 5 ms per request and two steps per block: 30 ms alone,
+  // deadline 2 x 30 ms. Its least work is 2 x 5 ms (the fixed term dropped). Its way in is the
+  // head's CPU plus the fixed latency: with 4 + 41 ms it reaches a group at 45 ms, 15 ms before
+  // its deadline, so the bound keeps it on time (a real step plan still misses: 45 + 30 > 60);
+  // with 4 + 51 ms 5 ms are left, less than its least work, so no schedule meets it.
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_bound_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
+  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
+                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
+  auto with = [&](const std::string& cp) {
+    return sim::parse_cluster(one_gpu_cluster("per_request.yaml") + cp, dir.string());
+  };
+  const std::vector<sim::sim_request> one{{0.0, 100, 32}};
+  const auto none = sim::slo_attainment_bound(with(""), one, 2.0);
+  BOOST_TEST(none.mean_work_s == 0.01, tt::tolerance(1e-12));
+  BOOST_TEST(none.upper == 1.0);
+  const auto c45 = with("control_plane: {request_ms: 41, cpu_ms: 4}\n");
+  BOOST_TEST(sim::slo_attainment_bound(c45, one, 2.0).upper == 1.0);
+  BOOST_TEST(sim::summarize(run(c45, one, "static"), "static", 1.0, 2.0).slo_attainment == 0.0);
+  const auto c55 = with("control_plane: {request_ms: 51, cpu_ms: 4}\n");
+  const auto b55 = sim::slo_attainment_bound(c55, one, 2.0);
+  BOOST_TEST(b55.upper == 0.0);
+  BOOST_TEST(b55.relaxed == 0.0);
+  // A way in longer than the whole SLO window is a forced miss too, not a window left out.
+  BOOST_TEST(sim::slo_attainment_bound(with("control_plane: {request_ms: 100}\n"), one, 2.0).upper == 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(no_policy_beats_the_attainment_bound) {
   // The bound relaxes everything a policy is constrained by, so on the same requests and
   // deadlines every policy's attainment is at most the bound, and the relaxation's own EDF

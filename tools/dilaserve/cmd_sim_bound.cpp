@@ -18,6 +18,7 @@ struct bound_options {
   std::string cluster;
   std::string trace;
   std::size_t requests = 0;
+  double rate = 0;
   std::vector<double> loads{1.0};
   std::vector<double> slo_scales{2.0};
   double max_window = 0;
@@ -30,16 +31,19 @@ int run_bound(const bound_options& o) {
   if (o.requests) rows = ds::resize_trace(rows, o.requests);
   std::vector<ds::canvas_shape> shapes;
   for (const auto& r : rows) shapes.push_back(ds::to_canvas(r, cluster.block_len, cluster.max_canvas));
-  // The same scaling as `dilaserve sim`: load 1.0 = the initial layout's capacity at tau_ref.
+  // The same scaling as `dilaserve sim`: load 1.0 = --rate, or the initial layout's capacity at tau_ref.
   const double capacity = ds::cluster_capacity_rps(cluster, ds::length_mix(shapes, 16));
+  const double base_rate = o.rate > 0 ? o.rate : capacity;
   const double raw_rate = ds::trace_rate(rows);
-  std::printf("cluster %s: %d devices, capacity %.2f req/s; %zu requests; tau range [%.2f, %.2f]\n",
-              cluster.name.c_str(), cluster.devices(), capacity, rows.size(), cluster.threshold.tau_min,
-              cluster.threshold.tau_max);
+  std::printf("cluster %s: %d devices, capacity %.2f req/s, base rate %.2f req/s (%s); %zu requests; "
+              "tau range [%.2f, %.2f]; way in %.3f ms\n",
+              cluster.name.c_str(), cluster.devices(), capacity, base_rate, o.rate > 0 ? "--rate" : "load 1.0 = capacity",
+              rows.size(), cluster.threshold.tau_min, cluster.threshold.tau_max,
+              1e3 * (cluster.control_plane.cpu_s + cluster.control_plane.request_s));
   std::printf("%6s %6s %10s %14s %14s %12s %8s\n", "load", "slo", "requests", "upper_bound_%", "relaxed_edf_%",
               "work_ms/req", "wall_s");
   for (double load : o.loads) {
-    const double factor = raw_rate / (load * capacity);
+    const double factor = raw_rate / (load * base_rate);
     std::vector<ds::sim_request> reqs;
     for (std::size_t i = 0; i < rows.size(); ++i)
       reqs.push_back({rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len});
@@ -60,6 +64,9 @@ dls::cli::register_command reg{"sim-bound", [](CLI::App& app) {
   sub->add_option("--cluster", o->cluster, "simulated cluster YAML (configs/sim/*.yaml)")->required();
   sub->add_option("--trace", o->trace, "Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens)")->required();
   sub->add_option("--requests", o->requests, "number of requests (repeated or cut to N)")
+      ->check(dls::cli::positive);
+  sub->add_option("--rate", o->rate, "base arrival rate (req/s) that --load multiplies, as for `dilaserve sim`; "
+                                     "default: the cluster's capacity at tau 0.9")
       ->check(dls::cli::positive);
   sub->add_option("--load", o->loads, "load multipliers, as for `dilaserve sim`")
       ->delimiter(',')
