@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 
 namespace dls::actors {
 
@@ -35,6 +36,7 @@ struct node_entry {
   uint64_t dir_id = 0;
   uint32_t joins = 0;
   std::string ucx_address;  // its UCX worker address, registered after the join
+  std::set<std::string> ucx_peers;  // the nodes whose data plane it has wired to (both ways)
   clock_type::time_point last_beat;
 };
 
@@ -83,11 +85,31 @@ void tell_keepers(head_ptr self) {
   }
 }
 
+// A node's data plane in its directory row (`actors`): the transports, its address's size and
+// the peers wired to it.
+void publish_ucx(head_state& st, const node_entry& n) {
+  auto* row = st.dir.find(n.dir_id);
+  if (!row) return;
+  auto d = json::parse(row->details, nullptr, false);
+  if (!d.is_object()) return;
+  d["ucx"] = {{"tls", st.cfg.ucx.tls}, {"address_bytes", n.ucx_address.size()}, {"peers", n.ucx_peers}};
+  st.dir.update(n.dir_id, "", d.dump());
+}
+
+// A node process that is gone (dead, or joining again as a new process) is wired to nobody.
+void forget_wireup(head_state& st, node_entry& n) {
+  n.ucx_peers.clear();
+  publish_ucx(st, n);
+  for (auto& [name, other] : st.nodes)
+    if (other.ucx_peers.erase(n.name) && other.state == "ALIVE") publish_ucx(st, other);
+}
+
 void mark_dead(head_ptr self, node_entry& n, const std::string& reason) {
   if (n.state != "ALIVE") return;
   n.state = "DEAD";
   n.reason = reason;
   n.ready = false;
+  forget_wireup(self->state, n);
   int rows = self->state.dir.mark_node_dead(n.name);
   rt::log_line("head", "node '" + n.name + "' is DEAD: " + reason + " (" + std::to_string(rows) +
                            " actors marked DEAD)");
@@ -298,15 +320,25 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         auto it = st.nodes.find(node);
         if (it == st.nodes.end() || it->second.state != "ALIVE" || !from_agent_of(self, it->second)) return refused();
         it->second.ucx_address = address;
+        forget_wireup(st, it->second);
         tell_keepers(self);
-        if (auto* row = st.dir.find(it->second.dir_id)) {
-          auto d = json::parse(row->details, nullptr, false);
-          if (d.is_object()) {
-            d["ucx"] = {{"tls", st.cfg.ucx.tls}, {"address_bytes", address.size()}};
-            st.dir.update(it->second.dir_id, "", d.dump());
-          }
-        }
+        publish_ucx(st, it->second);
+        // The newcomer wires its data plane to every live peer now (runtime/ucx_wireup.hpp).
+        for (const auto& [name, n] : st.nodes)
+          if (name != node && n.state == "ALIVE" && n.agent && !n.ucx_address.empty())
+            self->send(it->second.agent, rt::wireup_atom::value, name, n.ucx_address);
         return true;
+      },
+      [=](rt::wireup_atom, const std::string& node, const std::string& peer) {
+        auto& st = self->state;
+        auto a = st.nodes.find(node);
+        auto b = st.nodes.find(peer);
+        if (a == st.nodes.end() || a->second.state != "ALIVE" || !from_agent_of(self, a->second)) return;
+        if (b == st.nodes.end() || b->second.state != "ALIVE" || node == peer) return;
+        a->second.ucx_peers.insert(peer);
+        b->second.ucx_peers.insert(node);
+        publish_ucx(st, a->second);
+        publish_ucx(st, b->second);
       },
       [=](rt::ucx_atom, const std::string& node) -> caf::result<std::string> {
         auto& st = self->state;

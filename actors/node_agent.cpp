@@ -7,6 +7,7 @@
 #include "policies/placement.hpp"
 #include "runtime/log.hpp"
 #include "runtime/peer_snapshot.hpp"
+#include "runtime/ucx_wireup.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
 
 namespace dls::actors {
 
@@ -54,6 +58,15 @@ struct agent_state {
   // them), and the snapshots other nodes' groups sent here.
   std::string keeper_node, keeper_address;
   rt::snapshot_store kept{kept_snapshots_max};
+  // Wireup pings in flight (id -> peer node, its address, when sent) and the peers wired so far
+  // (node -> address: a peer that joins again from a new process is wired again).
+  struct wireup_ping {
+    std::string peer, address;
+    clock_type::time_point sent;
+  };
+  std::map<uint64_t, wireup_ping> wireup_pending;
+  std::map<std::string, std::string> wired;
+  std::mt19937_64 wireup_nonces{std::random_device{}()};
   std::vector<caf::actor> workers;
   std::vector<live_group> groups;
   int next_group = 0;
@@ -172,10 +185,22 @@ void start_node(agent_ptr self, rt::join_reply reply) {
     leave(self, 1, std::string("cannot start the UCX data plane: ") + e.what());
     return;
   }
-  if (st.info.ucx.snapshots == "peer") {
+  {
+    // Unasked transfers: wireup pings and pongs (answered on the UCX thread), and with
+    // `ucx.snapshots: peer` the snapshots other nodes keep here. The transport owns this
+    // handler, so it holds the transport by plain pointer.
     auto me = caf::actor_cast<caf::actor>(self);
-    st.ucx->on_unasked([me](uint64_t, const std::string& error, rt::ucx_payload payload) {
-      caf::send_as(me, me, keep_atom::value, error, std::move(payload));
+    const bool keeps = st.info.ucx.snapshots == "peer";
+    auto* t = st.ucx.get();
+    st.ucx->on_unasked([me, keeps, t](uint64_t id, const std::string& error, rt::ucx_payload payload) {
+      if (rt::is_wireup(id)) {
+        if (auto pong = rt::answer_wireup(*t, id, error, payload))
+          caf::send_as(me, me, wired_atom::value, pong->first, pong->second);
+      } else if (keeps) {
+        caf::send_as(me, me, keep_atom::value, error, std::move(payload));
+      } else {
+        rt::log_line("ucx", "an unasked transfer dropped: this node keeps no snapshots (ucx.snapshots: head)");
+      }
     });
   }
   // Registered before the groups, so a peer finds this node's address once its groups exist.
@@ -356,6 +381,39 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
         rt::log_line("node " + st.node, node.empty() ? std::string("no peer keeps snapshots: the head keeps them")
                                                      : "snapshots go to node '" + node + "'");
         for (auto& g : st.groups) self->send(g.handle, rt::keeper_atom::value, node, address);
+      },
+      // Data-plane wireup: the head names a peer that joined before this node; a ping and its
+      // pong set up both endpoints now instead of in the first migration (runtime/ucx_wireup.hpp).
+      [=](rt::wireup_atom, const std::string& peer, const std::string& address) {
+        if (!from_head(self)) return;
+        auto& st = self->state;
+        if (!st.ucx) return;
+        if (auto w = st.wired.find(peer); w != st.wired.end() && w->second == address) return;
+        const uint64_t id = rt::wireup_ping_id(st.wireup_nonces());
+        st.wireup_pending[id] = {peer, address, clock_type::now()};
+        auto me = caf::actor_cast<caf::actor>(self);
+        rt::send_wireup_ping(*st.ucx, address, id, [me, id](const std::string& error) {
+          if (!error.empty()) caf::send_as(me, me, wired_atom::value, id, error);
+        });
+      },
+      [=](wired_atom, uint64_t id, const std::string& error) {
+        if (!sender_is_local(self, "node agent")) return;
+        auto& st = self->state;
+        auto it = st.wireup_pending.find(id);
+        if (it == st.wireup_pending.end()) return;  // a second report of one ping (pong after a late failure)
+        const auto ping = it->second;
+        st.wireup_pending.erase(it);
+        const std::string& peer = ping.peer;
+        if (!error.empty()) {
+          rt::log_line("node " + st.node, "data plane to node '" + peer + "' not wired at join (" + error +
+                                              "); the first transfer to it will set it up");
+          return;
+        }
+        st.wired[peer] = ping.address;
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%.1f", std::chrono::duration<double, std::milli>(clock_type::now() - ping.sent).count());
+        rt::log_line("node " + st.node, "data plane to node '" + peer + "' wired (" + ms + " ms)");
+        self->send(st.info.head, rt::wireup_atom::value, st.node, peer);
       },
       // ... another node's group sent one here (from this process's UCX thread) ...
       [=](keep_atom, const std::string& error, rt::ucx_payload& payload) {

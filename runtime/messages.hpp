@@ -61,6 +61,9 @@ using ucx_atom = caf::atom_constant<caf::atom("ucx")>;  // a node's UCX worker a
 using keeper_atom = caf::atom_constant<caf::atom("keeper")>;
 using fetch_snap_atom = caf::atom_constant<caf::atom("fetchsnap")>;
 using forget_snap_atom = caf::atom_constant<caf::atom("forgetsnap")>;
+// Data-plane wireup at join (runtime/ucx_wireup.hpp): the head gives a node that registered its
+// UCX address each live peer's (node, address); the node reports back each peer it wired.
+using wireup_atom = caf::atom_constant<caf::atom("wireup")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 

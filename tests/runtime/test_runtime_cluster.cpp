@@ -69,6 +69,17 @@ BOOST_AUTO_TEST_CASE(twenty_concurrent_requests_on_two_nodes) {
       BOOST_TEST(a["details"]["ucx"]["address_bytes"].get<int>() > 0);
     }
   }
+  // The two nodes wired their data plane to each other when they joined (a ping and its pong),
+  // before any migration needed it.
+  BOOST_TEST(dls::test::eventually(30, [&] {
+    int wired = 0;
+    const auto nodes = c.json_cli({"actors", "--kind", "node"});
+    for (const auto& a : nodes) {
+      const std::string other = a["node"] == "node0" ? "node1" : "node0";
+      wired += a["details"]["ucx"]["peers"] == json::array({other});
+    }
+    return wired == 2;
+  }));
   // Filters work the way `ray list actors` filters do.
   auto workers1 = c.json_cli({"actors", "--kind", "worker", "--node", "node1"});
   BOOST_TEST(workers1.size() == 2u);

@@ -119,6 +119,9 @@ void kill_node1_mid_run(const std::string& overrides,
   BOOST_TEST(dls::test::node_state(c, "node0") == "ALIVE");
   BOOST_TEST(status["requests"]["finished"].get<int>() == static_cast<int>(n));
   for (auto& a : c.json_cli({"actors", "--node", "node1"})) BOOST_TEST(a["state"] == "DEAD");
+  // The survivor's data plane is wired to nobody once its only peer is dead.
+  for (auto& a : c.json_cli({"actors", "--kind", "node", "--node", "node0"}))
+    BOOST_TEST(a["details"]["ucx"]["peers"] == json::array(), a.dump());
   // Every re-placed request counts one restart in the directory.
   int restarts = 0;
   for (auto& a : c.json_cli({"actors", "--kind", "request"})) restarts += a["restarts"].get<int>();
