@@ -388,7 +388,11 @@ caf::behavior node_agent(agent_ptr self, rt::gate_actor gate, std::string token,
         if (!from_head(self)) return;
         auto& st = self->state;
         if (!st.ucx) return;
-        if (auto w = st.wired.find(peer); w != st.wired.end() && w->second == address) return;
+        if (auto w = st.wired.find(peer); w != st.wired.end() && w->second == address) {
+          // Wired before (a head that restarted asks again): only the head has to learn it.
+          self->send(st.info.head, rt::wireup_atom::value, st.node, peer);
+          return;
+        }
         const uint64_t id = rt::wireup_ping_id(st.wireup_nonces());
         st.wireup_pending[id] = {peer, address, clock_type::now()};
         auto me = caf::actor_cast<caf::actor>(self);

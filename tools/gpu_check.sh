@@ -14,8 +14,8 @@
 #      stepped (bench-checkpoint --device cuda), and a 2-layer Dream-7B-shaped one (GQA, QKV bias,
 #      the logit shift) stepped the same way; the `gpu` tests of step 2 include test_cuda_dream,
 #      Dream on the CUDA backend against the CPU goldens of tests/golden/parity.
-# Budget: under 5 minutes on one H200 for steps 1-5; step 6 adds the dilaserve build and writing
-# 16 GB (not yet measured: no GPU machine has run it). Usage:
+# Budget, measured on one H200 (2026-12-04, --prebuilt): steps 2-5 in 28 s, step 6 in 68 s
+# (writing 19 GB of checkpoints included); building takes longer than all of it. Usage:
 #   tools/gpu_check.sh [--prebuilt] [build-dir]   (default: build-gpu; OUT=<dir> for the outputs)
 # --prebuilt skips step 1 on a machine without the project's Debian packages: build-dir then holds
 # what tools/gpu_bundle.sh packed on a machine that has them (executables, CTest files, libraries).

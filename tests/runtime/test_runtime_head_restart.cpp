@@ -138,3 +138,35 @@ BOOST_AUTO_TEST_CASE(a_node_outlives_a_lost_head_only_for_the_grace_window) {
   BOOST_TEST(log.find("joining again within 1500 ms") != std::string::npos, log);
   BOOST_TEST(log.find("cannot reach the head") != std::string::npos, log);
 }
+
+BOOST_AUTO_TEST_CASE(a_restarted_head_learns_again_which_nodes_wired_their_data_plane) {
+  // The nodes keep their UCX endpoints across the head's crash; asked to wire them again by the
+  // new head, they only report that they are wired, and `actors` lists the peers as before.
+  cluster c("local-2node.yaml");
+  auto wired_both = [&] {
+    auto r = c.cli({"actors", "--kind", "node", "--json"});
+    if (r.rc != 0) return false;
+    auto nodes = json::parse(r.out, nullptr, false);
+    if (!nodes.is_array() || nodes.size() != 2u) return false;
+    for (const auto& a : nodes)
+      if (a["details"]["ucx"]["peers"] != json::array({a["node"] == "node0" ? "node1" : "node0"})) return false;
+    return true;
+  };
+  BOOST_REQUIRE(dls::test::eventually(30, wired_both));
+  const int old_head = head_pid(c);
+  ::kill(old_head, SIGKILL);
+  BOOST_REQUIRE(dls::test::eventually(60, [&] {
+    auto r = c.cli({"status", "--json"});
+    if (r.rc != 0) return false;
+    auto s = json::parse(r.out, nullptr, false);
+    if (!s.is_object()) return false;
+    for (const char* name : {"node0", "node1"}) {
+      const auto row = node_row(s, name);
+      if (row.value("joins", 0) < 2 || row.value("state", std::string()) != "ALIVE") return false;
+    }
+    return true;
+  }));
+  BOOST_TEST(head_pid(c) != old_head);
+  BOOST_TEST(dls::test::eventually(30, wired_both));
+  BOOST_TEST(log_of(c, "head").find("restarting it with --recover") != std::string::npos);
+}
