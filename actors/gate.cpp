@@ -46,7 +46,13 @@ rt::gate_actor::behavior_type gate(rt::gate_actor::stateful_pointer<gate_state> 
         rt::client_reply r;
         auto sender = self->current_sender();
         auto roles = client_roles(creds, presented);
-        if (roles == role_none || !sender) {
+        if (!sender) {
+          // Nobody to grant a role to, and the answer has nowhere to go: the client times out.
+          r.error = "the hello came without a sender";
+          rt::log_line("gate", "refused a client: its hello came without a sender (the answer cannot reach it)");
+          return r;
+        }
+        if (roles == role_none) {
           r.error = "invalid cluster token";
           rt::log_line("gate", "refused a client: invalid cluster token");
           return r;
