@@ -1,6 +1,7 @@
 #include "runtime/transport.hpp"
 
 #include "runtime/caf_setup.hpp"
+#include "runtime/fresh_accept.hpp"
 #include "runtime/pki.hpp"
 #include "runtime/tls_probe.hpp"
 
@@ -19,6 +20,7 @@ void openssl_error_queue_guard();
 void configure_networked_caf(caf::actor_system_config& cfg, const std::vector<std::string>& args,
                              const transport_security& sec) {
   std::vector<std::string> all;
+  detail::fresh_accept_guard();
   if (sec.tls) {
     detail::openssl_error_queue_guard();
     if (sec.dir.empty())

@@ -51,6 +51,7 @@ FAULT_S=10          # how long a partition, a stopped process or a slow link las
 HEAD_STOP_S=5       # a stopped head: past the nodes' BASP timeout (dead_after + 1 s = 4 s)
 LOAD_S=30           # the replay; the fault starts once requests are being answered
 GRACE_S=30          # after the last send, how long an unanswered request may still take
+BURST_N=240         # requests in the burst before a node fault (about 1-2 s of queued work here)
 [ $SHORT = 1 ] && LOAD_S=22
 
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/dls-chaos.XXXXXX)
@@ -184,6 +185,18 @@ wait_answered() {
   return 1
 }
 
+# Waits (bounded, N s) until a request runs or waits on one of node1's groups.
+wait_node1_busy() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt $deadline ]; do
+    cli status --json 2>/dev/null | python3 -c 'import json,sys
+live = json.load(sys.stdin)["requests"]["live"]
+sys.exit(not any(str(r.get("group", "")).startswith("node1/") for r in live))' 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # -- one case -------------------------------------------------------------------------------
 run_case() {
   local name=$1 dir=$OUT/$1
@@ -203,7 +216,7 @@ run_case() {
     stop_cluster
     return
   fi
-  local submit= try
+  local submit= burst= try
   for try in 1 2; do
     log "[$name] replaying the load"
     timeout $(( ${LAST_AT%.*} + GRACE_S + 30 )) "$DLS" submit --file "$LOAD" --json --timeout $(( ${LAST_AT%.*} + GRACE_S )) \
@@ -221,6 +234,22 @@ run_case() {
     log "[$name] the replay ended before the fault: $(tail -1 "$dir/submit.err")"
     [ $try = 1 ] || { echo "{\"case\":\"$name\",\"error\":\"the replay could not start: $(tail -1 "$dir/submit.err" | tr -d '"\\')\"}" >> "$RESULTS"; stop_cluster; return; }
   done
+  # A node fault must find work on node1, or its requests have nothing to show: requests of the
+  # tiny model finish in tens of ms, so between two replay arrivals node1 may hold none. A burst
+  # of the longest requests the model takes (48 tokens, tau pinned at 1: about one token a step)
+  # queues work on every group for a while, and the fault waits (bounded) until node1 runs some.
+  if [ "${name#head-}" = "$name" ] && [ "$name" != slow-link ]; then
+    python3 -c 'import json,sys
+for i, l in enumerate(open(sys.argv[1])):
+    if i == int(sys.argv[2]): break
+    print(json.dumps({"prompt": json.loads(l)["prompt"], "gen_length": 48, "threshold": 1.0}))' \
+      "$ROOT/models/tiny-llada/eval.jsonl" "$BURST_N" > "$dir/burst.jsonl"
+    "$DLS" submit --file "$dir/burst.jsonl" --json --timeout $(( GRACE_S + FAULT_S + 30 )) \
+      --state-dir "$STATE" > "$dir/burst.json" 2> "$dir/burst.err" &
+    burst=$!
+    EXTRA_PIDS+=($burst)
+    wait_node1_busy 20 || log "[$name] warning: node1 ran none of the burst within 20 s"
+  fi
   local node1 head
   # node1's own pid as it told the head: `up` records the launch template's shell for it.
   node1=$(cli status --json | python3 -c 'import json,sys; print([n["pid"] for n in json.load(sys.stdin)["nodes"] if n["name"]=="node1"][0])')
@@ -276,6 +305,9 @@ run_case() {
   wait $submit
   local rc=$?
   [ $rc = 0 ] || log "[$name] submit exit $rc: $(tail -1 "$dir/submit.err")"
+  if [ -n "$burst" ]; then
+    wait $burst || log "[$name] burst submit exit $?: $(tail -1 "$dir/burst.err")"
+  fi
   cp "$STATE/logs/"*.log "$dir/" 2>/dev/null
   # The nodes that must come back: both after a head fault, node1 after a node fault.
   local nodes=node1

@@ -6,7 +6,8 @@
   line                                                     one case (JSON on stdin) in words
   table --results FILE                                     the table; exit 1 if a target is missed
 
-Counts: accepted = sent to the head over a live connection; answered = an answer; failed = an
+Counts (the replay's and, before a node fault, the burst's): accepted = sent to the head over a
+live connection; answered = an answer; failed = an
 explicit error answer; lost = accepted and neither answered nor failed before the client's
 deadline (the last send + the grace), or left without an answer because the client lost the
 head. Times come from the head's log (UTC, ms) against the script's clock."""
@@ -53,7 +54,19 @@ def case(a):
         r["error"] = "the replay printed no results: " + open(f"{a.dir}/submit.err", errors="replace").read()[-300:]
         return r
     sent = summary.get("sent", len(results))
-    outcomes = [x.get("outcome") for x in results]
+    # The burst sent before a node fault (tools/chaos.sh) counts like the replay: nothing of it
+    # may be lost either. Latency and accuracy stay the replay's.
+    try:
+        burst = json.load(open(f"{a.dir}/burst.json"))
+        sent += burst["summary"].get("sent", len(burst["results"]))
+        r["burst"] = len(burst["results"])
+        counted = results + burst["results"]
+    except OSError:
+        counted = results
+    except (ValueError, KeyError):
+        r["error"] = "the burst printed no results: " + open(f"{a.dir}/burst.err", errors="replace").read()[-300:]
+        return r
+    outcomes = [x.get("outcome") for x in counted]
     r["accepted"] = sent
     r["answered"] = outcomes.count("answered")
     r["failed"] = outcomes.count("failed")
@@ -62,7 +75,7 @@ def case(a):
     if "error" in summary:
         r["client_error"] = summary["error"]
     errors = {}
-    for x in results:
+    for x in counted:
         if x.get("outcome") == "failed":
             errors[x.get("error", "")] = errors.get(x.get("error", ""), 0) + 1
     if errors:
@@ -70,7 +83,7 @@ def case(a):
     graded = [x for x in results if "correct" in x]
     if graded:
         r["accuracy"] = round(sum(x["correct"] for x in graded) / len(graded), 3)
-    r["moved_answered"] = sum(1 for x in results if x.get("outcome") == "answered" and x.get("moves", 0) > 0)
+    r["moved_answered"] = sum(1 for x in counted if x.get("outcome") == "answered" and x.get("moves", 0) > 0)
     lat = sorted(x["latency_ms"] for x in results if x.get("outcome") == "answered")
     if lat:
         r["latency_p50_ms"] = round(lat[len(lat) // 2], 1)
