@@ -50,10 +50,12 @@ struct http_config {
 struct ucx_config {
   std::string tls = "tcp";           // UCX_TLS: the transports UCX may use, e.g. "tcp" or "shm,cma,tcp"
   std::string net_devices = "all";   // UCX_NET_DEVICES: "lo" keeps tcp on the loopback device
-  // Buffers up to this size go eagerly (copied through UCX's bounce buffers); larger ones by
-  // rendezvous into registered memory. 64 KiB: the smallest KV cache of the shipped model at
-  // one layer is above it, and below it one extra round trip costs more than the copy.
-  std::size_t rndv_threshold_bytes = 64 << 10;
+  // Buffers up to this size go eagerly (copied through UCX's bounce buffers and once more into
+  // the receive buffer); larger ones by rendezvous into registered memory. 1 MiB: side by side
+  // on both transports, eager moved 1 MiB buffers 1.3x (tcp) and 1.7x (shared memory) faster
+  // than rendezvous, whose handshake is a fixed cost per buffer, while at 2 MiB the two were
+  // level (docs/performance.md, "Eager up to 1 MiB").
+  std::size_t rndv_threshold_bytes = 1 << 20;
   // Larger buffers travel in parts of this size, each hashed (XXH3) just before it is sent and
   // checked as soon as it lands, on a thread beside UCX's progress thread, so that hashing
   // overlaps the transfer instead of adding to it. 0 sends every buffer whole. 2 MiB: of 512 KiB,

@@ -53,6 +53,7 @@ struct options {
   std::string profile;  // a `dilaserve profile` file to store the measured transfer figures in
   bool links_only = false;
   std::size_t part_bytes = rt::ucx_config{}.part_bytes;  // ucx.part_bytes of both processes
+  std::size_t rndv_threshold_bytes = rt::ucx_config{}.rndv_threshold_bytes;  // ucx.rndv_threshold_bytes of both
   bool live = true;  // also through the real migration path on a two-node cluster
   int live_canvas_moves = 20;
   int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
@@ -80,10 +81,11 @@ std::string from_hex(const std::string& h) {
 
 int transfers_per_round(std::size_t size) { return static_cast<int>(std::max<std::size_t>(1, round_bytes / size)); }
 
-rt::ucx_config ucx_for(const std::string& tls, std::size_t part_bytes) {
+rt::ucx_config ucx_for(const std::string& tls, const options& o) {
   rt::ucx_config c;
   c.tls = tls;
-  c.part_bytes = part_bytes;
+  c.part_bytes = o.part_bytes;
+  c.rndv_threshold_bytes = o.rndv_threshold_bytes;
   c.net_devices = "lo";
   c.timeout_ms = ucx_timeout_ms;
   return c;
@@ -133,7 +135,7 @@ void must(const std::string& error) {
 // -- the destination process ----------------------------------------------------------------
 
 int run_peer(const options& o, int ready_fd) {
-  rt::ucx_transport t(ucx_for(o.peer_tls, o.part_bytes));
+  rt::ucx_transport t(ucx_for(o.peer_tls, o));
   const std::string parent = from_hex(o.peer_of);
   rt::signal_ready(ready_fd, to_hex(t.address()));
   plan_walker w;
@@ -272,7 +274,7 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
 // -- the source process ---------------------------------------------------------------------
 
 json run_transport(const options& o, const std::string& tls) {
-  rt::ucx_transport t(ucx_for(tls, o.part_bytes));
+  rt::ucx_transport t(ucx_for(tls, o));
   auto joined = [](const auto& xs) {
     std::string s;
     for (auto x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -281,7 +283,8 @@ json run_transport(const options& o, const std::string& tls) {
   std::vector<std::string> argv{rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
                                 "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
                                 "--sizes", joined(o.sizes), "--lengths", joined(o.lengths),
-                                "--part-bytes", std::to_string(o.part_bytes)};
+                                "--part-bytes", std::to_string(o.part_bytes),
+                                "--rndv-threshold-bytes", std::to_string(o.rndv_threshold_bytes)};
   if (o.links_only) argv.push_back("--links-only");
   auto child = rt::spawn_background(argv, "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
   const std::string peer = from_hex(rt::wait_ready(child, 60000));
@@ -508,6 +511,8 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--model", o->model, "model of the canvas move");
   sub->add_option("--part-bytes", o->part_bytes,
                   "ucx.part_bytes of both processes (0: every buffer whole, its checksum before and after the transfer)");
+  sub->add_option("--rndv-threshold-bytes", o->rndv_threshold_bytes,
+                  "ucx.rndv_threshold_bytes of both processes (larger buffers go by rendezvous, the rest eagerly)");
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
