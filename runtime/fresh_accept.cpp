@@ -32,7 +32,9 @@ std::atomic<int> next_descriptor{fresh_descriptor_first};
 }  // namespace
 
 int to_fresh_descriptor(int fd) {
-  if (fd < 0 || fd >= fresh_descriptor_first) return fd;
+  // A socket accept() placed in the window already is moved too: a process holding many
+  // descriptors gets its lowest free ones there, and those come back at once like any other.
+  if (fd < 0) return fd;
   for (int tries = 0; tries < 2; ++tries) {
     int want = next_descriptor.fetch_add(1, std::memory_order_relaxed);
     if (want >= fresh_descriptor_end) {

@@ -12,7 +12,7 @@ inline constexpr int fresh_descriptor_first = 256;
 inline constexpr int fresh_descriptor_end = 1000;
 
 // Moves `fd` to the window's next free number and closes it; returns `fd` itself when it is
-// negative, already in or above the window, or when no number in the window is free.
+// negative or when no number in the window is free.
 int to_fresh_descriptor(int fd);
 
 void fresh_accept_guard();
