@@ -234,6 +234,11 @@ run_case() {
     log "[$name] the replay ended before the fault: $(tail -1 "$dir/submit.err")"
     [ $try = 1 ] || { echo "{\"case\":\"$name\",\"error\":\"the replay could not start: $(tail -1 "$dir/submit.err" | tr -d '"\\')\"}" >> "$RESULTS"; stop_cluster; return; }
   done
+  local node1 head
+  # node1's own pid as it told the head: `up` records the launch template's shell for it.
+  node1=$(cli status --json | python3 -c 'import json,sys; print([n["pid"] for n in json.load(sys.stdin)["nodes"] if n["name"]=="node1"][0])')
+  head=$(pid_of head head)
+  [ -n "$node1" ] && [ "$node1" -gt 0 ] || { log "[$name] cannot read node1's pid from status"; node1=0; }
   # A node fault must find work on node1, or its requests have nothing to show: requests of the
   # tiny model finish in tens of ms, so between two replay arrivals node1 may hold none. A burst
   # of the longest requests the model takes (48 tokens, tau pinned at 1: about one token a step)
@@ -250,11 +255,6 @@ for i, l in enumerate(open(sys.argv[1])):
     EXTRA_PIDS+=($burst)
     wait_node1_busy 20 || log "[$name] warning: node1 ran none of the burst within 20 s"
   fi
-  local node1 head
-  # node1's own pid as it told the head: `up` records the launch template's shell for it.
-  node1=$(cli status --json | python3 -c 'import json,sys; print([n["pid"] for n in json.load(sys.stdin)["nodes"] if n["name"]=="node1"][0])')
-  head=$(pid_of head head)
-  [ -n "$node1" ] && [ "$node1" -gt 0 ] || { log "[$name] cannot read node1's pid from status"; node1=0; }
   t_fault=$(now)
   case $name in
     node-kill)
