@@ -85,12 +85,11 @@ head_actor connect_head(caf::actor_system& sys, const cluster_address& where) {
                                 : "; the head may require TLS: drop --insecure and give --tls-dir";
     throw std::runtime_error("cannot reach the head at " + where_str + " (" + why + ")");
   }
-  // The gate answers a hello at once, yet under load a client has waited out its whole timeout
-  // with the gate's log showing the hello arrived within 0.1 s and the connection still up (no
-  // down message): an answer lost or stuck on its way, cause not found (docs/reliability.md).
-  // So the hello is sent again every hello_resend until client_hello_budget is spent; the
-  // gate's answer to a repeated hello is the same, and a late answer to an earlier one is left
-  // unread.
+  // A head too busy to answer within hello_resend gets the hello again until
+  // client_hello_budget is spent; the gate's answer to a repeated hello is the same, and a late
+  // answer to an earlier one is left unread. (The unanswered hellos once seen under load were
+  // CAF 0.17.6 erasing a new connection's route; runtime/fresh_accept.cpp keeps that from
+  // happening, and resending could not have helped it.)
   caf::scoped_actor self{sys};
   head_actor head;
   std::string failure;
