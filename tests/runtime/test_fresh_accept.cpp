@@ -1,10 +1,19 @@
 // Accepted sockets take descriptor numbers in turn from a window (runtime/fresh_accept.cpp):
 // a client that connects right after another one left gets another number, where Linux alone
-// gives the same one back, so CAF's pending cleanup of the old connection cannot hit it.
+// gives the same one back, so CAF's pending cleanup of the old connection cannot hit it. The
+// last case checks that CAF's own accept() is the one interposed.
 #define BOOST_TEST_MODULE test_fresh_accept
 #include <boost/test/unit_test.hpp>
 
+#include "runtime/caf_setup.hpp"
 #include "runtime/fresh_accept.hpp"
+#include "runtime/transport.hpp"
+
+#include <caf/all.hpp>
+#include <caf/io/middleman.hpp>
+
+#include <dirent.h>
+#include <poll.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <set>
 
 namespace d = dls::runtime::detail;
@@ -99,4 +109,49 @@ BOOST_AUTO_TEST_CASE(the_window_wraps_around_to_its_start) {
     ::close(p[1]);
   }
   BOOST_TEST(wrapped);
+}
+
+// The fix works only if libcaf_io's own call to accept() reaches the definition in this program
+// (a link change such as -Bsymbolic or a static libc would undo it silently): a connection to a
+// port CAF publishes must sit on a descriptor in the window.
+BOOST_AUTO_TEST_CASE(the_socket_caf_accepts_is_in_the_window) {
+  caf::actor_system_config cfg;
+  dls::runtime::configure_networked_caf(cfg, {}, dls::runtime::transport_security::insecure());
+  caf::actor_system sys{cfg};
+  auto idle = sys.spawn([]() -> caf::behavior { return {[](int x) { return x; }}; });
+  auto port = sys.middleman().publish(idle, 0, "127.0.0.1");
+  BOOST_REQUIRE_MESSAGE(port, (port ? std::string() : sys.render(port.error())));
+  int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(c >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(*port);
+  BOOST_REQUIRE(::connect(c, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  // CAF writes its handshake once it has accepted the connection: its first byte means the
+  // server's socket exists.
+  pollfd p{c, POLLIN, 0};
+  BOOST_REQUIRE_MESSAGE(::poll(&p, 1, 30000) == 1, "CAF sent no handshake within 30 s");
+  sockaddr_in mine{};
+  socklen_t len = sizeof mine;
+  BOOST_REQUIRE(::getsockname(c, reinterpret_cast<sockaddr*>(&mine), &len) == 0);
+  // The server's end is the descriptor of this process whose peer is the client's address.
+  int server_fd = -1;
+  DIR* dir = ::opendir("/proc/self/fd");
+  BOOST_REQUIRE(dir != nullptr);
+  while (auto* e = ::readdir(dir)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd == c || e->d_name[0] == '.') continue;
+    sockaddr_in peer{};
+    socklen_t plen = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0 && peer.sin_family == AF_INET &&
+        peer.sin_port == mine.sin_port && peer.sin_addr.s_addr == mine.sin_addr.s_addr)
+      server_fd = fd;
+  }
+  ::closedir(dir);
+  ::close(c);
+  BOOST_REQUIRE_MESSAGE(server_fd >= 0, "no descriptor of this process holds CAF's end of the connection");
+  BOOST_TEST(server_fd >= dls::runtime::detail::fresh_descriptor_first);
+  BOOST_TEST(server_fd < dls::runtime::detail::fresh_descriptor_end);
+  caf::anon_send_exit(idle, caf::exit_reason::user_shutdown);
 }
