@@ -5,23 +5,21 @@
 // one left gets the same number while that cleanup can still be pending (a busy head: the
 // queue waits on workers that wait for a scheduler thread). The new client's handshake then
 // lands in the old context, the pending cleanup erases it, and every message the new client
-// sends arrives without a sender: the gate cannot answer its hello, and its node id stays
-// routed to a connection the broker no longer knows, so it never recovers (docs/reliability.md,
-// "A client's hello without a sender").
+// sends arrives without a sender: the gate cannot answer its hello, for as long as that
+// connection lasts (docs/reliability.md, "Found, 2026-12-05").
 //
 // This definition in the executable interposes on libc's accept() (libcaf_io calls it through
 // the PLT) and moves each accepted socket to a descriptor number taken in turn from a window,
 // so a number comes back only after the whole window has been handed out since.
 #include "runtime/fresh_accept.hpp"
 
-#include <dlfcn.h>
+#include "runtime/next_symbol.hpp"
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 
 namespace dls::runtime::detail {
 
@@ -65,13 +63,6 @@ void fresh_accept_guard() {}
 
 extern "C" int accept(int fd, sockaddr* addr, socklen_t* len) {
   using accept_fn = int (*)(int, sockaddr*, socklen_t*);
-  static const auto real = [] {
-    auto f = reinterpret_cast<accept_fn>(::dlsym(RTLD_NEXT, "accept"));
-    if (!f) {
-      std::fprintf(stderr, "dilaserve: fatal: cannot find accept in libc\n");
-      std::abort();
-    }
-    return f;
-  }();
+  static const auto real = dls::runtime::detail::next_symbol<accept_fn>("accept", "libc");
   return dls::runtime::detail::to_fresh_descriptor(real(fd, addr, len));
 }

@@ -5,23 +5,16 @@
 // CLI call that disconnected cut the head's connections to its nodes. These definitions in
 // the executable interpose on libssl's (libcaf_openssl resolves them dynamically) and clear
 // the queue before each call, as OpenSSL documents, then run the real function.
-#include <dlfcn.h>
+#include "runtime/next_symbol.hpp"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-
-#include <cstdio>
-#include <cstdlib>
 
 namespace {
 
 template <class F>
 F real(const char* name) {
-  void* f = ::dlsym(RTLD_NEXT, name);
-  if (!f) {
-    std::fprintf(stderr, "dilaserve: fatal: cannot find %s in libssl\n", name);
-    std::abort();
-  }
-  return reinterpret_cast<F>(f);
+  return dls::runtime::detail::next_symbol<F>(name, "libssl");
 }
 
 }  // namespace

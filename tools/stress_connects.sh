@@ -6,20 +6,19 @@ set -u
 DLS=$1; N=$2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d /tmp/dls-stress.XXXXXX)
+# The one-slot cluster of test_runtime_policy (the YAML schema: docs/config.md).
+cat > "$W/c.yaml" <<EOF
+name: stress
+auth: {token: stress-token-$$}
+head: {host: 127.0.0.1, port: 0}
+nodes: [{name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 1}, groups: [1]}]
+model: {path: $ROOT/models/tiny-llada}
+engine: {gen_length: 48, block_length: 8, commit: quota, threshold: 0.9, cache: dual, refresh_interval: 4, max_batch: 1}
+scheduler: {policy: deadline, quality: $ROOT/configs/quality/tiny-llada.json}
+EOF
 python3 - "$ROOT" "$W" <<'PY'
-import sys, yaml
+import json, sys
 root, w = sys.argv[1], sys.argv[2]
-cfg = yaml.safe_load(open(f"{root}/configs/local.yaml"))
-cfg["head"]["port"] = 0
-cfg["http"]["port"] = 0
-cfg["model"]["path"] = f"{root}/models/tiny-llada"
-cfg["http"]["api_keys_file"] = f"{root}/configs/local-api-keys"
-cfg["scheduler"]["quality"] = f"{root}/configs/quality/tiny-llada.json"
-cfg["nodes"] = [{"name": "node0", "host": "127.0.0.1", "devices": {"kind": "cpu", "count": 1}, "groups": [1]}]
-cfg["engine"] = {"gen_length": 48, "block_length": 8, "commit": "quota", "threshold": 0.9, "cache": "dual", "refresh_interval": 4, "max_batch": 1}
-cfg["scheduler"]["policy"] = "deadline"
-yaml.safe_dump(cfg, open(f"{w}/c.yaml", "w"))
-import json
 with open(f"{w}/lax.jsonl", "w") as f:
     for i, l in enumerate(open(f"{root}/models/tiny-llada/eval.jsonl")):
         if i == 600: break
