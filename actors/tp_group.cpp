@@ -104,6 +104,7 @@ struct group_state {
   bool stepping = false;
   bool draining = false;
   bool drained = false;
+  bool holding = false;  // the fault hook DILASERVE_HOLD_AFTER_SNAPSHOT stopped its steps
   caf::response_promise drain_rp;
   // Measured totals for `bench-runtime` and the directory.
   uint64_t steps = 0;
@@ -444,12 +445,32 @@ uint64_t take_transfer_ids(group_state& st, std::size_t n) {
   return first;
 }
 
+// The node a group runs on: group names are "<node>/g<n>" and node names hold no '/'.
+std::string node_of_group(const std::string& group) { return group.substr(0, group.find('/')); }
+
+// For the recovery tests (docs/runtime.md, "Recovery"): the groups of the node that
+// DILASERVE_HOLD_AFTER_SNAPSHOT names stop stepping once they sent a snapshot, as a node that
+// hangs right after one, so a test kills it while it surely holds a request mid-run that has a
+// snapshot, however fast the machine decodes. The process stays up, so the snapshot reaches its
+// keeper. Unset in production.
+bool holds_after_snapshot(const std::string& group) {
+  static const std::string node = [] {
+    const char* n = std::getenv("DILASERVE_HOLD_AFTER_SNAPSHOT");
+    return std::string(n ? n : "");
+  }();
+  return !node.empty() && node_of_group(group) == node;
+}
+
 // A request's recovery snapshot goes to its actor at the head, or with `ucx.snapshots: peer`
 // over UCX to the node that keeps this node's snapshots, the actor only learning where it is:
 // the canvas then never crosses the head.
 void send_snapshot(group_ptr self, const queued_request& q, const std::string& canvas, int32_t steps, int32_t tokens) {
   auto& st = self->state;
   const auto& req = q.meta.request;
+  if (!st.holding && holds_after_snapshot(st.setup.name)) {
+    st.holding = true;
+    rt::log_line(st.setup.name, "holds: takes no more steps (DILASERVE_HOLD_AFTER_SNAPSHOT names this node)");
+  }
   if (st.setup.keeper_address.empty() || !st.setup.ucx) {
     self->send(req, rt::snapshot_atom::value, q.meta.epoch, std::vector<char>(canvas.begin(), canvas.end()), steps,
                tokens);
@@ -581,9 +602,6 @@ bool ready_to_leave(const queued_request& q) {
   if (at == "mid-block") return q.steps > 0 && !refresh_next;
   return true;
 }
-
-// The node a group runs on: group names are "<node>/g<n>" and node names hold no '/'.
-std::string node_of_group(const std::string& group) { return group.substr(0, group.find('/')); }
 
 // For the fault tests (docs/runtime.md, "Data plane"): DILASERVE_KV_FAULT is a comma-separated list of
 // faults the KV moves of this process take in turn: stall withholds the shards, corrupt sends
@@ -1093,6 +1111,7 @@ void run_step(group_ptr self) {
 // mailbox are handled between any two steps.
 void kick(group_ptr self) {
   auto& st = self->state;
+  if (st.holding) return;
   if (st.queue.empty()) st.idle_since.reset();
   else if (!st.stepping && !st.idle_since) st.idle_since = clock_type::now();
   if (!self->state.stepping && !self->state.queue.empty()) self->send(self, step_atom::value);
@@ -1238,7 +1257,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         kick(self);
       },
       [=](step_atom) {
-        if (sender_is_local(self, "tp_group")) run_step(self);
+        if (sender_is_local(self, "tp_group") && !self->state.holding) run_step(self);
       },
       // A shard of a KV cache in flight landed (or failed), from the UCX progress thread.
       [=](kv_landed_atom, uint64_t id, uint32_t epoch, int32_t rank, const std::string& error,

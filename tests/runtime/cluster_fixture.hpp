@@ -4,6 +4,7 @@
 // the real `dilaserve` binary, and stops every process it started, even on failure.
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -37,6 +38,16 @@ class background_cli {
  private:
   int pid_ = -1;
   std::string out_path_, err_path_;
+};
+
+/// Sets an environment variable for the processes of the clusters started while it lives (they
+/// inherit it through `up`), and removes it again.
+struct scoped_env {
+  std::string name;
+  scoped_env(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ~scoped_env() { ::unsetenv(name.c_str()); }
+  scoped_env(const scoped_env&) = delete;
+  scoped_env& operator=(const scoped_env&) = delete;
 };
 
 /// A scratch directory removed at the end of the test.

@@ -53,14 +53,6 @@ std::size_t count_of(const std::string& text, const std::regex& re) {
   return static_cast<std::size_t>(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
-// Sets an environment variable for the node processes of one cluster (they inherit it through
-// `up`) and removes it again.
-struct scoped_env {
-  std::string name;
-  scoped_env(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
-  ~scoped_env() { ::unsetenv(name.c_str()); }
-};
-
 struct move_spec {
   std::string from, to;
 };
@@ -242,7 +234,7 @@ BOOST_AUTO_TEST_CASE(the_choice_between_transfer_and_recompute_reads_the_measure
 // destination waits for it: the destination's wait ends at the transfer deadline and it rebuilds
 // the cache; the source's other requests resume on node1 from their snapshots. Nothing is lost.
 BOOST_AUTO_TEST_CASE(a_source_killed_while_its_kv_cache_is_in_flight_loses_nothing) {
-  scoped_env fault("DILASERVE_KV_FAULT", "stall");
+  dls::test::scoped_env fault("DILASERVE_KV_FAULT", "stall");
   until_moved([&] {
     cluster c("local-2node.yaml", 10000, std::string(two_by_two) + "\n" + ucx_section("tcp", "transfer", 3000));
     auto out = run_moves(c, 8, {{"node0/g0", "node1/g1"}}, [&](rt::cluster_session& s, const std::vector<uint64_t>& moved) {
@@ -272,7 +264,7 @@ BOOST_AUTO_TEST_CASE(a_source_killed_while_its_kv_cache_is_in_flight_loses_nothi
 // cut short are refused before any rank imports them, each with one line naming the problem;
 // both requests finish at the destination from the canvas of their last refresh.
 BOOST_AUTO_TEST_CASE(a_corrupt_or_truncated_kv_cache_is_refused_and_the_request_goes_on) {
-  scoped_env fault("DILASERVE_KV_FAULT", "corrupt,truncate");
+  dls::test::scoped_env fault("DILASERVE_KV_FAULT", "corrupt,truncate");
   until_moved([&] {
     cluster c("local-2node.yaml", 20000, std::string(two_by_two) + "\n" + ucx_section("tcp", "transfer"));
     auto out = run_moves(c, 12, {{"node0/g0", "node1/g1"}, {"node0/g1", "node1/g0"}});
