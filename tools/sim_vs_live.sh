@@ -180,7 +180,7 @@ def sim(request_ms, policies, run_loads, tag):
         f.write(cluster_text(request_ms))
     cmd = [binary, "sim", "--cluster", f"{out}/cluster-sim-{tag}.yaml", "--trace", f"{out}/live/arrivals.csv",
            "--rate", str(bench["capacity_rps"]), "--slo-scale", slo, "--json", "--policies", *policies,
-           "--load", *[str(l) for l in run_loads]]
+           "--load", *[str(l) for l in run_loads], "--out", f"{out}/sim-{tag}"]
     res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["results"]
     return {(r["policy"], r["load"]): r for r in res}
 
@@ -188,13 +188,14 @@ def sim(request_ms, policies, run_loads, tag):
 # alone (5 s apart), with the figures above in place.
 lone = json.load(open(f"{out}/lone.json"))["results"]
 with open(f"{out}/lone.csv", "w") as f:
-    f.write("TIMESTAMP,ContextTokens,GeneratedTokens\n")
+    f.write("TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n")
     for i, (x, l) in enumerate(zip(lone, open(f"{out}/lone.jsonl"))):
         spec = json.loads(l)
         gen = spec.get("gen_length", 16)
-        # A decode ends with the block of the answer's EOS (one token per character here).
-        gen = min(gen, (len(x["text"]) // 8 + 1) * 8) if len(x["text"]) < gen else gen
-        f.write(f"{5.0 * i},{len(spec['prompt'])},{gen}\n")
+        # The canvas holds all of gen; a decode ends with the block of the answer's EOS (one
+        # token per character here).
+        decoded = min(gen, (len(x["text"]) // 8 + 1) * 8) if len(x["text"]) < gen else gen
+        f.write(f"{5.0 * i},{len(spec['prompt'])},{gen},{decoded}\n")
 
 def sim_lone():
     with open(f"{out}/cluster-sim-lone.yaml", "w") as f:

@@ -303,6 +303,55 @@ BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
   BOOST_TEST(row.parts.left_out_s == 0.0, tt::tolerance(1e-12));
   BOOST_TEST(row.parts.alone_s == 0.03, tt::tolerance(1e-12));
   BOOST_TEST(row.parts.shared_s == 0.005, tt::tolerance(1e-12));
+  // The same run request by request, as `sim --out` writes requests.csv.
+  const auto rows = sim::request_rows(r, "static", 1.0, 2.0);
+  BOOST_TEST_REQUIRE(rows.size() == 2u);
+  BOOST_TEST(rows[1].index == 1u);
+  BOOST_TEST(rows[0].latency_s == 0.035, tt::tolerance(1e-12));
+  BOOST_TEST(rows[1].latency_s == 0.05, tt::tolerance(1e-12));
+  BOOST_TEST(rows[0].steps == 2);
+  BOOST_TEST(rows[1].steps == 2);
+  sim::write_requests_csv((dir / "requests.csv").string(), rows);
+  std::ifstream in(dir / "requests.csv");
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  BOOST_TEST(header == "policy,load,slo_scale,index,arrival_s,latency_s,steps,slo_met");
+  BOOST_TEST(first.rfind("static,1,2,0,0,0.035,2,", 0) == 0u, first);
+}
+
+// A live bench's arrivals.csv gives each request its canvas (GeneratedTokens) and the blocks its
+// decode ran before the answer's EOS ended it (DecodedTokens): the simulated request steps the
+// whole canvas, deadline included, and ends with that block.
+BOOST_AUTO_TEST_CASE(a_decode_ends_with_the_block_of_its_answer_on_the_whole_canvas) {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "arrivals.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n"
+                                         "0,100,96,40\n0,100,96\n";
+  const auto rows = sim::load_azure_csv((dir / "arrivals.csv").string());
+  BOOST_TEST_REQUIRE(rows.size() == 2u);
+  BOOST_TEST(rows[0].decoded_tokens == 40);
+  BOOST_TEST(rows[1].decoded_tokens == 0);
+  const auto early = sim::to_canvas(rows[0], 32, 4096);
+  BOOST_TEST(early.gen_len == 96);       // the canvas: three blocks
+  BOOST_TEST(early.answer_blocks == 2);  // 40 tokens end in the second block
+  BOOST_TEST(sim::to_canvas(rows[1], 32, 4096).answer_blocks == 0);
+
+  // Every step 10 ms, two steps a block (hand_cluster): alone, the early request ends after
+  // its second block (40 ms), the other after its third (60 ms); both have the deadline of
+  // the whole canvas.
+  auto c = hand_cluster();
+  for (int answer : {2, 0}) {
+    auto r = run(c, {{0.0, 100, 96, answer}}, "static");
+    BOOST_TEST(r.requests[0].finish_s == (answer ? 0.04 : 0.06), tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[0].steps == (answer ? 4 : 6));
+    BOOST_TEST(r.requests[0].deadline_s == 2.0 * 0.06, tt::tolerance(1e-12));
+  }
+  std::ofstream(dir / "bad.csv") << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n0,100,96,0\n";
+  BOOST_CHECK_EXCEPTION(sim::load_azure_csv((dir / "bad.csv").string()), std::runtime_error,
+                        [](const std::runtime_error& e) {
+                          return std::string(e.what()).find("DecodedTokens 0 must be at least 1") != std::string::npos;
+                        });
 }
 
 BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {

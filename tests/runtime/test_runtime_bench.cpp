@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -113,6 +114,40 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
   for (const char* f : {"results.csv", "results.json", "client.csv", "attainment_s2.svg", "latency_s2.svg"})
     BOOST_TEST(fs::exists(out + "/" + f), f);
   BOOST_TEST(slurp(out + "/results.csv").find("\nstatic,0.5,2,") != std::string::npos);
+  // Every request of both runs, in arrival order, answered, with the steps it took.
+  {
+    std::ifstream csv(out + "/requests.csv");
+    std::string line;
+    std::getline(csv, line);
+    BOOST_TEST(line == "policy,load,slo_scale,index,arrival_s,latency_s,steps,slo_met");
+    std::map<std::string, std::size_t> rows;
+    double last_arrival = -1;
+    while (std::getline(csv, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+      BOOST_TEST_REQUIRE(f.size() == 8u, line);
+      const auto index = std::stoul(f[3]);
+      BOOST_TEST(index == rows[f[0]]++, line);
+      const double arrival = std::stod(f[4]);
+      if (index > 0) BOOST_TEST(arrival >= last_arrival, line);
+      last_arrival = arrival;
+      BOOST_TEST(std::stod(f[5]) > 0.0, line);
+      BOOST_TEST(std::stoi(f[6]) >= 1, line);
+    }
+    BOOST_TEST(rows["static"] == expected);
+    BOOST_TEST(rows["deadline"] == expected);
+  }
+  // The same requests as a trace for the simulator: each canvas whole, and the blocks its
+  // decode ran before the answer ended.
+  {
+    const auto rows = dls::sim::load_azure_csv(out + "/arrivals.csv");
+    BOOST_TEST(rows.size() == expected);
+    for (const auto& r : rows) {
+      BOOST_TEST(r.decoded_tokens >= 1);
+      BOOST_TEST(r.decoded_tokens <= r.generated_tokens);
+    }
+  }
   BOOST_TEST(slurp(out + "/attainment_s2.svg").find("<polyline") != std::string::npos);
   BOOST_TEST(slurp(out + "/latency_s2.svg").find("stroke-dasharray") != std::string::npos);  // the p99 lines
   BOOST_TEST(!fs::exists(dls::runtime::state_file(state)));

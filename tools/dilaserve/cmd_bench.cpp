@@ -88,6 +88,22 @@ void set_policy(rt::cluster_session& s, const std::string& name) {
     throw std::runtime_error("policy set " + name + ": " + (j.is_object() ? j.value("error", text) : text));
 }
 
+// Steps every group has taken (a regroup's new groups start from zero, so compare runs without one).
+uint64_t group_steps_of(const json& status) {
+  uint64_t n = 0;
+  if (status.contains("groups") && status["groups"].is_array())
+    for (const auto& g : status["groups"]) n += g.value("steps", uint64_t{0});
+  return n;
+}
+
+// The groups' step wall time (sent to the last worker's reply), summed.
+double group_busy_s_of(const json& status) {
+  double s = 0;
+  if (status.contains("groups") && status["groups"].is_array())
+    for (const auto& g : status["groups"]) s += g.value("step_wall_s", 0.0);
+  return s;
+}
+
 uint64_t regroups_of(const json& status) {
   if (status.contains("reconfigurer") && status["reconfigurer"].is_object())
     return status["reconfigurer"].value("regroups", uint64_t{0});
@@ -160,15 +176,17 @@ void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_r
   const auto tok = dls::gpu::load_tokenizer(cfg.model_path);
   const int block = std::max(1, cfg.engine.decode.block_length);
   std::ofstream out(path);
-  out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  out << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n";
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     const auto& p = problems[reqs[i].problem];
-    int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
+    const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
+    // The canvas holds all of gen; the decode ends with the block of the answer's EOS.
+    int decoded = gen;
     if (i < first.size() && first[i].ok) {
       const auto answer = static_cast<int>(tok->encode(first[i].text).size());
-      if (answer < gen) gen = std::min(gen, (answer / block + 1) * block);
+      if (answer < gen) decoded = std::min(gen, (answer / block + 1) * block);
     }
-    out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << '\n';
+    out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << ',' << decoded << '\n';
   }
   if (!out) throw std::runtime_error("cannot write " + path);
 }
@@ -290,6 +308,7 @@ int run_bench(const bench_options& o) {
   std::vector<ds::result_row> results;
   std::vector<client_figures> clients;
   std::vector<dls::cli::replay_outcome> first_outs;  // the first run's answers (arrivals.csv)
+  std::vector<ds::request_row> request_log;           // every request of every run (requests.csv)
   for (double load : o.loads) {
     // Arrival times scaled so the mean rate is load x capacity; the arrival pattern is kept.
     const double time_scale = raw_rate / (load * capacity);
@@ -307,8 +326,13 @@ int run_bench(const bench_options& o) {
       row.reconfigurations = regroups_of(after) - std::min(regroups_of(after), regroups_of(before));
       row.stats.wall_s = wall;
       row.stats.virtual_end_s = wall;  // live: the replay's own clock is the wall clock
+      row.stats.group_steps = group_steps_of(after) - std::min(group_steps_of(after), group_steps_of(before));
+      row.stats.group_busy_s = std::max(0.0, group_busy_s_of(after) - group_busy_s_of(before));
       results.push_back(row);
       clients.push_back(cf);
+      for (std::size_t i = 0; i < outs.size(); ++i)
+        request_log.push_back({pname, load, slo_scale, i, reqs[i].t * time_scale,
+                               outs[i].ok ? outs[i].latency_s : -1.0, outs[i].steps, outs[i].ok && outs[i].slo_met});
     }
   }
   bar.finish();
@@ -331,6 +355,7 @@ int run_bench(const bench_options& o) {
   if (!o.out.empty()) {
     fs::create_directories(o.out);
     ds::write_results_csv(o.out + "/results.csv", results);
+    ds::write_requests_csv(o.out + "/requests.csv", request_log);
     std::ofstream(o.out + "/results.json") << ds::results_json(results).dump(2) << "\n";
     if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, problems, *cfg, first_outs);
     // What the loads were relative to, for a replay of arrivals.csv in the simulator.
@@ -355,7 +380,7 @@ int run_bench(const bench_options& o) {
     std::ofstream(o.out + "/attainment_s" + scale + ".svg") << ds::attainment_svg(results, slo_scale);
     std::ofstream(o.out + "/latency_s" + scale + ".svg") << ds::latency_svg(results, slo_scale);
     if (!o.json_out)
-      std::printf("wrote %s/results.csv, results.json, client.csv, bench.json, %sattainment_s%s.svg and latency_s%s.svg\n",
+      std::printf("wrote %s/results.csv, requests.csv, results.json, client.csv, bench.json, %sattainment_s%s.svg and latency_s%s.svg\n",
                   o.out.c_str(), cfg ? "arrivals.csv, " : "", scale, scale);
   }
   if (owned) {
@@ -397,7 +422,7 @@ dls::cli::register_command reg{"bench", [](CLI::App& app) {
   sub->add_option("--timeout", o->timeout_s, "seconds to wait for answers after a run's last arrival")
       ->check(dls::cli::positive);
   sub->add_flag("--json", o->json_out, "print {\"results\": [...]} only (dilaserve sim's schema)");
-  sub->add_option("--out", o->out, "directory for results.csv, results.json, client.csv, SVG plots and (with a cluster file) "
+  sub->add_option("--out", o->out, "directory for results.csv, requests.csv (every request), results.json, client.csv, SVG plots and (with a cluster file) "
                   "arrivals.csv, the requests as a trace for `dilaserve sim`");
   auto* http = sub->get_option("--http");
   return std::function<int()>([o, http] {

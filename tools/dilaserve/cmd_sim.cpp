@@ -79,13 +79,14 @@ int run_sim(const sim_options& o) {
   const std::size_t runs = o.loads.size() * o.slo_scales.size() * o.policies.size();
   dls::cli::progress_bar bar("sim", runs * 1000);
   std::vector<ds::result_row> results;
+  std::vector<ds::request_row> request_log;  // --out: every request of every run
   for (double load : o.loads) {
     // Arrival times scaled so the mean rate is load x base rate; the arrival pattern is kept.
     const double factor = raw_rate / (load * base_rate);
     std::vector<ds::sim_request> reqs;
     reqs.reserve(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i)
-      reqs.push_back({rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len});
+      reqs.push_back({rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len, shapes[i].answer_blocks});
     for (double slo : o.slo_scales)
       for (const auto& pname : o.policies) {
         ds::run_config rc;
@@ -103,6 +104,10 @@ int run_sim(const sim_options& o) {
         };
         auto res = ds::simulate(cluster, reqs, rc);
         results.push_back(ds::summarize(res, pname, load, slo));
+        if (!o.out.empty()) {
+          auto rows = ds::request_rows(res, pname, load, slo);
+          request_log.insert(request_log.end(), rows.begin(), rows.end());
+        }
       }
   }
   bar.finish();
@@ -148,13 +153,14 @@ int run_sim(const sim_options& o) {
   if (!o.out.empty()) {
     std::filesystem::create_directories(o.out);
     ds::write_results_csv(o.out + "/results.csv", results);
+    ds::write_requests_csv(o.out + "/requests.csv", request_log);
     std::ofstream(o.out + "/results.json") << ds::results_json(results).dump(2) << "\n";
     for (double slo : o.slo_scales) {
       std::ofstream svg(o.out + "/attainment_s" + fmt("%g", slo) + ".svg");
       svg << ds::attainment_svg(results, slo);
       std::ofstream(o.out + "/latency_s" + fmt("%g", slo) + ".svg") << ds::latency_svg(results, slo);
     }
-    if (!o.json) std::printf("wrote %s/results.csv, results.json, attainment_s*.svg and latency_s*.svg\n", o.out.c_str());
+    if (!o.json) std::printf("wrote %s/results.csv, requests.csv, results.json, attainment_s*.svg and latency_s*.svg\n", o.out.c_str());
   }
   return 0;
 }
@@ -186,7 +192,7 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
   sub->add_option("--seed", o->seed, "seed for synthetic arrivals and commit draws");
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only");
   sub->add_flag("--stats", o->stats, "with --json: run statistics on stderr");
-  sub->add_option("--out", o->out, "directory for results.csv, results.json and attainment SVGs");
+  sub->add_option("--out", o->out, "directory for results.csv, requests.csv (every request), results.json and attainment SVGs");
   return std::function<int()>([o] { return run_sim(*o); });
 }};
 

@@ -46,7 +46,7 @@ int run_bound(const bound_options& o) {
     const double factor = raw_rate / (load * base_rate);
     std::vector<ds::sim_request> reqs;
     for (std::size_t i = 0; i < rows.size(); ++i)
-      reqs.push_back({rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len});
+      reqs.push_back({rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len, shapes[i].answer_blocks});
     for (double s : o.slo_scales) {
       const auto t0 = std::chrono::steady_clock::now();
       const auto b = ds::slo_attainment_bound(cluster, reqs, s, o.max_window);

@@ -52,6 +52,7 @@ struct req_rt {
   double alone_s = 0;          // ... had each held only its own item
   bool dropped = false;
   bool rejected = false;       // refused at arrival (on_miss: reject)
+  int answer_blocks = 0;       // sim_request::answer_blocks
   bool leaving = false;        // chosen for migration, leaves at its group's step boundary
   std::uint8_t stream = 0;     // co-running: 1 in the running refresh step, 2 in the running reuse step
   int leave_to = -1;

@@ -152,12 +152,35 @@ std::string latency_parts_table(const std::vector<result_row>& rows) {
   return os.str();
 }
 
+std::vector<request_row> request_rows(const run_result& r, const std::string& policy, double load, double slo_scale) {
+  std::vector<request_row> out;
+  out.reserve(r.requests.size());
+  const double t0 = r.requests.empty() ? 0.0 : r.requests.front().arrival_s;
+  for (std::size_t i = 0; i < r.requests.size(); ++i) {
+    const auto& q = r.requests[i];
+    const bool done = q.finish_s >= 0 && !q.dropped && !q.rejected;
+    out.push_back({policy, load, slo_scale, i, q.arrival_s - t0, done ? q.finish_s - q.arrival_s : -1.0, q.steps,
+                   done && q.finish_s <= q.deadline_s});
+  }
+  return out;
+}
+
+void write_requests_csv(const std::string& path, const std::vector<request_row>& rows) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << "policy,load,slo_scale,index,arrival_s,latency_s,steps,slo_met\n";
+  out.precision(10);
+  for (const auto& r : rows)
+    out << r.policy << ',' << r.load << ',' << r.slo_scale << ',' << r.index << ',' << r.arrival_s << ','
+        << r.latency_s << ',' << r.steps << ',' << (r.slo_met ? 1 : 0) << '\n';
+}
+
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
   out << "policy,load,slo_scale,requests,slo_attainment,mean_latency_s,p50_latency_s,p90_latency_s,"
          "p99_latency_s,accuracy,tokens_per_step,migrations,reconfigurations,dropped,events,"
-         "wall_s,virtual_s\n";
+         "wall_s,virtual_s,group_steps,group_busy_s\n";
   out.precision(10);
   for (const auto& r : rows)
     out << r.policy << ',' << r.load << ',' << r.slo_scale << ',' << r.requests << ','
@@ -165,7 +188,7 @@ void write_results_csv(const std::string& path, const std::vector<result_row>& r
         << r.p90_latency_s << ',' << r.p99_latency_s << ',' << r.accuracy << ','
         << r.tokens_per_step << ',' << r.migrations << ',' << r.reconfigurations << ','
         << r.dropped << ',' << r.stats.events << ',' << r.stats.wall_s << ','
-        << r.stats.virtual_end_s << '\n';
+        << r.stats.virtual_end_s << ',' << r.stats.group_steps << ',' << r.stats.group_busy_s << '\n';
 }
 
 }  // namespace dls::sim

@@ -48,6 +48,22 @@ std::string results_table(const std::vector<result_row>& rows);
 /// Where the mean latency goes (ms): queued, left out, alone and shared, one line per row.
 std::string latency_parts_table(const std::vector<result_row>& rows);
 void write_results_csv(const std::string& path, const std::vector<result_row>& rows);
+/// One request of one run, as `sim --out` and `bench --out` write it (requests.csv), so that
+/// a live run and its simulation can be set side by side request by request.
+struct request_row {
+  std::string policy;
+  double load = 0;
+  double slo_scale = 0;
+  std::size_t index = 0;   // its place in the run's arrivals
+  double arrival_s = 0;    // after the run's first arrival
+  double latency_s = -1;   // arrival to answer; -1: none (dropped, refused or failed)
+  int steps = 0;           // denoising steps it took part in
+  bool slo_met = false;
+};
+/// The rows of one run (`index` in arrival order).
+std::vector<request_row> request_rows(const run_result& r, const std::string& policy, double load, double slo_scale);
+void write_requests_csv(const std::string& path, const std::vector<request_row>& rows);
+
 /// One line chart per SLO scale: x = load, y = attainment (%), a line per policy.
 std::string attainment_svg(const std::vector<result_row>& rows, double slo_scale);
 /// The same axes for latency: x = load, y = milliseconds; per policy the mean (solid) and the

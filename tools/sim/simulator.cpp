@@ -52,6 +52,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
     if (i > 0 && r.arrival_s < in[i - 1].arrival_s)
       throw std::invalid_argument("simulate: requests must be sorted by arrival");
     rt_[i].deadline_s = request_deadline_s(c, r, cfg.slo_scale);
+    rt_[i].answer_blocks = r.answer_blocks;
     std::uint64_t s = cfg.seed * 0x9e3779b97f4a7c15ULL + i;
     rt_[i].draw = rng(splitmix64(s));
     mean_canvas += r.prompt_len + r.gen_len;
@@ -288,6 +289,7 @@ void engine::start_step(int gi) {
   g.busy = true;
   if (cl_.control_plane.contention.enabled()) g.ran.emplace_back(now_, now_ + dur);
   ++stats_.group_steps;
+  stats_.group_busy_s += dur;
   stats_.request_steps += g.batch.size();
   push(now_ + dur, ev::step_done, static_cast<std::uint32_t>(gi));
 }
@@ -363,7 +365,7 @@ void engine::settle(int gi) {
   for (std::size_t i = g.active.size(); i-- > 0;) {
     const auto& r = g.active[i];
     if (rt_[r.id].stream != 0) continue;
-    if (r.finished()) {
+    if (r.finished() || (rt_[r.id].answer_blocks > 0 && r.blocks_done >= rt_[r.id].answer_blocks)) {
       finish_request(r);
       remove_active(gi, i);
       changed = true;

@@ -19,6 +19,10 @@ struct sim_request {
   double arrival_s = 0;
   int prompt_len = 0;
   int gen_len = 0;
+  /// The decode ends after this many blocks (the block of the answer's EOS), as a live one
+  /// does; the canvas, its step costs and the policies' view still hold all of gen_len, since
+  /// nobody knows where the answer ends before it does. 0: all of gen_len.
+  int answer_blocks = 0;
   /// on_miss: reject (a strict SLO): refused at arrival, with a reason, when the group it is
   /// placed on cannot finish it by its deadline (policy::refuse_if_late). Refused = a miss.
   bool reject_on_miss = false;
@@ -54,6 +58,7 @@ struct request_outcome {
 struct run_stats {
   std::uint64_t events = 0;
   std::uint64_t group_steps = 0;
+  double group_busy_s = 0;                // the groups' steps end to end (one step stream each; 0 co-running)
   std::uint64_t request_steps = 0;
   std::uint64_t refresh_chunks = 0;     // non-final layer ranges of split refreshes
   std::uint64_t migrations = 0;

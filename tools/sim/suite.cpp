@@ -16,7 +16,7 @@ std::vector<sim_request> suite_requests(const sim_cluster& c, const std::vector<
   std::vector<sim_request> out;
   out.reserve(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    sim_request q{rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len};
+    sim_request q{rows[i].t * factor, shapes[i].prompt_len, shapes[i].gen_len, shapes[i].answer_blocks};
     q.reject_on_miss = reject;
     out.push_back(q);
   }

@@ -85,12 +85,18 @@ std::vector<trace_row> load_azure_csv(const std::string& path) {
       if (line.find("TIMESTAMP") != std::string::npos) continue;
     }
     std::stringstream ss(line);
-    std::string a, b, c;
+    std::string a, b, c, d;
     const std::string where = "trace " + path + ":" + std::to_string(line_no) + ": ";
     if (!std::getline(ss, a, ',') || !std::getline(ss, b, ',') || !std::getline(ss, c, ','))
       throw std::runtime_error(where + "expected TIMESTAMP,ContextTokens,GeneratedTokens, got '" + line + "'");
     try {
-      rows.push_back({parse_time(a), token_count(b, "ContextTokens"), token_count(c, "GeneratedTokens")});
+      trace_row row{parse_time(a), token_count(b, "ContextTokens"), token_count(c, "GeneratedTokens")};
+      if (std::getline(ss, d, ',') && !d.empty()) {
+        row.decoded_tokens = token_count(d, "DecodedTokens");
+        if (row.decoded_tokens < 1)
+          throw std::invalid_argument("DecodedTokens " + d + " must be at least 1");
+      }
+      rows.push_back(row);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(where + e.what());
     }
@@ -155,7 +161,8 @@ canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas) {
   blocks = std::min(blocks, std::max(1, max_canvas / (2 * block_len)));  // keep room for a prompt
   const int gen = blocks * block_len;
   const int prompt = std::max(1, std::min(r.context_tokens, max_canvas - gen));
-  return {prompt, gen};
+  const int answer = r.decoded_tokens > 0 ? std::min(blocks, (r.decoded_tokens + block_len - 1) / block_len) : 0;
+  return {prompt, gen, answer};
 }
 
 std::vector<policy::length_class> length_mix(std::vector<canvas_shape> shapes, int classes) {

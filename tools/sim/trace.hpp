@@ -16,10 +16,15 @@ struct trace_row {
   double t = 0;
   int context_tokens = 0;
   int generated_tokens = 0;
+  /// Tokens of the blocks the decode ran before the answer's EOS ended it (a live bench's
+  /// arrivals.csv); 0: the decode runs all of generated_tokens.
+  int decoded_tokens = 0;
 };
 
-/// Reads `TIMESTAMP,ContextTokens,GeneratedTokens`. TIMESTAMP may be seconds or
-/// "YYYY-MM-DD HH:MM:SS.fffffff" (Azure 2023); rows are sorted by time.
+/// Reads `TIMESTAMP,ContextTokens,GeneratedTokens[,DecodedTokens]`. TIMESTAMP may be seconds or
+/// "YYYY-MM-DD HH:MM:SS.fffffff" (Azure 2023); rows are sorted by time. DecodedTokens (a live
+/// bench's arrivals.csv): the canvas holds GeneratedTokens, and the decode stops after the
+/// blocks holding DecodedTokens, as a live decode stops at the block of its EOS.
 std::vector<trace_row> load_azure_csv(const std::string& path);
 
 struct synthetic_spec {
@@ -44,6 +49,7 @@ double trace_rate(const std::vector<trace_row>& rows);
 struct canvas_shape {
   int prompt_len;
   int gen_len;
+  int answer_blocks = 0;  // blocks decoded before the answer ends (decoded_tokens); 0: all
 };
 canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas);
 
