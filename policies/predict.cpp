@@ -44,6 +44,7 @@ double expected_step_s(const step_cost_model& m, int tp, const group_load& g, in
   t.logit_rows = g.requests * b;
   t.query_rows = g.requests * b + f * (g.sum_canvas - g.requests * b);
   t.qk = b * g.sum_canvas + f * (g.sum_canvas_sq - b * g.sum_canvas);
+  t.refresh_items = f * g.requests;
   const double step = m.step_seconds(tp, t);
   return t.query_rows > token_budget ? step * t.query_rows / token_budget : step;
 }
@@ -73,6 +74,7 @@ batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,
   t.query_rows = n * per;
   t.qk = n * (block_len * static_cast<double>(canvas_len) +
               f * (static_cast<double>(canvas_len) * canvas_len - block_len * static_cast<double>(canvas_len)));
+  t.refresh_items = n * f;
   return t;
 }
 

@@ -51,6 +51,7 @@ void batch_totals::add(const step_item& it) {
   key_rows += it.key_rows * s;
   qk += static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows += it.logit_rows;
+  if (it.kind == step_kind::refresh) refresh_items += 1;
   if (s < 1.0) parts.push_back(it);
 }
 
@@ -61,6 +62,7 @@ void batch_totals::remove(const step_item& it) {
   key_rows -= it.key_rows * s;
   qk -= static_cast<double>(it.query_rows) * it.key_rows * s;
   logit_rows -= it.logit_rows;
+  if (it.kind == step_kind::refresh) refresh_items -= 1;
   if (s < 1.0) {
     const auto p = std::find(parts.begin(), parts.end(), it);
     if (p != parts.end()) parts.erase(p);
@@ -137,7 +139,8 @@ double step_cost_model::step_seconds(int tp, const batch_totals& t) const {
   if (form_ == form::linear) {
     const auto& c = lin_fast_[static_cast<std::size_t>(tp)];
     return c.fixed_s * t.layer_fraction() + c.per_request_s * t.requests + c.per_query_row_s * t.query_rows +
-           c.per_key_row_s * t.key_rows + c.per_qk_s * t.qk;
+           c.per_key_row_s * t.key_rows + c.per_qk_s * t.qk +
+           c.per_refresh_step_s * std::clamp(t.refresh_items, 0.0, 1.0);
   }
   if (t.parts.empty()) {
     const auto w = roofline_parts(tp, t);
@@ -342,7 +345,7 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
     by_tp[s.tp].push_back(&s);
   }
   std::map<int, linear_coeffs> out;
-  constexpr int n = 5;
+  constexpr int n = 6;
   for (auto& [tp, rows] : by_tp) {
     if (rows.size() < 2) throw std::invalid_argument("profile: tp " + std::to_string(tp) + " needs >= 2 samples");
     const int m = static_cast<int>(rows.size());
@@ -353,7 +356,8 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
       const auto& s = *rows[static_cast<std::size_t>(i)];
       const double b = s.batch;
       const double f[n] = {1.0, b, b * s.query_rows, b * s.key_rows,
-                           b * static_cast<double>(s.query_rows) * s.key_rows};
+                           b * static_cast<double>(s.query_rows) * s.key_rows,
+                           s.kind == step_kind::refresh ? 1.0 : 0.0};
       for (int j = 0; j < n; ++j) a[static_cast<std::size_t>(i * n + j)] = f[j] / s.seconds;
     }
     std::vector<double> scale(n, 0.0);
@@ -364,7 +368,7 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
     }
     auto x = nnls(a, y, m, n);
     for (int j = 0; j < n; ++j) x[static_cast<std::size_t>(j)] /= scale[static_cast<std::size_t>(j)];
-    linear_coeffs c{x[0], x[1], x[2], x[3], x[4]};
+    linear_coeffs c{x[0], x[1], x[2], x[3], x[4], x[5]};
     out[tp] = c;
     if (report) {
       fit_report fr;
@@ -377,7 +381,8 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
         const double b = s->batch;
         const double pred = c.fixed_s + c.per_request_s * b + c.per_query_row_s * b * s->query_rows +
                             c.per_key_row_s * b * s->key_rows +
-                            c.per_qk_s * b * static_cast<double>(s->query_rows) * s->key_rows;
+                            c.per_qk_s * b * static_cast<double>(s->query_rows) * s->key_rows +
+                            (s->kind == step_kind::refresh ? c.per_refresh_step_s : 0.0);
         ss_res += (pred - s->seconds) * (pred - s->seconds);
         ss_tot += (s->seconds - mean) * (s->seconds - mean);
         fr.max_rel_error = std::max(fr.max_rel_error, std::fabs(pred - s->seconds) / s->seconds);
@@ -440,7 +445,7 @@ step_cost_model parse_step_cost_profile(const std::string& text) {
       const auto c = kv.second;
       coeffs[kv.first.as<int>()] = {num(c, "fixed_s", 0), num(c, "per_request_s", 0),
                                     num(c, "per_query_row_s", 0), num(c, "per_key_row_s", 0),
-                                    num(c, "per_qk_s", 0)};
+                                    num(c, "per_qk_s", 0), num(c, "per_refresh_step_s", 0)};
     }
     if (coeffs.empty()) throw std::invalid_argument("step profile: linear kind needs 'linear'");
     m = step_cost_model::make_linear(coeffs);

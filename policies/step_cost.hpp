@@ -53,6 +53,9 @@ step_item step_item_for(const request_view& r, double share);
 /// with the items that run that layer.
 struct batch_totals {
   double requests = 0, query_rows = 0, key_rows = 0, qk = 0, logit_rows = 0;
+  /// Refresh items (whole or ranges); an expected batch holds a fraction, and a step pays the
+  /// linear form's per-refresh-step cost min(1, refresh_items) times.
+  double refresh_items = 0;
   std::vector<step_item> parts;  // items with layer_share < 1
   /// Fraction of the layers (weights, all-reduces) the step runs: all of them when some item
   /// runs every layer, else the union of the parts' ranges.
@@ -82,6 +85,10 @@ struct roofline_params {
 /// Per-TP-degree coefficients of the linear model (seconds per unit).
 struct linear_coeffs {
   double fixed_s = 0, per_request_s = 0, per_query_row_s = 0, per_key_row_s = 0, per_qk_s = 0;
+  /// Paid once by a step that holds a refresh (or a range of one), whatever its size: on the
+  /// CPU engine a refresh batch costs about 0.23 ms more than its rows explain, a reuse batch
+  /// nothing (docs/policies.md, "Step-cost model").
+  double per_refresh_step_s = 0;
 };
 
 /// One measured step: `batch` identical requests of the given kind and row counts.
@@ -102,7 +109,7 @@ struct fit_report {
 };
 
 /// Fits `linear_coeffs` per TP degree by non-negative least squares on the features
-/// [1, b, b q, b k, b q k]. Throws std::invalid_argument when a degree has < 2 samples.
+/// [1, b, b q, b k, b q k, refresh]. Throws std::invalid_argument when a degree has < 2 samples.
 std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_sample>& samples,
                                                   std::vector<fit_report>* report = nullptr);
 

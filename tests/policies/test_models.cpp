@@ -164,6 +164,39 @@ BOOST_AUTO_TEST_CASE(fit_recovers_known_coefficients_exactly) {
   BOOST_TEST(rep[0].max_rel_error < 1e-6);
 }
 
+// The CPU engine's refresh batches cost a fixed amount more than their rows explain, reuse
+// batches do not: the fit finds that per-step term, and a step pays it once however many
+// refreshes it holds (and a reuse-only step not at all).
+BOOST_AUTO_TEST_CASE(fit_recovers_a_per_refresh_step_cost_paid_once_a_step) {
+  std::vector<policy::profile_sample> s;
+  for (int batch : {1, 2, 4, 8})
+    for (auto kind : {step_kind::refresh, step_kind::reuse})
+      for (int l : {32, 64}) {
+        const int q = kind == step_kind::refresh ? l : 8;
+        const double t = 4e-5 + 2.5e-5 * batch * q + 1.5e-6 * batch * l + (kind == step_kind::refresh ? 2.3e-4 : 0.0);
+        s.push_back({1, kind, batch, q, l, t});
+      }
+  std::vector<policy::fit_report> rep;
+  const auto c = policy::fit_linear_step_cost(s, &rep);
+  BOOST_TEST(c.at(1).per_refresh_step_s == 2.3e-4, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).fixed_s == 4e-5, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(c.at(1).per_query_row_s == 2.5e-5, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(rep.at(0).max_rel_error < 1e-6);
+  const auto m = policy::step_cost_model::make_linear(c);
+  const auto ref = policy::step_item_of(step_kind::refresh, 64, 8);
+  const auto reu = policy::step_item_of(step_kind::reuse, 64, 8);
+  const double per_ref = 2.5e-5 * 64 + 1.5e-6 * 64, per_reu = 2.5e-5 * 8 + 1.5e-6 * 64;
+  BOOST_TEST(m.step_seconds(1, {reu, reu}) == 4e-5 + 2 * per_reu, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(m.step_seconds(1, {ref, reu}) == 4e-5 + 2.3e-4 + per_ref + per_reu, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(m.step_seconds(1, {ref, ref, reu}) == 4e-5 + 2.3e-4 + 2 * per_ref + per_reu,
+             boost::test_tools::tolerance(1e-6));
+  // A profile file may state it.
+  const auto parsed = policy::parse_step_cost_profile(
+      "kind: linear\nlinear: {1: {fixed_s: 0.001, per_refresh_step_s: 0.002}}\n");
+  BOOST_TEST(parsed.step_seconds(1, {ref}) == 0.003, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(parsed.step_seconds(1, {reu}) == 0.001, boost::test_tools::tolerance(1e-9));
+}
+
 BOOST_AUTO_TEST_CASE(nnls_keeps_weights_non_negative) {
   // y = 5 - x on columns [1, x]: the unconstrained slope is -1, so NNLS drops the slope and
   // the intercept becomes the mean of y, 3.

@@ -158,7 +158,9 @@ double trace_rate(const std::vector<trace_row>& rows) {
 
 canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas) {
   int blocks = std::max(1, (r.generated_tokens + block_len - 1) / block_len);
-  blocks = std::min(blocks, std::max(1, max_canvas / (2 * block_len)));  // keep room for a prompt
+  // Keep room for the prompt, up to half the canvas: a long answer is cut before a prompt is.
+  const int prompt_room = std::min(std::max(1, r.context_tokens), max_canvas / 2);
+  blocks = std::min(blocks, std::max(1, (max_canvas - prompt_room) / block_len));
   const int gen = blocks * block_len;
   const int prompt = std::max(1, std::min(r.context_tokens, max_canvas - gen));
   const int answer = r.decoded_tokens > 0 ? std::min(blocks, (r.decoded_tokens + block_len - 1) / block_len) : 0;

@@ -45,7 +45,8 @@ std::vector<trace_row> resize_trace(const std::vector<trace_row>& rows, std::siz
 double trace_rate(const std::vector<trace_row>& rows);
 
 /// Canvas of a DLM request: G = generated rounded up to whole blocks (the block holding EOS
-/// completes), P = context clamped so P + G <= max_canvas (inputs <= 4,096 as in DiLaServe).
+/// completes), P = context clamped so P + G <= max_canvas (inputs <= 4,096 as in DiLaServe);
+/// G gives way first, down to what leaves the prompt its length or half the canvas.
 struct canvas_shape {
   int prompt_len;
   int gen_len;
