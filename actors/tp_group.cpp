@@ -9,6 +9,7 @@
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
 #include "actors/peer_roles.hpp"
+#include "common/step_log.hpp"
 #include "gpu/canvas.hpp"
 #include "gpu/kv_reshard.hpp"
 #include "gpu/kv_wire.hpp"
@@ -36,6 +37,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace dls::actors {
@@ -105,6 +107,10 @@ struct group_state {
   bool draining = false;
   bool drained = false;
   bool holding = false;  // the fault hook DILASERVE_HOLD_AFTER_SNAPSHOT stopped its steps
+  // DILASERVE_STEP_LOG=DIR: every step as a line of DIR/<group>.csv (common/step_log.hpp), to
+  // set against the simulator's steps; the step in flight waits in `step_now`.
+  std::unique_ptr<dls::step_log> step_log;
+  dls::step_record step_now;
   caf::response_promise drain_rp;
   // Measured totals for `bench-runtime` and the directory.
   uint64_t steps = 0;
@@ -511,6 +517,11 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   (st.refresh_in_flight ? st.refresh_steps : st.reuse_steps)
       .observe(std::chrono::duration<double>(clock_type::now() - t0).count());
   st.engine_seconds += slowest;
+  if (st.step_log) {
+    st.step_now.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    st.step_now.engine_s = slowest;
+    st.step_log->append(st.step_now);
+  }
   if (st.profile) {
     const double wall = std::chrono::duration<double>(clock_type::now() - t0).count();
     st.predicted_seconds += st.predicted_s;
@@ -1081,6 +1092,17 @@ void run_step(group_ptr self) {
     totals.add(policy::next_step_item(view_of(lr)));
   }
   st.predicted_s = st.profile ? st.profile->step_seconds(st.view.tp, totals) : 0.0;
+  if (st.step_log) {
+    auto& r = st.step_now;
+    r.start_s = static_cast<double>(unix_now_us()) / 1e6;
+    r.predicted_s = st.predicted_s;
+    r.batch = static_cast<int>(ids.size());
+    r.refreshes = static_cast<int>(totals.refresh_items);
+    r.query_rows = totals.query_rows;
+    r.key_rows = totals.key_rows;
+    r.active = static_cast<int>(st.running.size());
+    r.waiting = static_cast<int>(st.waiting.size());
+  }
   st.stepping = true;
   auto k = st.setup.workers.size();
   auto results = std::make_shared<std::vector<step_result>>(k);
@@ -1147,6 +1169,16 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
                                     ": this group decides without step costs");
   }
   set_policy(st, ctx.initial_policy);
+  if (const char* dir = std::getenv("DILASERVE_STEP_LOG"); dir && *dir) {
+    auto file = st.setup.name;
+    std::replace(file.begin(), file.end(), '/', '_');
+    try {
+      st.step_log = std::make_unique<dls::step_log>(std::string(dir) + "/" + file + ".csv");
+      st.step_now.run = st.setup.name;
+    } catch (const std::exception& e) {
+      rt::log_line(st.setup.name, std::string("no step log: ") + e.what());
+    }
+  }
   auto world = static_cast<int>(st.setup.workers.size());
   auto link = st.setup.device_set->link_for(std::vector<int>(st.setup.devices.begin(), st.setup.devices.end()));
   for (int r = 0; r < world; ++r)

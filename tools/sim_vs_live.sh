@@ -57,6 +57,10 @@ out=$(cd "$out" && pwd)
 state="$out/state"
 [ -n "${SIM_ONLY:-}" ] || rm -rf "$state" "$out/live" "$out/calibration"
 export OPENBLAS_NUM_THREADS=1 DILASERVE_STATE_DIR="$state"
+# Every live step as a line of $out/steps-live/<group>.csv (calibration included; the bench's
+# client.csv says when each run was), to set against the simulator's steps.
+[ -n "${SIM_ONLY:-}" ] || { rm -rf "$out/steps-live"; mkdir -p "$out/steps-live"; }
+export DILASERVE_STEP_LOG="$out/steps-live"
 
 sed -e 's/devices: {kind: cpu, count: 2}/devices: {kind: cpu, count: 1}/' \
     -e 's/^    groups: \[2\].*/    groups: [1]/' \
@@ -180,7 +184,8 @@ def sim(request_ms, policies, run_loads, tag):
         f.write(cluster_text(request_ms))
     cmd = [binary, "sim", "--cluster", f"{out}/cluster-sim-{tag}.yaml", "--trace", f"{out}/live/arrivals.csv",
            "--rate", str(bench["capacity_rps"]), "--slo-scale", slo, "--json", "--policies", *policies,
-           "--load", *[str(l) for l in run_loads], "--out", f"{out}/sim-{tag}"]
+           "--load", *[str(l) for l in run_loads], "--out", f"{out}/sim-{tag}",
+           "--step-log", f"{out}/sim-{tag}/steps.csv"]
     res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["results"]
     return {(r["policy"], r["load"]): r for r in res}
 

@@ -320,6 +320,52 @@ BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
   BOOST_TEST(first.rfind("static,1,2,0,0,0.035,2,", 0) == 0u, first);
 }
 
+// `sim --step-log` and a live group's DILASERVE_STEP_LOG write the same records: here the three
+// steps of the run above, by hand, and their CSV lines.
+BOOST_AUTO_TEST_CASE(every_step_is_reported_as_a_live_group_logs_it) {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
+  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
+                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
+  auto c = sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
+  sim::run_config rc;
+  rc.policy = policy::make_policy_set("static");
+  std::vector<dls::step_record> steps;
+  rc.on_step = [&](const dls::step_record& r) { steps.push_back(r); };
+  sim::simulate(c, {{0.0, 100, 32}, {0.0, 100, 32}}, rc);
+  BOOST_TEST_REQUIRE(steps.size() == 3u);
+  const double start[] = {0.0, 0.015, 0.035}, wall[] = {0.015, 0.02, 0.015};
+  const int batch[] = {1, 2, 1}, refreshes[] = {1, 1, 0};
+  for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(steps[i].start_s == start[i], tt::tolerance(1e-12));
+    BOOST_TEST(steps[i].wall_s == wall[i], tt::tolerance(1e-12));
+    BOOST_TEST(steps[i].predicted_s == wall[i], tt::tolerance(1e-12));  // no control plane here
+    BOOST_TEST(steps[i].batch == batch[i]);
+    BOOST_TEST(steps[i].refreshes == refreshes[i]);
+  }
+  BOOST_TEST(steps[1].active == 2);
+  const auto path = (dir / "steps.csv").string();
+  std::filesystem::remove(path);
+  {
+    dls::step_log log(path);
+    for (auto r : steps) {
+      r.run = "static@1";
+      log.append(r);
+    }
+  }
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  BOOST_TEST(line == dls::step_log::header());
+  std::getline(in, line);
+  BOOST_TEST(line.rfind("static@1,0,0.01", 0) == 0u, line);
+  std::size_t n = 1;
+  while (std::getline(in, line)) ++n;
+  BOOST_TEST(n == 3u);
+  BOOST_CHECK_THROW(dls::step_log((dir / "no-such-dir" / "x.csv").string()), std::runtime_error);
+}
+
 // A live bench's arrivals.csv gives each request its canvas (GeneratedTokens) and the blocks its
 // decode ran before the answer's EOS ended it (DecodedTokens): the simulated request steps the
 // whole canvas, deadline included, and ends with that block.

@@ -79,6 +79,10 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
   const auto state = dir.file("state");
   down_at_exit guard{state};
   const auto out = dir.file("out");
+  const auto steps_dir = dir.file("steps");
+  fs::create_directories(steps_dir);
+  // The cluster's groups log every step (DILASERVE_STEP_LOG, inherited through `up`).
+  dls::test::scoped_env step_log("DILASERVE_STEP_LOG", steps_dir);
   auto r = dls::test::run_cli(bench_args(config, state, {"--load", "0.5", "--policies", "static,deadline", "--json",
                                                          "--out", out}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
@@ -137,6 +141,40 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
     }
     BOOST_TEST(rows["static"] == expected);
     BOOST_TEST(rows["deadline"] == expected);
+  }
+  // Every group's steps, each run's between the start and end client.csv gives it.
+  {
+    std::vector<std::pair<double, double>> windows;
+    std::ifstream clients(out + "/client.csv");
+    std::string line;
+    std::getline(clients, line);
+    BOOST_TEST(line.find(",start_unix_s,end_unix_s") != std::string::npos, line);
+    while (std::getline(clients, line)) {
+      const auto end = line.rfind(','), start = line.rfind(',', end - 1);
+      windows.emplace_back(std::stod(line.substr(start + 1, end - start - 1)), std::stod(line.substr(end + 1)));
+    }
+    BOOST_TEST_REQUIRE(windows.size() == 2u);
+    std::vector<std::size_t> in_run(2, 0);
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(steps_dir)) {
+      ++files;
+      std::ifstream log(e.path());
+      std::getline(log, line);
+      BOOST_TEST(line == "run,start_s,wall_s,engine_s,predicted_s,batch,refreshes,query_rows,key_rows,active,waiting");
+      while (std::getline(log, line)) {
+        std::vector<std::string> f;
+        std::stringstream ss(line);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        BOOST_TEST_REQUIRE(f.size() == 11u, line);
+        BOOST_TEST(std::stoi(f[5]) >= 1, line);                   // a step holds a request
+        BOOST_TEST(std::stod(f[2]) >= std::stod(f[3]), line);     // its wall time holds the engine's
+        const double t = std::stod(f[1]);
+        for (std::size_t w = 0; w < windows.size(); ++w) in_run[w] += t >= windows[w].first && t <= windows[w].second;
+      }
+    }
+    BOOST_TEST(files == 1u);  // local.yaml: one group
+    BOOST_TEST(in_run[0] > 0u);
+    BOOST_TEST(in_run[1] > 0u);
   }
   // The same requests as a trace for the simulator: each canvas whole, and the blocks its
   // decode ran before the answer ended.

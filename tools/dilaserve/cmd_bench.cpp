@@ -113,6 +113,7 @@ uint64_t regroups_of(const json& status) {
 struct client_figures {
   double send_lag_p99_s = 0, latency_p50_s = 0, latency_p99_s = 0, first_block_p50_s = 0, first_block_p99_s = 0;
   std::size_t retried = 0;  // HTTP: sent twice after a connection failed before any response
+  double start_unix_s = 0, end_unix_s = 0;  // the replay's span on the system clock (to cut step logs)
 };
 
 // One run in sim's schema: attainment over all requests (a failed one is a miss), latencies
@@ -317,12 +318,16 @@ int run_bench(const bench_options& o) {
       bar.advance(0, pname + " load " + std::to_string(load).substr(0, 4));
       const auto before = head_status(session);
       const auto t0 = std::chrono::steady_clock::now();
+      const auto unix0 = std::chrono::system_clock::now();
       auto outs = replay({reqs, time_scale, o.timeout_s, tick});
+      const auto unix1 = std::chrono::system_clock::now();
       if (first_outs.empty()) first_outs = outs;
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const auto after = head_status(session);
       client_figures cf;
       auto row = summarize(outs, reqs, problems, pname, load, slo_scale, cf);
+      cf.start_unix_s = std::chrono::duration<double>(unix0.time_since_epoch()).count();
+      cf.end_unix_s = std::chrono::duration<double>(unix1.time_since_epoch()).count();
       row.reconfigurations = regroups_of(after) - std::min(regroups_of(after), regroups_of(before));
       row.stats.wall_s = wall;
       row.stats.virtual_end_s = wall;  // live: the replay's own clock is the wall clock
@@ -368,13 +373,14 @@ int run_bench(const bench_options& o) {
                                                 .dump(2)
                                          << "\n";
     std::ofstream client_csv(o.out + "/client.csv");
+    client_csv.precision(15);  // unix seconds to the microsecond
     client_csv << "policy,load,send_lag_p99_s,client_latency_p50_s,client_latency_p99_s,first_block_p50_s,"
-                  "first_block_p99_s,retried\n";
+                  "first_block_p99_s,retried,start_unix_s,end_unix_s\n";
     for (std::size_t i = 0; i < results.size(); ++i)
       client_csv << results[i].policy << ',' << results[i].load << ',' << clients[i].send_lag_p99_s << ','
                  << clients[i].latency_p50_s << ',' << clients[i].latency_p99_s << ','
                  << clients[i].first_block_p50_s << ',' << clients[i].first_block_p99_s << ','
-                 << clients[i].retried << '\n';
+                 << clients[i].retried << ',' << clients[i].start_unix_s << ',' << clients[i].end_unix_s << '\n';
     char scale[32];
     std::snprintf(scale, sizeof scale, "%g", slo_scale);
     std::ofstream(o.out + "/attainment_s" + scale + ".svg") << ds::attainment_svg(results, slo_scale);

@@ -1,5 +1,6 @@
 // `dilaserve sim`: replay a trace or a synthetic workload on a simulated cluster, for every
 // (load, SLO scale, policy), and report attainment, latency and quality side by side.
+#include "common/step_log.hpp"
 #include "dilaserve/command_registry.hpp"
 #include "dilaserve/validators.hpp"
 #include "dilaserve/progress.hpp"
@@ -31,6 +32,7 @@ struct sim_options {
   bool json = false;
   bool stats = false;
   std::string out;
+  std::string step_log;
 };
 
 std::string fmt(const char* f, double a) {
@@ -80,6 +82,13 @@ int run_sim(const sim_options& o) {
   dls::cli::progress_bar bar("sim", runs * 1000);
   std::vector<ds::result_row> results;
   std::vector<ds::request_row> request_log;  // --out: every request of every run
+  std::unique_ptr<dls::step_log> steps;      // --step-log
+  if (!o.step_log.empty()) {
+    const auto dir = std::filesystem::path(o.step_log).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir);
+    std::filesystem::remove(o.step_log);
+    steps = std::make_unique<dls::step_log>(o.step_log, 4096);
+  }
   for (double load : o.loads) {
     // Arrival times scaled so the mean rate is load x base rate; the arrival pattern is kept.
     const double factor = raw_rate / (load * base_rate);
@@ -102,6 +111,14 @@ int run_sim(const sim_options& o) {
             shown = target;
           }
         };
+        if (steps) {
+          const std::string run = pname + "@" + fmt("%g", load);
+          rc.on_step = [&steps, run](const dls::step_record& r) {
+            auto named = r;
+            named.run = run;
+            steps->append(named);
+          };
+        }
         auto res = ds::simulate(cluster, reqs, rc);
         results.push_back(ds::summarize(res, pname, load, slo));
         if (!o.out.empty()) {
@@ -193,6 +210,9 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only");
   sub->add_flag("--stats", o->stats, "with --json: run statistics on stderr");
   sub->add_option("--out", o->out, "directory for results.csv, requests.csv (every request), results.json and attainment SVGs");
+  sub->add_option("--step-log", o->step_log,
+                  "write every step of every group as a CSV line to this file (the columns a live group writes with "
+                  "DILASERVE_STEP_LOG; run = POLICY@LOAD)");
   return std::function<int()>([o] { return run_sim(*o); });
 }};
 

@@ -287,6 +287,19 @@ void engine::start_step(int gi) {
     rt.alone_s += stretched(cl_.cost.step_seconds(g.tp, own));
   }
   g.busy = true;
+  if (cfg_.on_step) {
+    dls::step_record rec;
+    rec.start_s = now_;
+    rec.wall_s = dur;
+    rec.engine_s = rec.predicted_s = cl_.cost.step_seconds(g.tp, t) - over;  // the profile's, as live
+    rec.batch = static_cast<int>(g.batch.size());
+    rec.refreshes = static_cast<int>(t.refresh_items);
+    rec.query_rows = t.query_rows;
+    rec.key_rows = t.key_rows;
+    rec.active = static_cast<int>(g.active.size());
+    rec.waiting = static_cast<int>(g.queue.size());
+    cfg_.on_step(rec);
+  }
   if (cl_.control_plane.contention.enabled()) g.ran.emplace_back(now_, now_ + dur);
   ++stats_.group_steps;
   stats_.group_busy_s += dur;

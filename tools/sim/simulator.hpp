@@ -4,6 +4,7 @@
 // step-cost model, refresh at each block start and reuse otherwise), commits (the block's step
 // count drawn from the quality model at the current tau), migrations (timed by bytes over the
 // link) and reconfigurations (drain, then regroup after a fixed cost). docs/simulator.md.
+#include "common/step_log.hpp"
 #include "policies/presets.hpp"
 #include "sim/cluster.hpp"
 
@@ -34,6 +35,9 @@ struct run_config {
   std::uint64_t seed = 1;
   /// Called now and then with the fraction of arrivals processed (progress bars).
   std::function<void(double)> progress;
+  /// Called with every step a group starts (one step stream per group; not while co-running):
+  /// `dilaserve sim --step-log`. Its `run` is left empty for the caller.
+  std::function<void(const dls::step_record&)> on_step;
 };
 
 struct request_outcome {
