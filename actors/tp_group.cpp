@@ -520,6 +520,9 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   if (st.step_log) {
     st.step_now.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
     st.step_now.engine_s = slowest;
+    st.step_now.ran_refreshes = 0;
+    for (const auto& o : results[0].outcomes)  // a request found finished runs nothing (no rows)
+      st.step_now.ran_refreshes += o.report.kind == gpu::step_kind::refresh && o.report.query_rows > 0;
     st.step_log->append(st.step_now);
   }
   if (st.profile) {

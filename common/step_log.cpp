@@ -6,7 +6,7 @@
 namespace dls {
 
 const char* step_log::header() {
-  return "run,start_s,wall_s,engine_s,predicted_s,batch,refreshes,query_rows,key_rows,active,waiting";
+  return "run,start_s,wall_s,engine_s,predicted_s,batch,refreshes,ran_refreshes,query_rows,key_rows,active,waiting";
 }
 
 step_log::step_log(const std::string& path, int flush_every) : flush_every_(flush_every < 1 ? 1 : flush_every) {
@@ -22,7 +22,7 @@ step_log::~step_log() { out_.flush(); }
 
 void step_log::append(const step_record& r) {
   out_ << r.run << ',' << r.start_s << ',' << r.wall_s << ',' << r.engine_s << ',' << r.predicted_s << ','
-       << r.batch << ',' << r.refreshes << ',' << r.query_rows << ',' << r.key_rows << ',' << r.active << ','
+       << r.batch << ',' << r.refreshes << ',' << r.ran_refreshes << ',' << r.query_rows << ',' << r.key_rows << ',' << r.active << ','
        << r.waiting << '\n';
   if (++pending_ >= flush_every_) {
     out_.flush();

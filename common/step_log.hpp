@@ -15,7 +15,8 @@ struct step_record {
   double engine_s = 0;   // the slowest rank inside the engine (live); the profile's time (sim)
   double predicted_s = 0;  // the step-cost profile's time for the batch
   int batch = 0;         // requests in the step
-  int refreshes = 0;     // of which a refresh
+  int refreshes = 0;     // of which a refresh, as the group planned it (the profile's prediction counts these)
+  int ran_refreshes = 0; // ... as the engine ran it (live: rank 0's reports; the simulator: the same)
   double query_rows = 0, key_rows = 0;
   int active = 0;        // admitted requests of the group when it was dispatched
   int waiting = 0;       // queued, not admitted

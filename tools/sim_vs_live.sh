@@ -197,9 +197,9 @@ with open(f"{out}/lone.csv", "w") as f:
     for i, (x, l) in enumerate(zip(lone, open(f"{out}/lone.jsonl"))):
         spec = json.loads(l)
         gen = spec.get("gen_length", 16)
-        # The canvas holds all of gen; a decode ends with the block of the answer's EOS (one
-        # token per character here).
-        decoded = min(gen, (len(x["text"]) // 8 + 1) * 8) if len(x["text"]) < gen else gen
+        # The canvas holds all of gen; a decode ends with the block of the answer's EOS: the
+        # tokens the answer committed are its decoded blocks.
+        decoded = min(gen, x["tokens"]) if x.get("tokens", 0) > 0 else gen
         f.write(f"{5.0 * i},{len(spec['prompt'])},{gen},{decoded}\n")
 
 def sim_lone():

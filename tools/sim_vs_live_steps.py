@@ -5,7 +5,8 @@ Live groups write every step to OUT/steps-live/<group>.csv (DILASERVE_STEP_LOG);
 client.csv says when each (policy, load) run was, so the steps are cut by run. The simulator
 writes OUT/sim-TAG/steps.csv (`sim --step-log`, run = POLICY@LOAD). Per run this prints each
 side's step count, mean batch, share of steps with a refresh, mean step time and mean profile
-prediction; then, by batch size and refresh, the live engine's time over the profile's
+prediction, and the refreshes the live group planned (what its profile prediction counts) against
+those its engine ran; then, by batch size and refresh, the live engine's time over the profile's
 prediction and the live step's time beyond its engine time (what the profile does not see),
 over all runs of a policy.
 
@@ -36,6 +37,8 @@ def summary(steps):
         "n": n,
         "batch": statistics.mean(s["batch"] for s in steps),
         "refresh": sum(1 for s in steps if s["refreshes"] > 0) / n,
+        "planned": sum(s["refreshes"] for s in steps),
+        "ran": sum(s["ran_refreshes"] for s in steps),
         "wall_ms": 1e3 * statistics.mean(s["wall_s"] for s in steps),
         "pred_ms": 1e3 * statistics.mean(s["predicted_s"] for s in steps),
         "busy_s": sum(s["wall_s"] for s in steps),
@@ -70,16 +73,17 @@ def main():
         sim_runs[(pol, round(float(load), 4))].append(s)
 
     print(f"{'policy':<10} {'load':>5} | {'steps':>11} | {'mean batch':>11} | {'refresh %':>11} | "
-          f"{'step ms':>13} | {'profile ms':>13} | {'busy s':>11}")
+          f"{'step ms':>13} | {'profile ms':>13} | {'busy s':>11} | {'refreshes planned / ran':>23}")
     print(f"{'':<10} {'':>5} | {'live   sim':>11} | {'live   sim':>11} | {'live   sim':>11} | "
-          f"{'live    sim':>13} | {'live    sim':>13} | {'live   sim':>11}")
+          f"{'live    sim':>13} | {'live    sim':>13} | {'live   sim':>11} | {'live           sim':>23}")
     for key in sorted(live_runs, key=lambda k: (k[0], k[1])):
         lv, sv = summary(live_runs[key]), summary(sim_runs.get(key, []))
         if not sv:
             continue
         print(f"{key[0]:<10} {key[1]:>5} | {lv['n']:5d} {sv['n']:5d} | {lv['batch']:5.2f} {sv['batch']:5.2f} | "
               f"{100 * lv['refresh']:5.1f} {100 * sv['refresh']:5.1f} | {lv['wall_ms']:6.3f} {sv['wall_ms']:6.3f} | "
-              f"{lv['pred_ms']:6.3f} {sv['pred_ms']:6.3f} | {lv['busy_s']:5.3f} {sv['busy_s']:5.3f}")
+              f"{lv['pred_ms']:6.3f} {sv['pred_ms']:6.3f} | {lv['busy_s']:5.3f} {sv['busy_s']:5.3f} | "
+              f"{lv['planned']:5.0f} / {lv['ran']:5.0f}   {sv['planned']:5.0f}")
 
     print("\nlive steps of every run by batch size and refresh: engine / profile, and step time beyond the engine")
     by = defaultdict(list)

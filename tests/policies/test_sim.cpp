@@ -38,6 +38,16 @@ sim::sim_cluster hand_cluster() {
   return sim::parse_cluster(one_gpu_cluster("flat.yaml"), dir.string());
 }
 
+// The same, with steps of 10 ms + 5 ms per request in them.
+sim::sim_cluster per_request_cluster() {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
+  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
+                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
+  return sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
+}
+
 std::vector<sim::sim_request> sample_requests(double load, const sim::sim_cluster& c, std::size_t n = 400) {
   auto rows = sim::load_azure_csv(src + "/configs/sim/traces/azure_llm_2023_code_first400.csv");
   rows = sim::resize_trace(rows, n);
@@ -285,11 +295,7 @@ BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
   // 35-50 B reuse alone. A: 35 ms = 0 queued + 30 alone + 5 shared; B: 50 ms = 15 queued +
   // 30 alone + 5 shared.
   const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
-  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
-                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  auto c = sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
+  auto c = per_request_cluster();
   std::vector<sim::sim_request> reqs{{0.0, 100, 32}, {0.0, 100, 32}};
   auto r = run(c, reqs, "static");
   BOOST_TEST(r.requests[0].finish_s == 0.035, tt::tolerance(1e-12));
@@ -324,11 +330,7 @@ BOOST_AUTO_TEST_CASE(latency_parts_by_hand) {
 // steps of the run above, by hand, and their CSV lines.
 BOOST_AUTO_TEST_CASE(every_step_is_reported_as_a_live_group_logs_it) {
   const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
-  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
-                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  auto c = sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
+  auto c = per_request_cluster();
   sim::run_config rc;
   rc.policy = policy::make_policy_set("static");
   std::vector<dls::step_record> steps;

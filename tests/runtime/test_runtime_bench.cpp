@@ -6,6 +6,7 @@
 
 #include "cluster_fixture.hpp"
 #include "runtime/state_dir.hpp"
+#include "common/step_log.hpp"
 #include "sim/trace.hpp"
 
 #include <nlohmann/json.hpp>
@@ -160,12 +161,12 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
       ++files;
       std::ifstream log(e.path());
       std::getline(log, line);
-      BOOST_TEST(line == "run,start_s,wall_s,engine_s,predicted_s,batch,refreshes,query_rows,key_rows,active,waiting");
+      BOOST_TEST(line == dls::step_log::header());
       while (std::getline(log, line)) {
         std::vector<std::string> f;
         std::stringstream ss(line);
         for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-        BOOST_TEST_REQUIRE(f.size() == 11u, line);
+        BOOST_TEST_REQUIRE(f.size() == 12u, line);
         BOOST_TEST(std::stoi(f[5]) >= 1, line);                   // a step holds a request
         BOOST_TEST(std::stod(f[2]) >= std::stod(f[3]), line);     // its wall time holds the engine's
         const double t = std::stod(f[1]);

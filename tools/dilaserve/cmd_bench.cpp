@@ -181,11 +181,17 @@ void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_r
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     const auto& p = problems[reqs[i].problem];
     const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
-    // The canvas holds all of gen; the decode ends with the block of the answer's EOS.
+    // The canvas holds all of gen; the decode ends with the block of the answer's EOS: the
+    // tokens the answer committed are its decoded blocks (the answer's text is shorter than
+    // them by more than the EOS now and then, so it undercounts them).
     int decoded = gen;
     if (i < first.size() && first[i].ok) {
-      const auto answer = static_cast<int>(tok->encode(first[i].text).size());
-      if (answer < gen) decoded = std::min(gen, (answer / block + 1) * block);
+      if (first[i].tokens > 0) {
+        decoded = std::clamp(first[i].tokens, 1, gen);
+      } else {
+        const auto answer = static_cast<int>(tok->encode(first[i].text).size());
+        if (answer < gen) decoded = std::min(gen, (answer / block + 1) * block);
+      }
     }
     out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << ',' << decoded << '\n';
   }

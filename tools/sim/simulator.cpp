@@ -293,7 +293,7 @@ void engine::start_step(int gi) {
     rec.wall_s = dur;
     rec.engine_s = rec.predicted_s = cl_.cost.step_seconds(g.tp, t) - over;  // the profile's, as live
     rec.batch = static_cast<int>(g.batch.size());
-    rec.refreshes = static_cast<int>(t.refresh_items);
+    rec.refreshes = rec.ran_refreshes = static_cast<int>(t.refresh_items);
     rec.query_rows = t.query_rows;
     rec.key_rows = t.key_rows;
     rec.active = static_cast<int>(g.active.size());
