@@ -51,6 +51,8 @@ FAULT_S=10          # how long a partition, a stopped process or a slow link las
 HEAD_STOP_S=5       # a stopped head: past the nodes' BASP timeout (dead_after + 1 s = 4 s)
 LOAD_S=30           # the replay; the fault starts once requests are being answered
 GRACE_S=30          # after the last send, how long an unanswered request may still take
+REJOIN_S=30         # after the heal and the replay, how long the nodes may take to register again
+                    # (a heartbeat grace and a join: runs measured 0.03-0.6 s)
 BURST_N=240         # requests in the burst before a node fault (about 1-2 s of queued work here)
 [ $SHORT = 1 ] && LOAD_S=22
 
@@ -308,10 +310,19 @@ for i, l in enumerate(open(sys.argv[1])):
   if [ -n "$burst" ]; then
     wait $burst || log "[$name] burst submit exit $?: $(tail -1 "$dir/burst.err")"
   fi
+  # The nodes that must come back: both after a head fault, node1 after a node fault (after a
+  # slow link only if it cost node1 its membership). The replay can end before they are back
+  # (it did in CI, a partition healed as its last requests were answered): wait for them,
+  # bounded, so the verdict does not depend on which finished first.
+  local nodes=node1 if_dead=
+  case $name in head-*) nodes=node0,node1 ;; slow-link) if_dead=--if-dead ;; esac
+  local back_by=$(( $(date +%s) + REJOIN_S ))
+  until python3 "$ROOT/tools/chaos_report.py" rejoined --log "$STATE/logs/head.log" --fault "$t_fault" \
+          --heal "${t_heal:-$t_fault}" --nodes "$nodes" $if_dead; do
+    if [ "$(date +%s)" -ge $back_by ]; then log "[$name] $nodes not all back $REJOIN_S s after the heal"; break; fi
+    sleep 0.5  # polling the head's log: nothing tells this script when a node registers
+  done
   cp "$STATE/logs/"*.log "$dir/" 2>/dev/null
-  # The nodes that must come back: both after a head fault, node1 after a node fault.
-  local nodes=node1
-  case $name in head-*) nodes=node0,node1 ;; esac
   python3 "$ROOT/tools/chaos_report.py" case --name "$name" --dir "$dir" --fault "$t_fault" --heal "${t_heal:-$t_fault}" \
     --nodes "$nodes" --note "$note" >> "$RESULTS"
   tail -1 "$RESULTS" | python3 "$ROOT/tools/chaos_report.py" line

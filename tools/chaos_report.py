@@ -5,6 +5,10 @@
   case  --name N --dir D --fault T --heal T [--note S]   JSON line on stdout
   line                                                     one case (JSON on stdin) in words
   table --results FILE                                     the table; exit 1 if a target is missed
+  rejoined --log HEAD_LOG --fault T --heal T --nodes N [--if-dead]
+                                                           exit 0 once every node of N registered
+                                                           its groups after the heal (--if-dead:
+                                                           or none of them was marked DEAD)
 
 Counts (the replay's and, before a node fault, the burst's): accepted = sent to the head over a
 live connection; answered = an answer; failed = an
@@ -41,6 +45,22 @@ def first_after(events, t0, who, pattern):
         if t >= t0 and w == who and rx.search(msg):
             return t, msg
     return None, None
+
+
+def rejoin_time(events, heal, nodes):
+    """When the last of `nodes` (comma-separated) registered its groups again after the heal;
+    None while one has not."""
+    back = [first_after(events, heal, "supervisor", rf"^node '{n}' now has [1-9]\d* groups")[0]
+            for n in nodes.split(",") if n]
+    return max(back) if back and all(t is not None for t in back) else None
+
+
+def rejoined(a):
+    events = log_events(a.log)
+    if a.if_dead and not any(first_after(events, a.fault, "head", rf"^node '{n}' is DEAD")[0] is not None
+                             for n in a.nodes.split(",") if n):
+        return 0
+    return 0 if rejoin_time(events, a.heal, a.nodes) is not None else 1
 
 
 def case(a):
@@ -98,11 +118,9 @@ def case(a):
     t, msg = first_after(head, a.fault, "supervisor", r"^node 'node1' lost \d+ groups; re-placing (\d+)")
     if t is not None:
         r["replaced"] = int(re.search(r"re-placing (\d+)", msg).group(1))
-    # Back: every node that must return has registered its groups again after the heal.
-    back = [first_after(head, a.heal, "supervisor", rf"^node '{n}' now has [1-9]\d* groups")[0]
-            for n in a.nodes.split(",") if n]
-    if back and all(t is not None for t in back):
-        r["rejoin_ms"] = round((max(back) - a.heal) * 1000)
+    back = rejoin_time(head, a.heal, a.nodes)
+    if back is not None:
+        r["rejoin_ms"] = round((back - a.heal) * 1000)
     r["must_rejoin"] = a.nodes
     nodes_lost = sorted({m.group(1) for _, w, msg in head for m in [re.match(r"node '(\w+)' is DEAD", msg)]
                          if m and w == "head"})
@@ -180,7 +198,15 @@ def main():
     sub.add_parser("line")
     t = sub.add_parser("table")
     t.add_argument("--results", required=True)
+    j = sub.add_parser("rejoined")
+    j.add_argument("--log", required=True)
+    j.add_argument("--fault", type=float, required=True)
+    j.add_argument("--heal", type=float, required=True)
+    j.add_argument("--nodes", default="node1")
+    j.add_argument("--if-dead", action="store_true")
     a = p.parse_args()
+    if a.cmd == "rejoined":
+        sys.exit(rejoined(a))
     if a.cmd == "case":
         print(json.dumps(case(a)))
     elif a.cmd == "line":
