@@ -10,7 +10,7 @@
                                                            its groups after the heal (--if-dead:
                                                            or none of them was marked DEAD)
 
-Counts (the replay's and, before a node fault, the burst's): accepted = sent to the head over a
+Counts (the replay's and, around a node fault, the bursts'): accepted = sent to the head over a
 live connection; answered = an answer; failed = an
 explicit error answer; lost = accepted and neither answered nor failed before the client's
 deadline (the last send + the grace), or left without an answer because the client lost the
@@ -74,18 +74,20 @@ def case(a):
         r["error"] = "the replay printed no results: " + open(f"{a.dir}/submit.err", errors="replace").read()[-300:]
         return r
     sent = summary.get("sent", len(results))
-    # The burst sent before a node fault (tools/chaos.sh) counts like the replay: nothing of it
-    # may be lost either. Latency and accuracy stay the replay's.
-    try:
-        burst = json.load(open(f"{a.dir}/burst.json"))
-        sent += burst["summary"].get("sent", len(burst["results"]))
-        r["burst"] = len(burst["results"])
-        counted = results + burst["results"]
-    except OSError:
-        counted = results
-    except (ValueError, KeyError):
-        r["error"] = "the burst printed no results: " + open(f"{a.dir}/burst.err", errors="replace").read()[-300:]
-        return r
+    # The bursts sent before a node fault and as it begins (tools/chaos.sh) count like the
+    # replay: nothing of them may be lost either. Latency and accuracy stay the replay's.
+    counted = list(results)
+    for name, key in (("burst", "burst"), ("burst-during", "burst_during")):
+        try:
+            burst = json.load(open(f"{a.dir}/{name}.json"))
+            sent += burst["summary"].get("sent", len(burst["results"]))
+            r[key] = len(burst["results"])
+            counted += burst["results"]
+        except OSError:
+            pass
+        except (ValueError, KeyError):
+            r["error"] = f"the {name} printed no results: " + open(f"{a.dir}/{name}.err", errors="replace").read()[-300:]
+            return r
     outcomes = [x.get("outcome") for x in counted]
     r["accepted"] = sent
     r["answered"] = outcomes.count("answered")

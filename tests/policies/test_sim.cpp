@@ -27,25 +27,24 @@ std::string one_gpu_cluster(const std::string& profile, const std::string& sched
          "reconfigure: {interval_ms: 5000, window_ms: 60000, regroup_ms: 2000, min_dwell_ms: 60000}\n";
 }
 
-// A one-GPU cluster where every step takes exactly 10 ms and every block takes exactly two
-// steps (16 tokens per step at any tau), so completion times can be worked out by hand.
-sim::sim_cluster hand_cluster() {
+// A one-GPU cluster whose steps take what the linear profile `coeffs` says (in `profile`) and
+// whose every block takes exactly two steps (16 tokens per step at any tau), so completion
+// times can be worked out by hand.
+sim::sim_cluster linear_cluster(const std::string& profile, const std::string& coeffs) {
   const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
   std::filesystem::create_directories(dir);
-  std::ofstream(dir / "flat.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01}}\n";
+  std::ofstream(dir / profile) << "kind: linear\nlinear: {1: " << coeffs << "}\n";
   std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
                                    "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  return sim::parse_cluster(one_gpu_cluster("flat.yaml"), dir.string());
+  return sim::parse_cluster(one_gpu_cluster(profile), dir.string());
 }
 
-// The same, with steps of 10 ms + 5 ms per request in them.
+// Every step 10 ms.
+sim::sim_cluster hand_cluster() { return linear_cluster("flat.yaml", "{fixed_s: 0.01}"); }
+
+// Steps of 10 ms + 5 ms per request in them.
 sim::sim_cluster per_request_cluster() {
-  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "per_request.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01, per_request_s: 0.005}}\n";
-  std::ofstream(dir / "q.yaml") << "points:\n  - {tau: 0.7, accuracy: 0.7, tokens_per_step: 16}\n"
-                                   "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 16}\n";
-  return sim::parse_cluster(one_gpu_cluster("per_request.yaml"), dir.string());
+  return linear_cluster("per_request.yaml", "{fixed_s: 0.01, per_request_s: 0.005}");
 }
 
 std::vector<sim::sim_request> sample_requests(double load, const sim::sim_cluster& c, std::size_t n = 400) {
