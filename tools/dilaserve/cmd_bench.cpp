@@ -88,19 +88,12 @@ void set_policy(rt::cluster_session& s, const std::string& name) {
     throw std::runtime_error("policy set " + name + ": " + (j.is_object() ? j.value("error", text) : text));
 }
 
-// Steps every group has taken (a regroup's new groups start from zero, so compare runs without one).
-uint64_t group_steps_of(const json& status) {
-  uint64_t n = 0;
-  if (status.contains("groups") && status["groups"].is_array())
-    for (const auto& g : status["groups"]) n += g.value("steps", uint64_t{0});
-  return n;
-}
-
-// The groups' step wall time (sent to the last worker's reply), summed.
-double group_busy_s_of(const json& status) {
+// A figure of every group's `status` row, summed ("steps", "step_wall_s"). A regroup's new
+// groups start from zero, so compare runs without one.
+double groups_sum(const json& status, const char* key) {
   double s = 0;
   if (status.contains("groups") && status["groups"].is_array())
-    for (const auto& g : status["groups"]) s += g.value("step_wall_s", 0.0);
+    for (const auto& g : status["groups"]) s += g.value(key, 0.0);
   return s;
 }
 
@@ -165,34 +158,26 @@ ds::result_row summarize(const std::vector<dls::cli::replay_outcome>& outs, cons
   return row;
 }
 
-// The replayed requests as a trace `dilaserve sim --trace` reads: trace seconds and the token
-// counts the cluster decoded, so that the simulator replays the same arrivals at each load
-// with `--rate CAPACITY --load L` (tools/sim_vs_live.sh). A decode ends with the block in
-// which the answer's EOS is committed, so the tokens decoded are the answer's blocks, taken
-// from the answers of the first run (`first`): a short answer under a long gen_length decodes
-// one block, not all of them (a trace's GeneratedTokens is what was generated, too).
+// The replayed requests as a trace `dilaserve sim --trace` reads, so that the simulator replays
+// the same arrivals at each load with `--rate CAPACITY --load L` (tools/sim_vs_live.sh): trace
+// seconds, prompt tokens, the canvas's answer tokens (GeneratedTokens: every step costs all of
+// them) and the tokens decoded (DecodedTokens: a decode ends with the block in which the
+// answer's EOS is committed, so a short answer under a long gen_length decodes one block), the
+// latter from the answers of the first run (`first`).
 void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_request>& reqs,
                     const std::vector<dls::gpu::eval_problem>& problems, const rt::cluster_config& cfg,
                     const std::vector<dls::cli::replay_outcome>& first) {
   const auto tok = dls::gpu::load_tokenizer(cfg.model_path);
-  const int block = std::max(1, cfg.engine.decode.block_length);
   std::ofstream out(path);
   out << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n";
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     const auto& p = problems[reqs[i].problem];
     const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
-    // The canvas holds all of gen; the decode ends with the block of the answer's EOS: the
-    // tokens the answer committed are its decoded blocks (the answer's text is shorter than
-    // them by more than the EOS now and then, so it undercounts them).
-    int decoded = gen;
-    if (i < first.size() && first[i].ok) {
-      if (first[i].tokens > 0) {
-        decoded = std::clamp(first[i].tokens, 1, gen);
-      } else {
-        const auto answer = static_cast<int>(tok->encode(first[i].text).size());
-        if (answer < gen) decoded = std::min(gen, (answer / block + 1) * block);
-      }
-    }
+    // The canvas holds all of gen; the decode ends with the block of the answer's EOS, and the
+    // tokens an answer reports are those its canvas committed: whole blocks up to that one.
+    // Without an answer, the whole canvas.
+    const int decoded =
+        i < first.size() && first[i].ok && first[i].tokens > 0 ? std::clamp(first[i].tokens, 1, gen) : gen;
     out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << ',' << decoded << '\n';
   }
   if (!out) throw std::runtime_error("cannot write " + path);
@@ -337,8 +322,9 @@ int run_bench(const bench_options& o) {
       row.reconfigurations = regroups_of(after) - std::min(regroups_of(after), regroups_of(before));
       row.stats.wall_s = wall;
       row.stats.virtual_end_s = wall;  // live: the replay's own clock is the wall clock
-      row.stats.group_steps = group_steps_of(after) - std::min(group_steps_of(after), group_steps_of(before));
-      row.stats.group_busy_s = std::max(0.0, group_busy_s_of(after) - group_busy_s_of(before));
+      row.stats.group_steps =
+          static_cast<uint64_t>(std::max(0.0, groups_sum(after, "steps") - groups_sum(before, "steps")));
+      row.stats.group_busy_s = std::max(0.0, groups_sum(after, "step_wall_s") - groups_sum(before, "step_wall_s"));
       results.push_back(row);
       clients.push_back(cf);
       for (std::size_t i = 0; i < outs.size(); ++i)
