@@ -110,7 +110,7 @@ migration_input migration_input_of(const std::vector<runtime::group_report>& rep
       if (policy::slack_s(views.back(), 0.0, q, g.step_s) < 0) s.at_risk = true;
     }
     if (!views.empty() && block_len > 0)
-      s.steps_per_block = std::max(1.0, block_len / q.tokens_per_step(tau_sum / static_cast<double>(views.size())));
+      s.steps_per_block = q.steps_per_refresh(block_len, tau_sum / static_cast<double>(views.size()));
     in.groups.push_back(s);
     in.requests.push_back(std::move(views));
     in.names.push_back(g.group);
@@ -124,6 +124,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   if (!s.profile_text.empty()) ctx->cost = policy::parse_step_cost_profile(s.profile_text);
   ctx->quality = s.quality_text.empty() ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
                                         : policy::parse_quality_curve(s.quality_text);
+  ctx->quality.refresh_interval = e.decode.refresh_period();
   ctx->knobs.token_budget = s.token_budget;
   ctx->knobs.max_batch = e.max_batch;
   ctx->knobs.max_active = s.max_active;

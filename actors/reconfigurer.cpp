@@ -231,6 +231,7 @@ caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervis
       st.quality = st.cfg.scheduler.quality_text.empty()
                        ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
                        : policy::parse_quality_curve(st.cfg.scheduler.quality_text);
+      st.quality->refresh_interval = st.cfg.engine.decode.refresh_period();
       self->send(self, rt::beat_atom::value);
     } catch (const std::exception& e) {
       rt::log_line("reconfigurer", std::string("reconfigure: auto is off: ") + e.what());

@@ -71,6 +71,10 @@ struct decode_settings {
   /// Steps a block takes at most under a counted rule or origin.
   int block_steps() const { return steps_per_block > 0 ? steps_per_block : block_length; }
 
+  /// Every how many steps of a block a refresh runs: 1 without a cache, else refresh_interval
+  /// (0: at a block's first step only).
+  int refresh_period() const { return cache == cache_mode::none ? 1 : refresh_interval; }
+
   /// Whether a backend must truncate distributions (top_p or top_k set).
   bool truncates() const { return top_p < 1.0 || top_k > 0; }
 

@@ -15,7 +15,7 @@ const std::set<std::string>& node_keys() {
 }
 
 const std::set<std::string>& engine_keys() {
-  static const std::set<std::string> keys{"block_length", "threshold", "max_batch"};
+  static const std::set<std::string> keys{"block_length", "threshold", "max_batch", "cache", "refresh_interval"};
   return keys;
 }
 
@@ -114,7 +114,7 @@ engine_defaults parse_engine(const yaml_checker& c, const YAML::Node& n, const s
   if (n["threshold"]) d.threshold = c.real(n["threshold"], "engine.threshold", 0.0, 1.0);
   if (n["cache"]) d.cache = common::parse_cache_mode(c.one_of(n["cache"], "engine.cache", {"none", "prefix", "dual"}));
   if (n["refresh_interval"])
-    d.refresh_interval = static_cast<int>(c.integer(n["refresh_interval"], "engine.refresh_interval", 1, 1 << 20));
+    d.refresh_interval = static_cast<int>(c.integer(n["refresh_interval"], "engine.refresh_interval", 0, 1 << 20));
   if (n["temperature"]) d.temperature = c.real(n["temperature"], "engine.temperature", 0.0, 100.0);
   if (n["seed"])
     d.seed = static_cast<uint64_t>(c.integer(n["seed"], "engine.seed", 0, std::numeric_limits<long long>::max()));

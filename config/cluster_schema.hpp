@@ -81,7 +81,7 @@ struct reconfigure_settings {
 
 // The keys each section shares; a file passes these plus its own to the parsers below.
 const std::set<std::string>& node_keys();         // name, devices, groups
-const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch
+const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch, cache, refresh_interval
 const std::set<std::string>& scheduler_keys();    // token_budget, max_active, tau_*, ...
 const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms
 

@@ -81,7 +81,7 @@ double step_estimate(const group_snapshot& g, const group_policy& p, const step_
   load.requests /= stretch;
   load.sum_canvas /= stretch;
   load.sum_canvas_sq /= stretch;
-  return stretch * expected_step_s(*cost, g.group.tp, load, block, q.steps_for(block, tau_cap), p.sched.token_budget);
+  return stretch * expected_step_s(*cost, g.group.tp, load, block, q.steps_per_refresh(block, tau_cap), p.sched.token_budget);
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     mean_canvas /= static_cast<double>(all.size());
     const int block = all.front().block_len;
     const auto ref = saturated_batch(static_cast<int>(mean_canvas), block, p.sched.token_budget,
-                                     q.steps_for(block, p.thr.tau_max));
+                                     q.steps_per_refresh(block, p.thr.tau_max));
     std::vector<marginal_cost> marg;
     marg.reserve(all.size());
     for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));

@@ -59,7 +59,7 @@ struct group_summary {
   int active = 0;
   double kv_free_tokens = 0;
   double step_s = 0;              // expected step time now
-  double steps_per_block = 10;    // at the group's typical tau, for step_s'
+  double steps_per_block = 10;    // steps per refresh at the group's typical tau, for step_s'
   bool at_risk = false;           // has a request predicted to miss: its requests are scanned
 };
 

@@ -10,12 +10,26 @@ step_counts remaining_steps(const request_view& r, double tau, const quality_mod
   const int blocks_left = r.blocks_total() - r.blocks_done;
   if (blocks_left <= 0) return c;
   const double per_block = q.steps_for(r.block_len, tau);
-  if (r.steps_in_block == 0) {
-    c.refresh = blocks_left;
-    c.reuse = blocks_left * (per_block - 1.0);
-  } else {
-    c.refresh = blocks_left - 1;
-    c.reuse = q.steps_for(r.masks_left_in_block, tau) + (blocks_left - 1) * (per_block - 1.0);
+  if (q.refresh_interval <= 0) {
+    if (r.steps_in_block == 0) {
+      c.refresh = blocks_left;
+      c.reuse = blocks_left * (per_block - 1.0);
+    } else {
+      c.refresh = blocks_left - 1;
+      c.reuse = q.steps_for(r.masks_left_in_block, tau) + (blocks_left - 1) * (per_block - 1.0);
+    }
+    return c;
+  }
+  // Refreshes inside a block too: a whole block refreshes on a share of its steps.
+  const double per_block_refresh = per_block * q.refresh_share(r.block_len, tau);
+  const int whole = r.steps_in_block == 0 ? blocks_left : blocks_left - 1;
+  c.refresh = whole * per_block_refresh;
+  c.reuse = whole * std::max(0.0, per_block - per_block_refresh);
+  if (r.steps_in_block > 0) {
+    const double left = q.steps_for(r.masks_left_in_block, tau);
+    const double refresh = q.refreshes_left_in_block(r.steps_in_block, left);
+    c.refresh += refresh;
+    c.reuse += std::max(0.0, left - refresh);
   }
   return c;
 }
@@ -57,7 +71,10 @@ double isolated_latency_s(const step_cost_model& m, const quality_model& q, int 
   batch_totals ref, reu;
   ref.add(step_item_of(step_kind::refresh, canvas, block_len));
   reu.add(step_item_of(step_kind::reuse, canvas, block_len));
-  return blocks * (m.step_seconds(tp, ref) + (per_block - 1.0) * m.step_seconds(tp, reu));
+  if (q.refresh_interval <= 0)
+    return blocks * (m.step_seconds(tp, ref) + (per_block - 1.0) * m.step_seconds(tp, reu));
+  const double refreshes = per_block * q.refresh_share(block_len, tau);
+  return blocks * (refreshes * m.step_seconds(tp, ref) + std::max(0.0, per_block - refreshes) * m.step_seconds(tp, reu));
 }
 
 batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,

@@ -33,7 +33,8 @@ double expected_step_s(const step_cost_model& m, int tp, const group_load& g, in
                        double steps_per_block, double token_budget);
 
 /// Latency of a request alone on a TP-`tp` group at `tau`, in expectation over the commit
-/// draw: blocks x (one refresh + (s - 1) reuses), s = max(1, B / m(tau)).
+/// draw: blocks x (one refresh + (s - 1) reuses), s = max(1, B / m(tau)); with the engine's
+/// refresh_interval, s x refresh_share of them refresh (quality_model::refresh_share).
 double isolated_latency_s(const step_cost_model& m, const quality_model& q, int prompt_len,
                           int gen_len, int block_len, double tau, int tp = 1);
 

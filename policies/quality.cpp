@@ -16,17 +16,37 @@ quality_model::quality_model(std::vector<quality_point> points) {
   struct sums {
     double accuracy = 0, tokens_per_step = 0;
     int n = 0;
+    std::vector<double> block_steps;  // counts add up over duplicates of one tau
+    int block_length = 0;
   };
   std::map<double, sums> by_tau;
   for (const auto& p : points) {
     if (p.tokens_per_step < 1.0 || p.accuracy < 0.0 || p.accuracy > 1.0)
       throw std::invalid_argument("quality curve: need accuracy in [0,1] and tokens_per_step >= 1");
+    for (double k : p.block_steps)
+      if (!(k >= 0.0) || std::isinf(k)) throw std::invalid_argument("quality curve: block_steps must be counts >= 0");
     auto& e = by_tau[p.tau];
     e.accuracy += p.accuracy;
     e.tokens_per_step += p.tokens_per_step;
     ++e.n;
+    if (!p.block_steps.empty()) {
+      if (e.block_length != 0 && e.block_length != p.block_length)
+        throw std::invalid_argument("quality curve: block_steps of one tau measured at two block lengths");
+      e.block_length = p.block_length;
+      e.block_steps.resize(std::max(e.block_steps.size(), p.block_steps.size()), 0.0);
+      for (std::size_t k = 0; k < p.block_steps.size(); ++k) e.block_steps[k] += p.block_steps[k];
+    }
   }
-  for (const auto& [tau, e] : by_tau) pts_.push_back({tau, e.accuracy / e.n, e.tokens_per_step / e.n});
+  for (const auto& [tau, e] : by_tau) {
+    quality_point q(tau, e.accuracy / e.n, e.tokens_per_step / e.n);
+    double blocks = 0;
+    for (double k : e.block_steps) blocks += k;
+    if (blocks > 0) {
+      q.block_steps = e.block_steps;
+      q.block_length = e.block_length;
+    }
+    pts_.push_back(q);
+  }
 }
 
 double quality_model::interp(double tau, double quality_point::*field) const {
@@ -53,6 +73,82 @@ double quality_model::steps_for(int masks, double tau) const {
 
 namespace {
 
+// A measured distribution as probabilities; empty when the point holds none for this length.
+std::vector<double> measured(const quality_point& p, int block_len) {
+  if (p.block_steps.empty() || p.block_length != block_len) return {};
+  double n = 0;
+  for (double k : p.block_steps) n += k;
+  std::vector<double> d(p.block_steps.size());
+  for (std::size_t k = 0; k < d.size(); ++k) d[k] = p.block_steps[k] / n;
+  return d;
+}
+
+}  // namespace
+
+std::vector<double> quality_model::block_step_distribution(int block_len, double tau) const {
+  std::vector<double> a, b;
+  double w = 0;
+  if (tau <= pts_.front().tau) {
+    a = measured(pts_.front(), block_len);
+    b = a;
+  } else if (tau >= pts_.back().tau) {
+    a = measured(pts_.back(), block_len);
+    b = a;
+  } else {
+    auto hi = std::upper_bound(pts_.begin(), pts_.end(), tau,
+                               [](double t, const quality_point& p) { return t < p.tau; });
+    a = measured(*(hi - 1), block_len);
+    b = measured(*hi, block_len);
+    w = (tau - (hi - 1)->tau) / (hi->tau - (hi - 1)->tau);
+  }
+  if (!a.empty() && !b.empty()) {
+    std::vector<double> d(std::max(a.size(), b.size()), 0.0);
+    for (std::size_t k = 0; k < a.size(); ++k) d[k] += (1.0 - w) * a[k];
+    for (std::size_t k = 0; k < b.size(); ++k) d[k] += w * b[k];
+    return d;
+  }
+  const double x = steps_for(block_len, tau);
+  const double fl = std::floor(x);
+  std::vector<double> d(static_cast<std::size_t>(fl) + 1, 0.0);
+  d[static_cast<std::size_t>(fl) - 1] = 1.0 - (x - fl);
+  d[static_cast<std::size_t>(fl)] = x - fl;
+  return d;
+}
+
+bool quality_model::measured_block_steps(int block_len, double tau) const {
+  if (tau <= pts_.front().tau) return !measured(pts_.front(), block_len).empty();
+  if (tau >= pts_.back().tau) return !measured(pts_.back(), block_len).empty();
+  auto hi = std::upper_bound(pts_.begin(), pts_.end(), tau,
+                             [](double t, const quality_point& p) { return t < p.tau; });
+  return !measured(*(hi - 1), block_len).empty() && !measured(*hi, block_len).empty();
+}
+
+double quality_model::refresh_share(int block_len, double tau) const {
+  if (refresh_interval <= 0) return 1.0 / std::max(1.0, steps_for(block_len, tau));
+  const auto d = block_step_distribution(block_len, tau);
+  double steps = 0, refreshes = 0;
+  for (std::size_t k = 0; k < d.size(); ++k) {
+    const int s = static_cast<int>(k) + 1;
+    steps += d[k] * s;
+    refreshes += d[k] * ((s + refresh_interval - 1) / refresh_interval);
+  }
+  return steps > 0 ? refreshes / steps : 1.0;
+}
+
+double quality_model::steps_per_refresh(int block_len, double tau) const {
+  if (refresh_interval <= 0) return steps_for(block_len, tau);
+  return 1.0 / refresh_share(block_len, tau);
+}
+
+double quality_model::refreshes_left_in_block(int done, double left) const {
+  if (refresh_interval <= 0 || left <= 0) return 0.0;
+  const double last = static_cast<double>(done) + left - 1.0;  // index of the block's last step
+  const double r = refresh_interval;
+  return std::max(0.0, std::floor(last / r) - std::floor((done - 1) / r));
+}
+
+namespace {
+
 quality_point point_from(const YAML::Node& n) {
   quality_point p;
   if (n["tau"]) {
@@ -66,6 +162,12 @@ quality_point point_from(const YAML::Node& n) {
   p.accuracy = n["accuracy"].as<double>();
   if (p.accuracy > 1.0) p.accuracy /= 100.0;
   p.tokens_per_step = n["tokens_per_step"].as<double>();
+  if (n["block_steps"]) {
+    p.block_steps = n["block_steps"].as<std::vector<double>>();
+    if (!n["block_length"]) throw std::invalid_argument("quality curve: block_steps needs the block_length it was measured at");
+    p.block_length = n["block_length"].as<int>();
+    if (p.block_length <= 0) throw std::invalid_argument("quality curve: block_length must be positive");
+  }
   return p;
 }
 

@@ -69,6 +69,7 @@ group_perf evaluate_group(const step_cost_model& m, const quality_model& q,
   }
   // Saturated throughput: the best b / (mean latency at batch b) within memory.
   const double spb = q.steps_for(block, tau);
+  const double spr = q.steps_per_refresh(block, tau);
   const double kv_cap = m.kv_capacity_tokens(tp);
   for (int b = 1; b <= cfg.max_batch; ++b) {
     if (b * mean_l > kv_cap) break;
@@ -76,7 +77,7 @@ group_perf evaluate_group(const step_cost_model& m, const quality_model& q,
     g.requests = b;
     g.sum_canvas = b * mean_l;
     g.sum_canvas_sq = b * mean_l2;
-    const double step = expected_step_s(m, tp, g, block, spb, cfg.token_budget);
+    const double step = expected_step_s(m, tp, g, block, spr, cfg.token_budget);
     double mean_latency = 0;
     for (std::size_t i = 0; i < mix.size(); ++i) mean_latency += mix[i].weight / wsum * blocks[i] * spb * step;
     const double thr = mean_latency > 0 ? b / mean_latency : 0;

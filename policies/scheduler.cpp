@@ -257,7 +257,7 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
     for (const auto& r : *active) mean_l += r.canvas_len();
     mean_l /= static_cast<double>(queued.size() + active->size());
     const auto ref = saturated_batch(static_cast<int>(mean_l), queued.front().block_len, cfg.token_budget,
-                                     q.steps_for(queued.front().block_len, queued.front().tau));
+                                     q.steps_per_refresh(queued.front().block_len, queued.front().tau));
     // Moore-Hodgson on the EDF sequence of on-time active requests and on-time candidates:
     // whenever a prefix overruns its deadline, the candidate with the most work in it is
     // deferred. On one machine this keeps the largest number of jobs on time.
@@ -340,7 +340,7 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
   for (const auto& o : queued) mean_l += o.canvas_len();
   mean_l /= static_cast<double>(1 + active.size() + queued.size());
   const auto ref = saturated_batch(static_cast<int>(mean_l), r.block_len, cfg.token_budget,
-                                   q.steps_for(r.block_len, r.tau));
+                                   q.steps_per_refresh(r.block_len, r.tau));
   request_view at_min = r;
   at_min.tau = tau_min;
   // Steps are batched: another request delays r only by the steps it shares with r, at most

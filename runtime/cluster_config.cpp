@@ -66,7 +66,7 @@ directory_retention parse_retention(const checker& c, const YAML::Node& n) {
 const std::set<std::string> runtime_node_keys = config::keys_of({config::node_keys(), {"host", "port"}});
 const std::set<std::string> runtime_engine_keys = config::keys_of(
     {config::engine_keys(),
-     {"gen_length", "commit", "cache", "refresh_interval", "temperature", "seed", "top_p", "top_k", "alg_temp",
+     {"gen_length", "commit", "temperature", "seed", "top_p", "top_k", "alg_temp",
       "steps_per_block", "schedule", "eps"}});
 const std::set<std::string> runtime_scheduler_keys = config::keys_of({config::scheduler_keys(), {"policy", "slo_scale"}});
 const std::set<std::string> runtime_reconfigure_keys = config::keys_of({config::reconfigure_keys(), {"mode"}});

@@ -169,11 +169,22 @@ with open(f"{out}/quality-sim.yaml", "w") as f:
     for p in points:
         tau = 1.0 if p["threshold"] is None else p["threshold"]
         tps = 1.0 if p["threshold"] is None else min(p["block_length"], max(1.0, p["tokens_per_step"] * tps_scale))
-        f.write(f"  - {{tau: {tau}, accuracy: {p['accuracy']}, tokens_per_step: {tps:.4f}}}\n")
+        # The blocks' measured step counts, where eval wrote them: the simulator draws each block's
+        # steps from them, and engine.refresh_interval turns the long blocks' steps into refreshes.
+        spread = (f", block_length: {p['block_length']}, block_steps: {p['block_steps']}"
+                  if p.get("block_steps") and p["threshold"] is not None else "")
+        f.write(f"  - {{tau: {tau}, accuracy: {p['accuracy']}, tokens_per_step: {tps:.4f}{spread}}}\n")
+
+# The live cluster's engine settings that decide the steps: the block, the reference tau, the
+# batch, the cache and its refreshes inside a block.
+import yaml
+live_engine = yaml.safe_load(open(f"{out}/cluster-live.yaml"))["engine"]
+engine_keys = ("block_length", "threshold", "max_batch", "cache", "refresh_interval")
+engine_text = "{" + ", ".join(f"{k}: {live_engine[k]}" for k in engine_keys if k in live_engine) + "}"
 
 def cluster_text(request_ms):
     return ("name: local-cpu-1slot\n"
-            "engine: {block_length: 8, threshold: 0.9, max_batch: 8}\nmax_canvas: 64\n"
+            f"engine: {engine_text}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
             f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml}}\n"
             f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, group_ms: {group_ms:.4f}"

@@ -406,4 +406,58 @@ BOOST_AUTO_TEST_CASE(remaining_steps_and_isolated_latency) {
              boost::test_tools::tolerance(1e-12));
 }
 
+// eval's block_steps (blocks by the steps they took) give the spread that refresh_interval
+// turns into refreshes: here every block at tau 0.5 takes 1 or 5 steps (mean 3), at 0.9 always 6.
+BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
+  namespace tt = boost::test_tools;
+  auto q = policy::parse_quality_curve(R"([
+    {"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2.0, "block_length": 6, "block_steps": [3, 0, 0, 0, 3]},
+    {"threshold": 0.9, "accuracy": 0.9, "tokens_per_step": 1.0, "block_length": 6, "block_steps": [0, 0, 0, 0, 0, 7]}])");
+  BOOST_TEST(q.measured_block_steps(6, 0.7));
+  BOOST_TEST(!q.measured_block_steps(8, 0.7));  // measured at another block length
+  const auto d = q.block_step_distribution(6, 0.6);  // a quarter of the way: 3/4 of tau 0.5's
+  BOOST_TEST_REQUIRE(d.size() == 6u);
+  BOOST_TEST(d[0] == 0.375, tt::tolerance(1e-12));
+  BOOST_TEST(d[4] == 0.375, tt::tolerance(1e-12));
+  BOOST_TEST(d[5] == 0.25, tt::tolerance(1e-12));
+  // No refresh_interval: one refresh a block, steps_for steps.
+  BOOST_TEST(q.refresh_share(6, 0.5) == 1.0 / 3.0, tt::tolerance(1e-12));
+  BOOST_TEST(q.steps_per_refresh(6, 0.5) == 3.0, tt::tolerance(1e-12));
+  BOOST_TEST(q.refreshes_left_in_block(1, 4.0) == 0.0);
+  // Every 4 steps: a block of 1 step refreshes once, one of 5 twice (steps 0 and 4), one of 6 twice.
+  q.refresh_interval = 4;
+  BOOST_TEST(q.refresh_share(6, 0.5) == 1.5 / 3.0, tt::tolerance(1e-12));
+  BOOST_TEST(q.steps_per_refresh(6, 0.9) == 3.0, tt::tolerance(1e-12));
+  BOOST_TEST(q.refreshes_left_in_block(1, 2.0) == 0.0);  // steps 1 and 2
+  BOOST_TEST(q.refreshes_left_in_block(3, 2.0) == 1.0);  // steps 3 and 4
+  BOOST_TEST(q.refreshes_left_in_block(2, 7.0) == 2.0);  // steps 2 to 8
+  // remaining_steps: two whole blocks of 6 steps at tau 0.9 refresh twice each, and the block in
+  // progress (after 3 steps, 3 masks left: 3 steps, the 4th of them refreshing) once more.
+  auto r = test::request(1, 0, 1, 10, 18);  // 3 blocks of 6
+  r.block_len = 6;
+  r.steps_in_block = 3;
+  r.masks_left_in_block = 3;
+  auto c = policy::remaining_steps(r, 0.9, q);
+  BOOST_TEST(c.refresh == 2 * 2.0 + 1.0, tt::tolerance(1e-12));
+  BOOST_TEST(c.reuse == 2 * 4.0 + 2.0, tt::tolerance(1e-12));
+  // Alone: 3 blocks x (2 refreshes + 4 reuses).
+  auto m = test::flat_cost(0.01, 1e-5);
+  policy::batch_totals ref, reu;
+  ref.add(policy::step_item_of(policy::step_kind::refresh, 28, 6));
+  reu.add(policy::step_item_of(policy::step_kind::reuse, 28, 6));
+  BOOST_TEST(policy::isolated_latency_s(m, q, 10, 18, 6, 0.9) ==
+                 3 * (2 * m.step_seconds(1, ref) + 4 * m.step_seconds(1, reu)),
+             tt::tolerance(1e-12));
+  // Not measured: the two integers around steps_for, weighted to its mean (2.5 -> 2 or 3).
+  auto y = policy::parse_quality_curve("- {tau: 0.5, accuracy: 0.5, tokens_per_step: 4}\n");
+  const auto e = y.block_step_distribution(10, 0.5);
+  BOOST_TEST_REQUIRE(e.size() == 3u);
+  BOOST_TEST(e[1] == 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(e[2] == 0.5, tt::tolerance(1e-12));
+  BOOST_CHECK_THROW(policy::parse_quality_curve(R"([{"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2, "block_steps": [1]}])"),
+                    std::invalid_argument);  // no block_length
+  BOOST_CHECK_THROW(policy::parse_quality_curve(R"([{"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2, "block_length": 4, "block_steps": [-1]}])"),
+                    std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

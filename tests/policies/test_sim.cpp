@@ -367,6 +367,35 @@ BOOST_AUTO_TEST_CASE(every_step_is_reported_as_a_live_group_logs_it) {
   BOOST_CHECK_THROW(dls::step_log((dir / "no-such-dir" / "x.csv").string()), std::runtime_error);
 }
 
+// engine.refresh_interval reaches the simulator as it reaches a live group: with every block
+// measured at 3 steps and a refresh every 2, a block runs refresh, reuse, refresh, as the
+// engine's canvas would; without it, one refresh a block.
+BOOST_AUTO_TEST_CASE(refreshes_inside_a_block_follow_the_engines_refresh_interval) {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "flat.yaml") << "kind: linear\nlinear: {1: {fixed_s: 0.01}}\n";
+  std::ofstream(dir / "q3.yaml") << "points:\n"
+                                    "  - {tau: 0.9, accuracy: 0.9, tokens_per_step: 10.667, block_length: 32, block_steps: [0, 0, 5]}\n";
+  for (int every : {0, 2}) {
+    const auto c = sim::parse_cluster(
+        "name: hand\nnodes: [{name: n, devices: {kind: cuda, count: 1}, groups: [1]}]\n"
+        "engine: {block_length: 32, max_batch: 256, refresh_interval: " + std::to_string(every) + "}\n"
+        "scheduler: {profile: flat.yaml, quality: q3.yaml, accuracy_budget: none}\n",
+        dir.string());
+    BOOST_TEST(c.quality.refresh_interval == every);
+    sim::run_config rc;
+    rc.policy = policy::make_policy_set("static");
+    std::vector<dls::step_record> steps;
+    rc.on_step = [&](const dls::step_record& r) { steps.push_back(r); };
+    const auto r = sim::simulate(c, {{0.0, 100, 64}}, rc);
+    BOOST_TEST_REQUIRE(steps.size() == 6u);  // two blocks of three steps
+    std::string kinds;
+    for (const auto& st : steps) kinds += st.refreshes ? 'R' : 'u';
+    BOOST_TEST(kinds == (every ? "RuRRuR" : "RuuRuu"));
+    BOOST_TEST(r.requests[0].steps == 6);
+  }
+}
+
 // A live bench's arrivals.csv gives each request its canvas (GeneratedTokens) and the blocks its
 // decode ran before the answer's EOS ended it (DecodedTokens): the simulated request steps the
 // whole canvas, deadline included, and ends with that block.

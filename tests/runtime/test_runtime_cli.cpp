@@ -243,6 +243,29 @@ void expect_same_decodes(const nlohmann::json& a, const nlohmann::json& b) {
 }
 }  // namespace
 
+// eval counts every block by the steps it took (the spread the policies need for refreshes
+// inside a block): the counts add up to the blocks, which, with a refresh only at each block's
+// start, are the refresh steps, and their steps to all the steps; with a refresh every 2 steps a
+// block of k steps refreshes ceil(k / 2) times.
+BOOST_AUTO_TEST_CASE(eval_counts_the_blocks_by_the_steps_they_took) {
+  for (const char* every : {"0", "2"}) {
+    const auto j = eval_json({"--threshold", "0.9", "--refresh-interval", every});
+    const auto counts = j["block_steps"].get<std::vector<long>>();
+    BOOST_TEST_REQUIRE(counts.size() >= 2u);
+    long blocks = 0, steps = 0, refreshes = 0;
+    for (std::size_t k = 0; k < counts.size(); ++k) {
+      const long s = static_cast<long>(k) + 1;
+      blocks += counts[k];
+      steps += s * counts[k];
+      refreshes += (every[0] == '0' ? 1 : (s + 1) / 2) * counts[k];
+    }
+    BOOST_TEST(steps == j["refresh_steps"].get<long>() + j["reuse_steps"].get<long>());
+    BOOST_TEST(refreshes == j["refresh_steps"].get<long>());
+    BOOST_TEST(j["refresh_interval"].get<int>() == std::stoi(every));
+    BOOST_TEST(blocks >= 200);  // at least one block per problem
+  }
+}
+
 // The tau switch within each answer that measures how a request lowered for part of it loses
 // accuracy (the accuracy budget's charge): switching at block 0 is the second tau throughout,
 // switching past the last block the first.

@@ -56,6 +56,31 @@ struct tally {
   }
 };
 
+// How many steps each block took: entry k counts the blocks decoded in k + 1 steps. The
+// policies need the spread, not only the mean, to know how many steps an in-block
+// refresh_interval turns into refreshes (quality_model::refresh_share).
+class block_step_counter {
+ public:
+  void before(const std::vector<gpu::request_slot*>& active) {
+    was_.clear();
+    for (const auto* s : active) was_.push_back({s->c.block, s->c.step_in_block});
+  }
+  void after(const std::vector<gpu::request_slot*>& active) {
+    for (std::size_t i = 0; i < active.size(); ++i) {
+      const auto& c = active[i]->c;
+      if (c.block == was_[i].first && !c.finished) continue;
+      const auto steps = static_cast<std::size_t>(was_[i].second) + 1;
+      if (counts_.size() < steps) counts_.resize(steps, 0);
+      ++counts_[steps - 1];
+    }
+  }
+  const std::vector<long long>& counts() const { return counts_; }
+
+ private:
+  std::vector<std::pair<int, int>> was_;
+  std::vector<long long> counts_;
+};
+
 int run_eval(const eval_options& o) {
   if (o.then_threshold.has_value() != (o.after_blocks.has_value() != o.after_steps.has_value()))
     throw std::invalid_argument("--then-threshold goes with one of --after-blocks and --after-steps");
@@ -81,6 +106,7 @@ int run_eval(const eval_options& o) {
   std::size_t next = 0, done = 0;
   std::vector<gpu::request_slot*> active;
   std::vector<int64_t> committed_late(slots.size(), 0);
+  block_step_counter blocks;
   while (true) {
     std::vector<gpu::request_slot*> keep;
     for (auto* s : active) {
@@ -95,7 +121,9 @@ int run_eval(const eval_options& o) {
     while (static_cast<int>(active.size()) < o.batch && next < slots.size()) active.push_back(&slots[next++]);
     if (active.empty()) break;
     if (!o.then_threshold) {
+      blocks.before(active);
       eng.step(active);
+      blocks.after(active);
       continue;
     }
     std::vector<std::pair<gpu::request_slot*, int64_t>> late;  // committing at the second tau
@@ -104,7 +132,9 @@ int run_eval(const eval_options& o) {
       s->c.set_threshold(then ? *o.then_threshold : o.decode.threshold);
       if (then) late.push_back({s, s->c.committed});
     }
+    blocks.before(active);
     eng.step(active);
+    blocks.after(active);
     for (auto& [s, before] : late) committed_late[static_cast<std::size_t>(s - slots.data())] += s->c.committed - before;
   }
   bar.finish();
@@ -137,6 +167,8 @@ int run_eval(const eval_options& o) {
   j["rule"] = o.decode.one_per_step ? "one-per-step" : gpu::to_string(params.rule);
   j["cache"] = o.decode.cache;
   j["block_length"] = params.block_length;
+  j["refresh_interval"] = params.refresh_interval;
+  j["block_steps"] = blocks.counts();
   j["refresh_steps"] = all.refresh;
   j["reuse_steps"] = all.reuse;
   j["seconds"] = secs;
@@ -163,6 +195,10 @@ int run_eval(const eval_options& o) {
               static_cast<double>(all.steps) / all.n);
   std::printf("  refresh %lld, reuse %lld steps; %.2f s, %.0f tokens/s\n", all.refresh, all.reuse, secs,
               j["tokens_per_second"].get<double>());
+  std::printf("  blocks by steps:");
+  for (std::size_t k = 0; k < blocks.counts().size(); ++k)
+    if (blocks.counts()[k] > 0) std::printf(" %zu:%lld", k + 1, blocks.counts()[k]);
+  std::printf("\n");
   return 0;
 }
 

@@ -153,7 +153,8 @@ class engine {
   void maybe_regroup(int node);
   void on_regroup_done(int node);
   void refresh_marginals(policy::request_view& r, int tp);
-  double spb(double tau) const { return cl_.quality.steps_for(cl_.block_len, tau); }
+  // Steps per refresh step at tau: the refresh fraction the step-cost predictions take.
+  double spb(double tau) const { return cl_.quality.steps_per_refresh(cl_.block_len, tau); }
 
   const sim_cluster& cl_;
   const std::vector<sim_request>& in_;

@@ -188,6 +188,15 @@ void engine::refresh_marginals(policy::request_view& r, int tp) {
 }
 
 int engine::plan_steps(req_rt& rt, int masks, double tau) {
+  // A whole block with measured step counts at this tau draws from them: their spread, not
+  // only their mean, decides how many of its steps refresh_interval makes refreshes.
+  if (masks == cl_.block_len && cl_.quality.measured_block_steps(masks, tau)) {
+    const auto d = cl_.quality.block_step_distribution(masks, tau);
+    double u = rt.draw.uniform();
+    std::size_t k = 0;
+    while (k + 1 < d.size() && u >= d[k]) u -= d[k++];
+    return std::clamp(static_cast<int>(k) + 1, 1, masks);
+  }
   // Stochastic rounding of masks / m(tau): the expected step count matches the published
   // NFE at this tau, and each block draws its own integer count.
   const double x = cl_.quality.steps_for(masks, tau);
@@ -318,7 +327,9 @@ void engine::commit(policy::request_view& r) {
   r.masks_left_in_block -= c;
   rt.steps_left = s - 1;
   r.steps_in_block += 1;
-  r.next_kind = policy::step_kind::reuse;
+  // As the engine's canvas: a step whose index in the block refresh_interval divides refreshes.
+  const int every = cl_.quality.refresh_interval;
+  r.next_kind = every > 0 && r.steps_in_block % every == 0 ? policy::step_kind::refresh : policy::step_kind::reuse;
   rt.tokens += c;
   r.tau_low = rt.tau_low = ledger_.commit(r, c, r.tau, cl_.quality);
   rt.steps += 1;
