@@ -337,11 +337,20 @@ std::vector<double> nnls(const std::vector<double>& a, const std::vector<double>
   return x;
 }
 
+std::array<double, 6> profile_features(const profile_sample& s) {
+  const double b = s.batch;
+  if (s.refreshing < 0)
+    return {1.0, b, b * s.query_rows, b * s.key_rows, b * static_cast<double>(s.query_rows) * s.key_rows,
+            s.kind == step_kind::refresh ? 1.0 : 0.0};
+  const double r = s.refreshing, l = s.key_rows, q = s.query_rows;
+  return {1.0, b, r * l + (b - r) * q, b * l, r * l * l + (b - r) * q * l, r > 0 ? 1.0 : 0.0};
+}
+
 std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_sample>& samples,
                                                   std::vector<fit_report>* report) {
   std::map<int, std::vector<const profile_sample*>> by_tp;
   for (const auto& s : samples) {
-    if (s.seconds <= 0 || s.batch < 1) throw std::invalid_argument("profile sample: bad values");
+    if (s.seconds <= 0 || s.batch < 1 || s.refreshing > s.batch) throw std::invalid_argument("profile sample: bad values");
     by_tp[s.tp].push_back(&s);
   }
   std::map<int, linear_coeffs> out;
@@ -354,10 +363,7 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
     std::vector<double> a(static_cast<std::size_t>(m * n)), y(static_cast<std::size_t>(m), 1.0);
     for (int i = 0; i < m; ++i) {
       const auto& s = *rows[static_cast<std::size_t>(i)];
-      const double b = s.batch;
-      const double f[n] = {1.0, b, b * s.query_rows, b * s.key_rows,
-                           b * static_cast<double>(s.query_rows) * s.key_rows,
-                           s.kind == step_kind::refresh ? 1.0 : 0.0};
+      const auto f = profile_features(s);
       for (int j = 0; j < n; ++j) a[static_cast<std::size_t>(i * n + j)] = f[j] / s.seconds;
     }
     std::vector<double> scale(n, 0.0);
@@ -378,11 +384,9 @@ std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_samp
       for (auto* s : rows) mean += s->seconds;
       mean /= m;
       for (auto* s : rows) {
-        const double b = s->batch;
-        const double pred = c.fixed_s + c.per_request_s * b + c.per_query_row_s * b * s->query_rows +
-                            c.per_key_row_s * b * s->key_rows +
-                            c.per_qk_s * b * static_cast<double>(s->query_rows) * s->key_rows +
-                            (s->kind == step_kind::refresh ? c.per_refresh_step_s : 0.0);
+        const auto f = profile_features(*s);
+        const double pred = c.fixed_s * f[0] + c.per_request_s * f[1] + c.per_query_row_s * f[2] +
+                            c.per_key_row_s * f[3] + c.per_qk_s * f[4] + c.per_refresh_step_s * f[5];
         ss_res += (pred - s->seconds) * (pred - s->seconds);
         ss_tot += (s->seconds - mean) * (s->seconds - mean);
         fr.max_rel_error = std::max(fr.max_rel_error, std::fabs(pred - s->seconds) / s->seconds);
@@ -409,7 +413,7 @@ double num(const YAML::Node& n, const char* key, double def, bool required = fal
 step_kind parse_kind(const std::string& s) {
   if (s == "refresh") return step_kind::refresh;
   if (s == "reuse") return step_kind::reuse;
-  throw std::invalid_argument("step profile: kind must be refresh or reuse, got '" + s + "'");
+  throw std::invalid_argument("step profile: kind must be refresh, reuse or mixed, got '" + s + "'");
 }
 
 }  // namespace
@@ -454,11 +458,21 @@ step_cost_model parse_step_cost_profile(const std::string& text) {
     for (const auto& s : root["samples"]) {
       profile_sample ps;
       ps.tp = s["tp"] ? s["tp"].as<int>() : 1;
-      ps.kind = parse_kind(s["kind"].as<std::string>());
+      const auto kind_name = s["kind"].as<std::string>();
+      if (kind_name == "mixed") {
+        // A mixed batch: `refreshing` of its requests refresh, the others reuse.
+        if (!s["refreshing"]) throw std::invalid_argument("step profile: a mixed sample needs 'refreshing'");
+        ps.refreshing = s["refreshing"].as<int>();
+        ps.kind = step_kind::reuse;
+      } else {
+        ps.kind = parse_kind(kind_name);
+      }
       ps.batch = s["batch"] ? s["batch"].as<int>() : 1;
       ps.query_rows = s["query_rows"].as<int>();
       ps.key_rows = s["key_rows"].as<int>();
       ps.seconds = s["seconds"].as<double>();
+      if (ps.refreshing > ps.batch || (kind_name == "mixed" && ps.refreshing < 0))
+        throw std::invalid_argument("step profile: a mixed sample's 'refreshing' must be in [0, batch]");
       samples.push_back(ps);
     }
     if (samples.empty()) throw std::invalid_argument("step profile: measured kind needs samples");

@@ -91,15 +91,22 @@ struct linear_coeffs {
   double per_refresh_step_s = 0;
 };
 
-/// One measured step: `batch` identical requests of the given kind and row counts.
+/// One measured step: `batch` identical requests of the given kind and row counts, or, with
+/// `refreshing` >= 0, a mixed batch as a loaded group runs it: that many requests refresh
+/// (query rows = key_rows) and the others reuse with `query_rows`.
 struct profile_sample {
   int tp = 1;
   step_kind kind = step_kind::reuse;
   int batch = 1;
-  int query_rows = 0;   // per request
+  int query_rows = 0;   // per request (per reusing request in a mixed batch)
   int key_rows = 0;     // per request
   double seconds = 0;
+  int refreshing = -1;  // -1: every request is of `kind`
 };
+
+/// The linear form's features of a sample: [1, requests, query rows, key rows, query x key
+/// rows, holds a refresh], summed over its requests.
+std::array<double, 6> profile_features(const profile_sample& s);
 
 struct fit_report {
   int tp = 1;
@@ -109,7 +116,7 @@ struct fit_report {
 };
 
 /// Fits `linear_coeffs` per TP degree by non-negative least squares on the features
-/// [1, b, b q, b k, b q k, refresh]. Throws std::invalid_argument when a degree has < 2 samples.
+/// (profile_features). Throws std::invalid_argument when a degree has < 2 samples.
 std::map<int, linear_coeffs> fit_linear_step_cost(const std::vector<profile_sample>& samples,
                                                   std::vector<fit_report>* report = nullptr);
 

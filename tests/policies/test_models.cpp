@@ -197,6 +197,61 @@ BOOST_AUTO_TEST_CASE(fit_recovers_a_per_refresh_step_cost_paid_once_a_step) {
   BOOST_TEST(parsed.step_seconds(1, {reu}) == 0.001, boost::test_tools::tolerance(1e-9));
 }
 
+// A mixed batch (refreshing requests beside reusing ones, as a loaded group steps them) has
+// the features of its two parts summed and pays the per-refresh-step cost once; the fit learns
+// from mixed samples as from pure ones, and a profile file names them `kind: mixed`.
+BOOST_AUTO_TEST_CASE(mixed_batch_samples_sum_their_parts_features) {
+  const auto f = policy::profile_features({1, step_kind::reuse, 8, 8, 64, 0.0, 3});
+  BOOST_TEST(f[1] == 8.0);
+  BOOST_TEST(f[2] == 3 * 64.0 + 5 * 8.0);             // query rows: 3 whole canvases, 5 blocks
+  BOOST_TEST(f[3] == 8 * 64.0);
+  BOOST_TEST(f[4] == 3 * 64.0 * 64 + 5 * 8.0 * 64);  // query x key rows
+  BOOST_TEST(f[5] == 1.0);
+  BOOST_TEST(policy::profile_features({1, step_kind::reuse, 8, 8, 64, 0.0, 0})[5] == 0.0);
+  // Samples of t = 40 us + 25 us/query row + 1.5 us/key row + 230 us a step with a refresh,
+  // mixed ones among them: the fit recovers it, and the model prices a mixed batch the same.
+  std::vector<policy::profile_sample> s;
+  auto t_of = [](const policy::profile_sample& x) {
+    const auto g = policy::profile_features(x);
+    return 4e-5 + 2.5e-5 * g[2] + 1.5e-6 * g[3] + 2.3e-4 * g[5];
+  };
+  for (int batch : {1, 2, 4, 8})
+    for (int l : {32, 64}) {
+      for (auto kind : {step_kind::refresh, step_kind::reuse}) {
+        policy::profile_sample x{1, kind, batch, kind == step_kind::refresh ? l : 8, l, 0.0};
+        x.seconds = t_of(x);
+        s.push_back(x);
+      }
+      if (batch >= 2) {
+        policy::profile_sample x{1, step_kind::reuse, batch, 8, l, 0.0, batch / 2};
+        x.seconds = t_of(x);
+        s.push_back(x);
+      }
+    }
+  std::vector<policy::fit_report> rep;
+  const auto c = policy::fit_linear_step_cost(s, &rep);
+  BOOST_TEST(rep.at(0).max_rel_error < 1e-6);
+  const auto m = policy::step_cost_model::make_linear(c);
+  const auto ref = policy::step_item_of(step_kind::refresh, 64, 8);
+  const auto reu = policy::step_item_of(step_kind::reuse, 64, 8);
+  BOOST_TEST(m.step_seconds(1, {ref, ref, ref, reu, reu, reu, reu, reu}) ==
+                 t_of({1, step_kind::reuse, 8, 8, 64, 0.0, 3}),
+             boost::test_tools::tolerance(1e-6));
+  const auto parsed = policy::parse_step_cost_profile(
+      "kind: measured\nsamples:\n"
+      "  - {tp: 1, kind: refresh, batch: 1, query_rows: 64, key_rows: 64, seconds: 0.002}\n"
+      "  - {tp: 1, kind: mixed, refreshing: 1, batch: 2, query_rows: 8, key_rows: 64, seconds: 0.0025}\n");
+  BOOST_TEST(parsed.step_seconds(1, {ref}) > 0.0);
+  BOOST_CHECK_THROW(policy::parse_step_cost_profile(
+                        "kind: measured\nsamples:\n"
+                        "  - {tp: 1, kind: mixed, batch: 2, query_rows: 8, key_rows: 64, seconds: 0.0025}\n"),
+                    std::invalid_argument);  // no `refreshing`
+  BOOST_CHECK_THROW(policy::parse_step_cost_profile(
+                        "kind: measured\nsamples:\n"
+                        "  - {tp: 1, kind: mixed, refreshing: 3, batch: 2, query_rows: 8, key_rows: 64, seconds: 0.0025}\n"),
+                    std::invalid_argument);  // more refreshing than the batch
+}
+
 BOOST_AUTO_TEST_CASE(nnls_keeps_weights_non_negative) {
   // y = 5 - x on columns [1, x]: the unconstrained slope is -1, so NNLS drops the slope and
   // the intercept becomes the mean of y, 3.

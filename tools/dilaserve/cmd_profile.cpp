@@ -74,23 +74,25 @@ gpu::decode_params params_for(const profile_options& o) {
   return p;
 }
 
-// Median refresh and reuse step times of `batch` identical-shape requests; the first round
-// warms caches and is not counted. A round whose canvases finish in the refresh (an EOS fill)
-// has no reuse step to time and is run again, up to a bound.
+// Median refresh and reuse step times of `batch` identical-shape requests, and, from a batch of
+// 2 up, of a mixed batch as a loaded group steps it: half of them (rounded down) refreshing
+// beside the others reusing. A linear fit over pure batches alone misjudges the mixed ones
+// (docs/simulator.md, "Against the live runtime"). The first round warms caches and is not
+// counted. A round whose canvases finish in the refresh (an EOS fill) has no reuse step to time
+// and is run again, up to a bound.
 std::vector<policy::profile_sample> measure(const std::shared_ptr<const gpu::model>& m, const profile_options& o,
                                             const point& pt, std::mt19937& rng) {
   const auto& cfg = m->config;
   gpu::tp_runner run(m, pt.tp);
   const auto params = params_for(o);
   std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
-  std::vector<double> ref_s, reu_s;
+  std::vector<double> ref_s, reu_s, mix_s;
   int ref_q = 0, ref_k = 0, reu_q = 0, reu_k = 0;
+  const int refreshing = pt.batch / 2;
   int attempts = 0;
-  while (static_cast<int>(reu_s.size()) < o.reps + 1) {
-    if (++attempts > 4 * (o.reps + 1))
-      throw std::runtime_error("profile: the canvases kept finishing in their refresh step (EOS); no reuse step to time");
+  auto admit = [&](int n) {
     std::vector<std::size_t> handles;
-    for (int b = 0; b < pt.batch; ++b) {
+    for (int b = 0; b < n; ++b) {
       std::vector<int32_t> prompt(static_cast<std::size_t>(pt.length - o.block));
       for (auto& t : prompt) {
         do t = tok(rng);
@@ -98,6 +100,12 @@ std::vector<policy::profile_sample> measure(const std::shared_ptr<const gpu::mod
       }
       handles.push_back(run.admit(gpu::canvas::start(prompt, params, cfg.mask_id, cfg.eos_id)));
     }
+    return handles;
+  };
+  while (static_cast<int>(reu_s.size()) < o.reps + 1) {
+    if (++attempts > 4 * (o.reps + 1))
+      throw std::runtime_error("profile: the canvases kept finishing in their refresh step (EOS); no reuse step to time");
+    auto handles = admit(pt.batch);
     auto t0 = clock_type::now();
     auto rep = run.step(handles);
     const double t_ref = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -116,14 +124,32 @@ std::vector<policy::profile_sample> measure(const std::shared_ptr<const gpu::mod
     ref_k = rep.front().key_rows;
     reu_q = rep2.front().query_rows;
     reu_k = rep2.front().key_rows;
+    if (refreshing > 0) {
+      // The first batch - refreshing requests go on reusing (one token a step over a block of
+      // several), beside as many fresh ones taking their refresh.
+      std::vector<std::size_t> mixed(handles.begin(), handles.end() - refreshing);
+      for (auto h : admit(refreshing)) mixed.push_back(h);
+      t0 = clock_type::now();
+      auto rep3 = run.step(mixed);
+      const double t_mix = std::chrono::duration<double>(clock_type::now() - t0).count();
+      int refreshed = 0;
+      for (const auto& r : rep3) refreshed += r.kind == gpu::step_kind::refresh ? 1 : 0;
+      if (refreshed != refreshing) throw std::logic_error("profile: the mixed batch ran other step kinds than planned");
+      mix_s.push_back(t_mix);
+    }
     ref_s.push_back(t_ref);
     reu_s.push_back(t_reu);
   }
   // Drop the warm-up round.
   ref_s.erase(ref_s.begin());
   reu_s.erase(reu_s.begin());
-  return {{pt.tp, policy::step_kind::refresh, pt.batch, ref_q, ref_k, median(ref_s)},
-          {pt.tp, policy::step_kind::reuse, pt.batch, reu_q, reu_k, median(reu_s)}};
+  std::vector<policy::profile_sample> out{{pt.tp, policy::step_kind::refresh, pt.batch, ref_q, ref_k, median(ref_s)},
+                                          {pt.tp, policy::step_kind::reuse, pt.batch, reu_q, reu_k, median(reu_s)}};
+  if (refreshing > 0) {
+    mix_s.erase(mix_s.begin());
+    out.push_back({pt.tp, policy::step_kind::reuse, pt.batch, reu_q, reu_k, median(mix_s), refreshing});
+  }
+  return out;
 }
 
 std::string to_yaml(const profile_options& o, const gpu::model& m, const std::vector<policy::profile_sample>& samples) {
@@ -143,10 +169,13 @@ std::string to_yaml(const profile_options& o, const gpu::model& m, const std::ve
     << "  weight_bytes: " << static_cast<double>(c.parameter_count()) * 4 << "\n"
     << "  kv_bytes_per_token: " << 2.0 * c.n_layers * c.kv_dim() * 4 << "\n"
     << "samples:\n";
-  for (const auto& s : samples)
-    y << "  - {tp: " << s.tp << ", kind: " << (s.kind == policy::step_kind::refresh ? "refresh" : "reuse")
-      << ", batch: " << s.batch << ", query_rows: " << s.query_rows << ", key_rows: " << s.key_rows
+  for (const auto& s : samples) {
+    y << "  - {tp: " << s.tp << ", kind: "
+      << (s.refreshing >= 0 ? "mixed" : s.kind == policy::step_kind::refresh ? "refresh" : "reuse");
+    if (s.refreshing >= 0) y << ", refreshing: " << s.refreshing;
+    y << ", batch: " << s.batch << ", query_rows: " << s.query_rows << ", key_rows: " << s.key_rows
       << ", seconds: " << s.seconds << "}\n";
+  }
   return y.str();
 }
 
