@@ -341,7 +341,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   else
     lr.deadline_s = lr.arrival_s + no_deadline_s;
   lr.tau = item.threshold;
-  lr.tau_pinned = item.threshold_pinned;
+  lr.tau_pinned = tau_held(item, progress);
   lr.tau_floor = item.min_threshold;
   lr.tau_low = item.tau_low;
   lr.reject_on_miss = item.reject_on_miss;
