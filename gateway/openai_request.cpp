@@ -98,7 +98,7 @@ common::commit_rule dream_alg(const json& v, const std::string& field) {
 // The DLM fields a body gave, by name ("alg_temp"), with where it gave them ("extra_body.alg_temp").
 using given_fields = std::map<std::string, std::string>;
 
-// `name` is one of two spellings of one setting: refused when the other was given too.
+// `field` and `other` are two spellings of one setting: refused when both are given.
 void once(const given_fields& given, const std::string& other, const std::string& field) {
   if (given.count(other)) bad(field, "give " + other + " or " + field.substr(field.rfind('.') + 1) + ", not both");
 }
