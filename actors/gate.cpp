@@ -112,7 +112,8 @@ caf::error refused(const char* what) { return caf::make_error(caf::sec::runtime_
 
 rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor core, caf::actor supervisor,
                                        caf::actor reconfigurer, gate_credentials creds,
-                                       std::shared_ptr<const rt::request_checker> checker) {
+                                       std::shared_ptr<const rt::request_checker> checker,
+                                       common::decode_settings engine) {
   auto quick = caf::duration{std::chrono::seconds(10)};
   auto slow = caf::duration{std::chrono::minutes(10)};
   auto is_client = [=] { return sender_may(self, *creds.peers, role_client, "endpoint"); };
@@ -123,7 +124,7 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
   return {
       [=](rt::submit_atom, rt::submit_spec& spec) -> caf::result<rt::answer> {
         if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
-        if (auto refused = refusal(*checker, spec)) {
+        if (auto refused = refusal(*checker, engine, spec)) {
           auto rp = self->make_response_promise<rt::answer>();
           rp.deliver(std::move(*refused));
           return rp;
@@ -216,7 +217,7 @@ head_actors spawn_head(caf::actor_system& sys, const rt::cluster_config& file_cf
     rt::log_line("head", "cannot read the model here (" + model_problem +
                              "); submits are checked for size and numbers only, the nodes check the rest");
   gate_credentials creds{cfg.token, cfg.submit_token, cfg.node_token, h.peers};
-  h.endpoint = sys.spawn(endpoint, h.core, h.supervisor, h.reconfigurer, creds, std::move(checker));
+  h.endpoint = sys.spawn(endpoint, h.core, h.supervisor, h.reconfigurer, creds, std::move(checker), cfg.engine.decode);
   h.gate = sys.spawn(gate, cfg.name, creds, h.core, h.endpoint);
   return h;
 }

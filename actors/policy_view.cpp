@@ -12,6 +12,7 @@ canvas_progress progress_of(const gpu::canvas& c) {
   p.gen_len = c.length() - c.prompt_len;
   p.block_len = c.params.block_length;
   p.finished = c.finished;
+  p.tau_driven = c.params.rule == gpu::commit_rule::threshold;
   p.block = c.finished ? c.num_blocks() : c.block;
   p.step_in_block = c.step_in_block;
   if (!c.finished) {
@@ -21,6 +22,8 @@ canvas_progress progress_of(const gpu::canvas& c) {
   }
   return p;
 }
+
+bool tau_held(const runtime::work_item& item, const canvas_progress& p) { return item.threshold_pinned || !p.tau_driven; }
 
 policy::request_view view_of(const live_request& r) {
   const auto& p = r.progress;
@@ -100,7 +103,9 @@ migration_input migration_input_of(const std::vector<runtime::group_report>& rep
       lr.tau = r.tau;
       lr.tau_pinned = r.tau_pinned;
       lr.tau_floor = r.tau_floor;
-      lr.progress = {r.prompt_len, r.gen_len, r.block_len, r.block, r.step_in_block, r.masks_left, r.next_refresh, false};
+      // The report's tau_pinned already counts a rule that does not read tau (tau_held).
+      lr.progress = {r.prompt_len, r.gen_len, r.block_len, r.block, r.step_in_block, r.masks_left, r.next_refresh,
+                     false,        true};
       lr.group = s.id;
       views.push_back(view_of(lr));
       s.load.add(views.back().canvas_len());

@@ -28,9 +28,16 @@ struct canvas_progress {
   int32_t masks_left = 0;     // masked positions left in it
   bool next_refresh = true;   // the next step recomputes the whole canvas
   bool finished = false;
+  // Its commit rule reads tau (threshold). Under any other rule tau changes nothing, so the
+  // group holds the request's tau as if the client had pinned it (live_request::tau_pinned).
+  bool tau_driven = true;
 };
 
 canvas_progress progress_of(const gpu::canvas& c);
+
+/// Whether the controller must leave a request's tau alone: the client pinned it, or its
+/// canvas commits by a rule that does not read tau.
+bool tau_held(const runtime::work_item& item, const canvas_progress& p);
 
 /// One request of a group: its meta on the group's clock (seconds) and its progress.
 struct live_request {

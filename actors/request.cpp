@@ -128,6 +128,8 @@ rt::work_item make_item(const request_state& st, caf::actor self) {
   w.alg_temp = st.spec.alg_temp;
   w.schedule = st.spec.schedule;
   w.eps = st.spec.eps;
+  w.rule = st.spec.rule;
+  w.steps_per_block = st.spec.steps_per_block;
   return w;
 }
 

@@ -22,7 +22,8 @@ std::shared_ptr<const runtime::request_checker> make_request_checker(const runti
   return std::make_shared<const runtime::request_checker>(cfg.limits, cfg.engine.decode.gen_length, std::move(model));
 }
 
-std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const runtime::submit_spec& spec) {
+std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const common::decode_settings& engine,
+                                       const runtime::submit_spec& spec) {
   auto why = checker.check(spec.prompt, spec.threshold, spec.gen_length);
   // The floor is a threshold too: the same NaN and range rules apply (negative: none).
   if (why.empty() && (std::isnan(spec.min_threshold) || spec.min_threshold > 1.0))
@@ -34,6 +35,18 @@ std::optional<runtime::answer> refusal(const runtime::request_checker& checker, 
   if (why.empty() && spec.schedule > static_cast<int32_t>(common::step_schedule::dream_linear))
     why = "schedule must be even (0) or dream_linear (1)";
   if (why.empty() && (std::isnan(spec.eps) || spec.eps >= 1.0)) why = "eps must lie in [0, 1)";
+  if (why.empty() && spec.rule > static_cast<int32_t>(common::commit_rule::origin))
+    why = "rule must be a commit rule: quota (0), threshold (1), factor (2), margin (3), entropy (4) or origin (5)";
+  if (why.empty() && spec.steps_per_block > common::max_steps_per_block)
+    why = "steps_per_block must lie in [0, " + std::to_string(common::max_steps_per_block) + "]";
+  // Each field alone is in range; together with the cluster's settings for the fields the
+  // request leaves to it they must still be one decode the engine runs (alg_temp or
+  // dream_linear under a threshold rule, eps that would change nothing, ...).
+  if (why.empty()) {
+    auto combined = runtime::with_request(engine, spec);
+    if (spec.threshold >= 0) combined.threshold = spec.threshold;
+    why = combined.validate();
+  }
   if (why.empty()) return std::nullopt;
   runtime::answer a;
   a.error = "refused by the head: " + why;

@@ -18,7 +18,9 @@ namespace dls::actors {
 std::shared_ptr<const runtime::request_checker> make_request_checker(const runtime::cluster_config& cfg,
                                                                      std::string* problem = nullptr);
 
-/// The explicit answer to a submit that `checker` refuses (echoing its tag), or nothing.
-std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const runtime::submit_spec& spec);
+/// The explicit answer to a submit that `checker` refuses, or whose decode settings, the
+/// cluster's `engine` ones with the request's own, are not one decode (echoing its tag), or nothing.
+std::optional<runtime::answer> refusal(const runtime::request_checker& checker, const common::decode_settings& engine,
+                                       const runtime::submit_spec& spec);
 
 }  // namespace dls::actors

@@ -218,14 +218,8 @@ void set_policy(group_state& st, const std::string& name) {
 }
 
 gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item& item) {
-  gpu::decode_params p = d.decode;
-  if (item.gen_length > 0) p.gen_length = item.gen_length;
+  gpu::decode_params p = rt::with_request(d.decode, item);
   p.threshold = item.threshold;
-  if (item.top_p >= 0) p.top_p = item.top_p;
-  if (item.top_k >= 0) p.top_k = item.top_k;
-  if (item.alg_temp >= 0) p.alg_temp = item.alg_temp;
-  if (item.schedule >= 0) p.schedule = static_cast<gpu::step_schedule>(item.schedule);
-  if (item.eps >= 0) p.eps = item.eps;
   return p;
 }
 
@@ -347,7 +341,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   else
     lr.deadline_s = lr.arrival_s + no_deadline_s;
   lr.tau = item.threshold;
-  lr.tau_pinned = item.threshold_pinned;
+  lr.tau_pinned = tau_held(item, progress);
   lr.tau_floor = item.min_threshold;
   lr.tau_low = item.tau_low;
   lr.reject_on_miss = item.reject_on_miss;

@@ -12,6 +12,9 @@ namespace dls::common {
 /// Dream's default eps (DreamGenerationConfig): the timesteps of its schedule end at 1e-3.
 inline constexpr double dream_default_eps = 1e-3;
 
+/// The most steps a block may be given (engine.steps_per_block, a request's steps_per_block).
+inline constexpr int max_steps_per_block = 8192;
+
 /// How a step picks which masked tokens of the current block to commit.
 enum class commit_rule : uint8_t {
   quota,      // LLaDA low-confidence remasking: a fixed number per step (steps_per_block)

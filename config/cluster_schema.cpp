@@ -108,7 +108,7 @@ engine_defaults parse_engine(const yaml_checker& c, const YAML::Node& n, const s
     d.rule = common::parse_commit_rule(
         c.one_of(n["commit"], "engine.commit", {"quota", "threshold", "factor", "margin", "entropy", "origin"}));
   if (n["steps_per_block"])
-    d.steps_per_block = static_cast<int>(c.integer(n["steps_per_block"], "engine.steps_per_block", 0, 8192));
+    d.steps_per_block = static_cast<int>(c.integer(n["steps_per_block"], "engine.steps_per_block", 0, common::max_steps_per_block));
   if (n["schedule"])
     d.schedule = common::parse_step_schedule(c.one_of(n["schedule"], "engine.schedule", {"even", "dream_linear"}));
   if (n["threshold"]) d.threshold = c.real(n["threshold"], "engine.threshold", 0.0, 1.0);

@@ -29,15 +29,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (r.threshold != -1 && !(r.threshold >= 0 && r.threshold <= 1)) std::abort();
     if (r.min_threshold != -1 && !(r.min_threshold >= 0 && r.min_threshold <= 1)) std::abort();
     if (r.slo_ms < 0) std::abort();
-    // Dream's sampler options: the cluster's (-1) or what decode_settings::validate accepts, and
-    // no alg_temp > 0 under this cluster's threshold rule.
+    // Dream's sampler options and the commit rule: the cluster's (-1) or what
+    // decode_settings::validate accepts, and together with this cluster's settings (threshold,
+    // schedule even, default eps) one decode the engine runs.
     if (r.top_p != -1 && !(r.top_p > 0 && r.top_p <= 1)) std::abort();
     if (r.top_k < -1) std::abort();
     if (r.alg_temp != -1 && !(r.alg_temp >= 0 && std::isfinite(r.alg_temp))) std::abort();
-    if (r.alg_temp > 0 && facts.rule == dls::common::commit_rule::threshold) std::abort();
-    // A schedule is the cluster's (-1) or even (0); dream_linear is refused under threshold.
-    if (r.schedule != -1 && r.schedule != 0) std::abort();
-    if (r.eps != -1) std::abort();  // eps would change nothing under threshold: always refused
+    if (r.schedule < -1 || r.schedule > 1) std::abort();
+    if (r.eps != -1 && !(r.eps >= 0 && r.eps < 1)) std::abort();
+    if (r.rule < -1 || r.rule > static_cast<int>(dls::common::commit_rule::origin)) std::abort();
+    if (r.steps_per_block < -1 || r.steps_per_block > dls::common::max_steps_per_block) std::abort();
+    dls::common::decode_settings d;
+    if (r.rule >= 0) d.rule = static_cast<dls::common::commit_rule>(r.rule);
+    if (r.steps_per_block >= 0) d.steps_per_block = r.steps_per_block;
+    if (r.alg_temp >= 0) d.alg_temp = r.alg_temp;
+    if (r.schedule >= 0) d.schedule = static_cast<dls::common::step_schedule>(r.schedule);
+    if (r.eps >= 0) d.eps = r.eps;
+    if (!d.validate().empty()) std::abort();
+    // Options only some rules use are refused under the others, whatever their value.
+    const bool counted_or_origin = d.counted() || d.rule == dls::common::commit_rule::origin;
+    if (!counted_or_origin && (r.eps != -1 || r.steps_per_block != -1 || r.schedule == 1)) std::abort();
     if (r.chat != chat || (chat && r.messages.empty())) std::abort();
   } catch (const dls::gateway::api_error& e) {
     if (e.status() != 400 && e.status() != 404) std::abort();

@@ -24,6 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (s.alg_temp != -1 && !(s.alg_temp >= 0 && std::isfinite(s.alg_temp))) std::abort();
     if (s.schedule < -1 || s.schedule > 1) std::abort();
     if (s.eps != -1 && !(s.eps >= 0 && s.eps < 1)) std::abort();
+    // The commit rule and its steps per block: the defaults' (-1) or in decode_settings' ranges.
+    if (s.rule < -1 || s.rule > static_cast<int32_t>(dls::common::commit_rule::origin)) std::abort();
+    if (s.steps_per_block < -1 || s.steps_per_block > dls::common::max_steps_per_block) std::abort();
   } catch (const std::runtime_error&) {
   }
   return 0;

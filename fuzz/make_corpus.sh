@@ -58,7 +58,8 @@ lines = [l for l in open(root + "/models/tiny-llada/eval.jsonl") if l.strip()][:
 for k, l in enumerate(lines):
     open(out + "/submit_line/eval-%d.jsonl" % k, "w").write(l.rstrip("\n"))
 extra = [{"prompt": "12+7=", "threshold": 0.8, "min_threshold": 0.5, "gen_length": 16, "slo_ms": 2000},
-         {"prompt": "abc", "valid": ["x", "y"]}]
+         {"prompt": "abc", "valid": ["x", "y"]},
+         {"prompt": "3*4=", "commit": "margin", "steps_per_block": 4, "schedule": "dream_linear", "eps": 0.01}]
 for k, e in enumerate(extra):
     open(out + "/submit_line/flags-%d.jsonl" % k, "w").write(json.dumps(e))
 
@@ -74,6 +75,8 @@ bodies = {
     "unknown-model": (1, {"model": "other", "messages": []}),
     "dream-sampler": (1, {"model": "tiny-llada", "messages": [{"role": "user", "content": "hi"}], "top_p": 0.9,
                           "top_k": 5, "extra_body": {"alg_temp": 0.5}}),
+    "dream-alg": (0, {"model": "tiny-llada", "prompt": "x", "alg": "topk_margin", "steps": 4, "alg_temp": 0.5,
+                      "extra_body": {"schedule": "dream_linear", "eps": 0.01}}),
 }
 for name, (route, body) in bodies.items():
     open(out + "/http_request/" + name, "wb").write(bytes([route]) + json.dumps(body).encode())

@@ -67,6 +67,8 @@ prepared prepare(gateway_context& ctx, const httplib::Request& http_req, bool ch
   p.spec.alg_temp = p.req.alg_temp;
   p.spec.schedule = p.req.schedule;
   p.spec.eps = p.req.eps;
+  p.spec.rule = p.req.rule;
+  p.spec.steps_per_block = p.req.steps_per_block;
   return p;
 }
 

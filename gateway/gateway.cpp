@@ -33,8 +33,12 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   f.temperature = cfg.engine.decode.temperature;
   f.seed = cfg.engine.decode.seed;
   f.rule = cfg.engine.decode.rule;
+  f.steps_per_block = cfg.engine.decode.steps_per_block;
+  f.alg_temp = cfg.engine.decode.alg_temp;
+  f.schedule = cfg.engine.decode.schedule;
+  f.eps = cfg.engine.decode.eps;
   for (const auto& n : cfg.nodes)
-    if (n.devices.kind != "cpu") f.truncates = false;
+    if (n.devices.kind != "cpu") f.truncates = f.scores = false;
   return f;
 }
 

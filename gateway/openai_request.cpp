@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
+#include <stdexcept>
 
 namespace dls::gateway {
 
@@ -83,7 +85,26 @@ bool counted(common::commit_rule rule) {
   return s.counted();
 }
 
-void parse_extras(const json& src, completion_request& r, const model_facts& facts, const std::string& prefix) {
+// Dream's names for its `alg`s, as diffusion_generate spells them, and the rules they are here.
+common::commit_rule dream_alg(const json& v, const std::string& field) {
+  if (v == "maskgit_plus") return common::commit_rule::quota;
+  if (v == "topk_margin") return common::commit_rule::margin;
+  if (v == "entropy") return common::commit_rule::entropy;
+  if (v == "origin") return common::commit_rule::origin;
+  bad(field, "must be one of Dream's \"origin\", \"maskgit_plus\", \"topk_margin\", \"entropy\" (or give `commit` "
+             "with this server's rule names)");
+}
+
+// The DLM fields a body gave, by name ("alg_temp"), with where it gave them ("extra_body.alg_temp").
+using given_fields = std::map<std::string, std::string>;
+
+// `field` and `other` are two spellings of one setting: refused when both are given.
+void once(const given_fields& given, const std::string& other, const std::string& field) {
+  if (given.count(other)) bad(field, "give " + other + " or " + field.substr(field.rfind('.') + 1) + ", not both");
+}
+
+void parse_extras(const json& src, completion_request& r, const model_facts& facts, const std::string& prefix,
+                  given_fields& given) {
   for (auto it = src.begin(); it != src.end(); ++it) {
     const auto& k = it.key();
     const auto& v = it.value();
@@ -113,34 +134,81 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
       if (!v.is_number() || !(v.get<double>() >= 0.0) || !std::isfinite(v.get<double>()))
         bad(field, "must be a finite number >= 0 (0: commit the highest scores)");
       r.alg_temp = v.get<double>();
-      // The same refusal decode_settings::validate gives, here as a 400 naming the field.
-      if (r.alg_temp > 0 && !counted(facts.rule))
-        bad(field, std::string("samples the positions of a fixed number of commits: it needs the quota, margin or "
-                               "entropy rule, and the cluster decodes with ") +
-                       common::to_string(facts.rule) + " (engine.commit)");
     } else if (k == "schedule") {
       if (!v.is_string() || (v != "even" && v != "dream_linear"))
         bad(field, "must be \"even\" or \"dream_linear\"");
       r.schedule = static_cast<int>(common::parse_step_schedule(v.get<std::string>()));
-      if (v == "dream_linear" && !counted(facts.rule) && facts.rule != common::commit_rule::origin)
-        bad(field, std::string("dream_linear sets how many a quota, margin or entropy step commits, and the cluster "
-                               "decodes with ") +
-                       common::to_string(facts.rule) + " (engine.commit)");
     } else if (k == "eps") {
       if (!v.is_number() || !(v.get<double>() >= 0.0 && v.get<double>() < 1.0))
         bad(field, "must be a number in [0, 1) (Dream's last timestep; default 0.001)");
       r.eps = v.get<double>();
-      if (!counted(facts.rule) && facts.rule != common::commit_rule::origin)
-        bad(field, std::string("sets the timesteps of schedule dream_linear and of the origin rule, and the cluster "
-                               "decodes with ") +
-                       common::to_string(facts.rule) + " (engine.commit)");
+    } else if (k == "commit") {
+      once(given, "alg", field);
+      if (!v.is_string()) bad(field, "must be a string");
+      try {
+        r.rule = static_cast<int>(common::parse_commit_rule(v.get<std::string>()));
+      } catch (const std::invalid_argument&) {
+        bad(field, "must be one of \"quota\", \"threshold\", \"factor\", \"margin\", \"entropy\", \"origin\"");
+      }
+    } else if (k == "alg") {
+      once(given, "commit", field);
+      r.rule = static_cast<int>(dream_alg(v, field));
+    } else if (k == "steps_per_block" || k == "steps") {
+      once(given, k == "steps" ? "steps_per_block" : "steps", field);
+      r.steps_per_block = integer(v, field, 0, common::max_steps_per_block);
     } else if (k == "priority") {
       if (integer(v, field, -1000000, 1000000) != 0)
         bad(field, "request priorities are not supported yet (only 0)");
     } else {
       bad(field, "unknown field");
     }
+    given[k] = field;
   }
+}
+
+// After every field is read: the options that only some rules use, against the rule the request
+// decodes with (its own `commit` or `alg`, else the cluster's engine.commit), each refused naming
+// its field; then the whole decode, the cluster's settings with the request's, as the engine
+// would check it.
+void check_rule(const completion_request& r, const model_facts& facts, const given_fields& given) {
+  const bool own = r.rule >= 0;
+  const auto rule = own ? static_cast<common::commit_rule>(r.rule) : facts.rule;
+  const std::string rule_field = !own ? "" : given.count("commit") ? given.at("commit") : given.at("alg");
+  const std::string decodes = std::string(own ? "the request decodes with " : "the cluster decodes with ") +
+                              common::to_string(rule) + " (" + (own ? rule_field : "engine.commit") + ")";
+  auto field = [&](const char* k) { return given.count(k) ? given.at(k) : std::string(); };
+  const bool counts = counted(rule);
+  const bool origin = rule == common::commit_rule::origin;
+  if (own && !facts.scores && common::score_of(rule) != common::proposal_score::probability)
+    bad(rule_field, std::string("this cluster's CUDA backend cannot rank by the ") + common::to_string(rule) +
+                        " rule's score (only quota, threshold, factor, origin)");
+  // The same refusals decode_settings::validate gives, here as a 400 naming the field.
+  if (r.alg_temp > 0 && !counts)
+    bad(field("alg_temp"), "samples the positions of a fixed number of commits: it needs the quota, margin or "
+                           "entropy rule, and " + decodes);
+  if (r.schedule == static_cast<int>(common::step_schedule::dream_linear) && !counts && !origin)
+    bad(field("schedule"), "dream_linear sets how many a quota, margin or entropy step commits, and " + decodes);
+  if (r.eps >= 0 && !counts && !origin)
+    bad(field("eps"), "sets the timesteps of schedule dream_linear and of the origin rule, and " + decodes);
+  if (r.steps_per_block >= 0 && !counts && !origin) {
+    const auto steps = given.count("steps") ? given.at("steps") : given.at("steps_per_block");
+    bad(steps, "sets how many steps a quota, margin, entropy or origin block takes, and " + decodes);
+  }
+  common::decode_settings d;
+  d.rule = rule;
+  d.steps_per_block = r.steps_per_block >= 0 ? r.steps_per_block : facts.steps_per_block;
+  d.alg_temp = r.alg_temp >= 0 ? r.alg_temp : facts.alg_temp;
+  d.schedule = r.schedule >= 0 ? static_cast<common::step_schedule>(r.schedule) : facts.schedule;
+  d.eps = r.eps >= 0 ? r.eps : facts.eps;
+  const auto why = d.validate();
+  if (why.empty()) return;
+  // The reason starts with the setting it is about: named when the request gave it, else the
+  // request's rule, else the first setting it gave (the cluster's own settings make one decode).
+  auto about = field(why.substr(0, why.find(' ')).c_str());
+  if (about.empty()) about = rule_field;
+  for (const char* k : {"schedule", "eps", "alg_temp", "steps_per_block", "steps"})
+    if (about.empty()) about = field(k);
+  bad(about.empty() ? "body" : about, why + " (the cluster's engine settings with this request's)");
 }
 
 }  // namespace
@@ -164,7 +232,7 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
       "echo", "best_of", "suffix", "extra_body"};
   static const std::set<std::string> dlm_fields{"threshold", "min_threshold", "block_length", "gen_length",
                                                 "slo_ms", "deadline_ms", "priority", "on_miss", "top_k", "alg_temp",
-                                                "schedule", "eps"};
+                                                "schedule", "eps", "commit", "alg", "steps_per_block", "steps"};
   json extras = json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (dlm_fields.count(it.key()))
@@ -265,8 +333,11 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   neutral(j, "best_of", 1);
   neutral(j, "suffix", nullptr);
 
-  parse_extras(extras, r, facts, "");
-  if (j.contains("extra_body") && j["extra_body"].is_object()) parse_extras(j["extra_body"], r, facts, "extra_body.");
+  given_fields given;
+  parse_extras(extras, r, facts, "", given);
+  if (j.contains("extra_body") && j["extra_body"].is_object())
+    parse_extras(j["extra_body"], r, facts, "extra_body.", given);
+  check_rule(r, facts, given);
   if (!facts.truncates) {
     if (r.top_p >= 0 && r.top_p < 1) bad("top_p", "this cluster's CUDA backend cannot truncate distributions (only 1)");
     if (r.top_k > 0) bad("top_k", "this cluster's CUDA backend cannot truncate distributions (only 0)");

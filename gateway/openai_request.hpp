@@ -18,11 +18,20 @@ struct model_facts {
   int gen_length = 32;   // the default answer length
   double temperature = 0;
   uint64_t seed = 0;
-  // engine.commit: alg_temp and schedule dream_linear need a rule that commits a fixed number per step.
+  // engine.commit: alg_temp and schedule dream_linear need a rule that commits a fixed number per
+  // step. It is the rule of every request that names none (commit, alg).
   common::commit_rule rule = common::commit_rule::threshold;
+  // The rest of the cluster's engine settings a request's own rule must make one decode with.
+  int steps_per_block = 0;
+  double alg_temp = 0;
+  common::step_schedule schedule = common::step_schedule::even;
+  double eps = common::dream_default_eps;
   // Whether every node's backend can truncate distributions (only the CPU's can): a top_p or
   // top_k the groups would refuse is a 400 here instead of a failed answer.
   bool truncates = true;
+  // Whether every node's backend can rank by the margin and entropy rules' scores (only the
+  // CPU's can), for a request that names one of them.
+  bool scores = true;
 };
 
 struct completion_request {
@@ -46,6 +55,10 @@ struct completion_request {
   double alg_temp = -1;
   int schedule = -1;  // step_schedule's value; negative: the cluster's engine.schedule
   double eps = -1;    // Dream's eps; negative: the cluster's engine.eps
+  // The commit rule (commit_rule's value, from `commit` or Dream's `alg`) and its steps per block
+  // (`steps_per_block` or Dream's `steps`); negative: engine.commit and engine.steps_per_block.
+  int rule = -1;
+  int steps_per_block = -1;
 };
 
 /// Parses and checks a body; throws api_error (400 naming the field, 404 unknown model).

@@ -118,7 +118,9 @@ std::string encode_accepted(const journal_request& r) {
                   {"top_k", s.top_k},
                   {"alg_temp", s.alg_temp},
                   {"schedule", s.schedule},
-                  {"eps", s.eps}});
+                  {"eps", s.eps},
+                  {"rule", s.rule},
+                  {"steps_per_block", s.steps_per_block}});
 }
 
 std::string encode_snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
@@ -168,6 +170,9 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       r.spec.alg_temp = j.value("alg_temp", -1.0);
       r.spec.schedule = j.value("schedule", int32_t{-1});
       r.spec.eps = j.value("eps", -1.0);
+      // Absent in journals written before per-request commit rules: the cluster's.
+      r.spec.rule = j.value("rule", int32_t{-1});
+      r.spec.steps_per_block = j.value("steps_per_block", int32_t{-1});
       r.spec.slo_ms = j.at("slo_ms").get<int32_t>();
       r.spec.gen_length = j.at("gen").get<int32_t>();
       r.spec.stream = j.at("stream").get<bool>();

@@ -217,6 +217,10 @@ struct submit_spec {
   // decode_settings::schedule as its enum value (0 even, 1 dream_linear); negative: the cluster's.
   int32_t schedule = -1;
   double eps = -1;  // decode_settings::eps; negative: the cluster's engine.eps
+  // The commit rule as its enum value (common::commit_rule) and decode_settings::steps_per_block
+  // (0: the block length); negative: the cluster's engine.commit and engine.steps_per_block.
+  int32_t rule = -1;
+  int32_t steps_per_block = -1;
 };
 
 // CAF 0.17 writes a double through pack754, which turns NaN into -1.0 (here: "the cluster's
@@ -244,7 +248,7 @@ typename Inspector::result_type inspect(Inspector& f, submit_spec& x) {
   };
   return f(caf::meta::type_name("dls_submit_spec"), x.prompt, threshold_bits, x.slo_ms, x.gen_length, x.stream,
            x.client, x.tag, min_threshold_bits, x.key, x.reject_on_miss, top_p_bits, x.top_k, alg_temp_bits,
-           x.schedule, eps_bits, caf::meta::load_callback(load));
+           x.schedule, eps_bits, x.rule, x.steps_per_block, caf::meta::load_callback(load));
 }
 
 /// A finished block of an answer, streamed to the client as soon as it is final.
@@ -339,6 +343,8 @@ struct work_item {
   double alg_temp = -1;
   int32_t schedule = -1;
   double eps = -1;
+  int32_t rule = -1;             // the client's commit rule (submit_spec::rule)
+  int32_t steps_per_block = -1;  // and its steps per block (submit_spec::steps_per_block)
   /// The lowest tau it committed at so far (1: none yet, or not known after a re-placement from
   /// a snapshot). The accuracy budget charged it there already; a group it moves to goes on
   /// from that charge instead of charging it again, and never raises it above it.
@@ -350,7 +356,23 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
            x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
-           x.alg_temp, x.schedule, x.eps, x.tau_low);
+           x.alg_temp, x.schedule, x.eps, x.rule, x.steps_per_block, x.tau_low);
+}
+
+/// The cluster's decode settings with what a request chose for itself (a submit_spec or a
+/// work_item: a negative field, or a gen_length <= 0, keeps the cluster's). Its tau is the
+/// caller's: the head's check sees the client's, a group the one its item carries.
+template <class Request>
+common::decode_settings with_request(common::decode_settings d, const Request& r) {
+  if (r.gen_length > 0) d.gen_length = r.gen_length;
+  if (r.top_p >= 0) d.top_p = r.top_p;
+  if (r.top_k >= 0) d.top_k = r.top_k;
+  if (r.alg_temp >= 0) d.alg_temp = r.alg_temp;
+  if (r.schedule >= 0) d.schedule = static_cast<common::step_schedule>(r.schedule);
+  if (r.eps >= 0) d.eps = r.eps;
+  if (r.rule >= 0) d.rule = static_cast<common::commit_rule>(r.rule);
+  if (r.steps_per_block >= 0) d.steps_per_block = r.steps_per_block;
+  return d;
 }
 
 // -- migration -------------------------------------------------------------------------

@@ -57,7 +57,8 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
       throw std::runtime_error(where + "\"on_miss\" must be \"serve\" or \"reject\"");
     j.spec.reject_on_miss = m == "reject";
   }
-  // Dream's sampler options, in decode_settings::validate's ranges (a rule they need is the head's check).
+  // Dream's sampler options and the commit rule, in decode_settings::validate's ranges (whether
+  // they make one decode together with the cluster's settings is the head's check).
   if (v.contains("top_p")) {
     const auto& x = v["top_p"];
     if (!x.is_number() || !(x.get<double>() > 0.0 && x.get<double>() <= 1.0))
@@ -83,6 +84,19 @@ std::optional<submit_line> parse_submit_line(const std::string& line, const subm
       throw std::runtime_error(where + "\"eps\" must be a number in [0, 1), got " + x.dump());
     j.spec.eps = x.get<double>();
   }
+  if (v.contains("commit")) {
+    const auto& x = v["commit"];
+    try {
+      if (!x.is_string()) throw std::invalid_argument("not a string");
+      j.spec.rule = static_cast<int32_t>(common::parse_commit_rule(x.get<std::string>()));
+    } catch (const std::invalid_argument&) {
+      throw std::runtime_error(where + "\"commit\" must be one of \"quota\", \"threshold\", \"factor\", \"margin\", "
+                               "\"entropy\", \"origin\", got " + x.dump());
+    }
+  }
+  if (v.contains("steps_per_block"))
+    j.spec.steps_per_block =
+        static_cast<int32_t>(json_int(v, "steps_per_block", 0, common::max_steps_per_block, where));
   if (v.contains("slo_ms")) j.spec.slo_ms = static_cast<int32_t>(json_int(v, "slo_ms", 0, int32_max, where));
   // A replay longer than a day is not a replay of a serving trace; the bound keeps the
   // client's clock arithmetic far from overflow.

@@ -1,6 +1,7 @@
 #pragma once
 // One line of a `dilaserve submit --file` JSONL file: {"prompt": ..., ["threshold", "min_threshold",
-// "gen_length", "slo_ms", "at_s", "answer" | "valid", "top_p", "top_k", "alg_temp", "schedule", "eps"]}. Out-of-range numbers are refused, never replaced
+// "gen_length", "slo_ms", "at_s", "answer" | "valid", "top_p", "top_k", "alg_temp", "schedule", "eps",
+// "commit", "steps_per_block"]}. Out-of-range numbers and unknown names are refused, never replaced
 // by a default, so a typo cannot silently change what is measured.
 #include "runtime/messages.hpp"
 

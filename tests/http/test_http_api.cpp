@@ -402,6 +402,72 @@ BOOST_AUTO_TEST_CASE(per_request_top_p_and_top_k_reach_the_canvas) {
              "top_p 0.5 with top_k 2 changed none of 8 decodes");
 }
 
+BOOST_AUTO_TEST_CASE(a_requests_commit_rule_and_steps_reach_the_canvas_over_http_and_submit) {
+  // configs/local.yaml commits by threshold; a request's own rule and steps per block must decode
+  // as the engine does with them. (On the tiny model margin and entropy rank as quota does: their
+  // decodes equal quota's on the first 80 eval prompts, so these cases compare against the
+  // cluster's threshold decode, and origin, whose draws differ, against quota.)
+  const auto& c = shared();
+  using dls::common::commit_rule;
+  auto rule = [](commit_rule r, int steps) {
+    return [r, steps](dls::gpu::decode_params& d) {
+      d.rule = r;
+      d.steps_per_block = steps;
+    };
+  };
+  auto own = [](dls::gpu::decode_params&) {};
+  BOOST_TEST(expect_engine_answers(c, false, {{"commit", "quota"}, {"steps_per_block", 4}}, rule(commit_rule::quota, 4),
+                                   own) > 0,
+             "commit quota changed none of 8 decodes");
+  BOOST_TEST(expect_engine_answers(c, true, {{"extra_body", {{"alg", "topk_margin"}}}}, rule(commit_rule::margin, 0),
+                                   own) > 0,
+             "alg topk_margin changed none of 8 chat decodes");
+  BOOST_TEST(expect_engine_answers(c, false, {{"alg", "origin"}, {"extra_body", {{"steps", 4}}}},
+                                   rule(commit_rule::origin, 4), rule(commit_rule::quota, 4)) > 0,
+             "alg origin decoded as quota on all 8");
+  // The rule is read before the fields that depend on it are checked: alg_temp comes first in
+  // the body and is accepted with the request's quota, refused with the cluster's threshold.
+  auto drawn = c.call("POST", "/v1/completions",
+                      json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"alg_temp", 1}, {"commit", "quota"}}.dump());
+  BOOST_TEST(drawn.status == 200, drawn.body);
+  auto refused = c.call("POST", "/v1/completions",
+                        json{{"model", "tiny-llada"}, {"prompt", "A1+1="}, {"steps_per_block", 4}}.dump());
+  BOOST_TEST(refused.status == 400);
+  BOOST_TEST(error_of(refused)["param"] == "steps_per_block");
+
+  // `dilaserve submit --rule --steps-per-block` and the same keys in a --file line.
+  scratch_dir dir;
+  std::ofstream lines(dir.file("rules.jsonl"));
+  std::vector<decoded> want;
+  int differ = 0;
+  for (auto p : eval_problems(4)) {
+    p.gen_length = 16;
+    const auto quota = engine_decode(p, rule(commit_rule::quota, 4));
+    const auto plain = engine_decode(p, own);
+    differ += quota.text != plain.text || quota.steps != plain.steps;
+    auto one = c.nodes().json_cli(
+        {"submit", "--prompt", p.prompt, "--gen-length", "16", "--rule", "quota", "--steps-per-block", "4"});
+    BOOST_TEST(one["text"] == quota.text, p.prompt);
+    BOOST_TEST(one["steps"] == quota.steps, p.prompt);
+    want.push_back(engine_decode(p, rule(commit_rule::origin, 2)));
+    lines << json{{"prompt", p.prompt}, {"gen_length", 16}, {"commit", "origin"}, {"steps_per_block", 2}}.dump() << "\n";
+  }
+  lines.close();
+  BOOST_TEST(differ > 0, "quota with 4 steps a block decoded none of 4 otherwise than threshold");
+  auto file = c.nodes().json_cli({"submit", "--file", dir.file("rules.jsonl")});
+  BOOST_TEST_REQUIRE(file["results"].size() == want.size(), file.dump());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    BOOST_TEST(file["results"][i]["text"] == want[i].text);
+    BOOST_TEST(file["results"][i]["steps"] == want[i].steps);
+  }
+  // The head checks the request's settings with the cluster's before placing it: alg_temp under
+  // the cluster's threshold rule is refused there in one line; with --rule quota it decodes.
+  auto head = c.nodes().cli({"submit", "--prompt", "A1+1=", "--alg-temp", "1"});
+  BOOST_TEST(head.rc == 1, head.err);
+  BOOST_TEST(head.err.find("refused by the head: alg_temp samples the positions") != std::string::npos, head.err);
+  BOOST_TEST(c.nodes().json_cli({"submit", "--prompt", "A1+1=", "--alg-temp", "1", "--rule", "quota"})["ok"] == true);
+}
+
 BOOST_AUTO_TEST_CASE(dream_schedule_and_sampler_options_reach_the_canvas_over_http_and_submit) {
   // 12 steps per block of 8: the even split commits one a step and ends a block in 8 steps,
   // Dream's schedule commits none on some steps and takes all 12 (and the tiny model's answers

@@ -41,6 +41,25 @@ std::pair<int, std::string> refusal(const json& body, bool chat = false) {
   return {0, ""};
 }
 
+// The field and the one-line message of a body `f`'s cluster refuses; empty when it is accepted.
+std::pair<std::string, std::string> refused_field(const json& body, const model_facts& f) {
+  try {
+    parse_completion(body.dump(), false, f);
+  } catch (const api_error& e) {
+    BOOST_TEST(e.status() == 400);
+    auto m = json::parse(e.body())["error"]["message"].get<std::string>();
+    BOOST_TEST(m.find('\n') == std::string::npos, m);
+    return {e.param(), m};
+  }
+  return {"", ""};
+}
+
+model_facts facts_with(dls::common::commit_rule rule) {
+  auto f = facts();
+  f.rule = rule;
+  return f;
+}
+
 output_filter chars(std::vector<std::string> stop, int max_tokens) {
   return output_filter(
       std::move(stop), max_tokens, [](const std::string& s) { return s.size(); },
@@ -120,10 +139,17 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
     BOOST_TEST(message("eps", bad, quota_facts).first == "eps", bad.dump());
   // eps only moves dream_linear's and origin's timesteps: under threshold (facts()'s rule) it would do nothing.
   BOOST_TEST(message("eps", 0.5, facts()).second.find("threshold (engine.commit)") != std::string::npos);
-  BOOST_TEST(message("eps", 0.5, quota_facts).first == "");
+  // Under quota with the schedule even it would do nothing either: refused with decode_settings'
+  // reason, with the request's own dream_linear taken.
+  BOOST_TEST(message("eps", 0.5, quota_facts).second.find("with the quota rule and schedule even it would change "
+                                                          "nothing") != std::string::npos);
+  auto dream_linear = quota_facts;
+  dream_linear.schedule = dls::common::step_schedule::dream_linear;
+  BOOST_TEST(message("eps", 0.5, dream_linear).first == "");
   {
     auto b = base;
     b["eps"] = 0.0;
+    b["schedule"] = "dream_linear";
     BOOST_TEST(parse_completion(b.dump(), false, quota_facts).eps == 0.0);
     BOOST_TEST(parse_completion(base.dump(), false, quota_facts).eps == -1);  // the cluster's engine.eps
   }
@@ -187,6 +213,100 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   BOOST_TEST(message("top_k", 4, cuda).first == "top_k");
   BOOST_TEST(message("top_p", 1, cuda).first == "");
   BOOST_TEST(message("top_k", 0, cuda).first == "");
+}
+
+BOOST_AUTO_TEST_CASE(the_commit_rule_and_its_steps_are_per_request_and_checked_once_every_field_is_read) {
+  using dls::common::commit_rule;
+  const json base{{"model", "tiny-llada"}, {"prompt", "p"}};
+  auto with = [&](const json& fields) {
+    auto b = base;
+    b.update(fields);
+    return b;
+  };
+  auto parsed = [&](const json& fields, const model_facts& f) { return parse_completion(with(fields).dump(), false, f); };
+  // Our names under `commit`, Dream's under `alg`; steps per block as `steps_per_block` or Dream's `steps`.
+  auto quota = parsed({{"commit", "quota"}, {"steps_per_block", 4}}, facts());
+  BOOST_TEST(quota.rule == static_cast<int>(commit_rule::quota));
+  BOOST_TEST(quota.steps_per_block == 4);
+  auto plain = parsed(json::object(), facts());
+  BOOST_TEST(plain.rule == -1);  // the cluster's engine.commit
+  BOOST_TEST(plain.steps_per_block == -1);
+  for (const char* name : {"quota", "threshold", "factor", "margin", "entropy", "origin"})
+    BOOST_TEST(parsed({{"extra_body", {{"commit", name}}}}, facts()).rule ==
+                   static_cast<int>(dls::common::parse_commit_rule(name)),
+               name);
+  const std::vector<std::pair<std::string, commit_rule>> dream{{"maskgit_plus", commit_rule::quota},
+                                                               {"topk_margin", commit_rule::margin},
+                                                               {"entropy", commit_rule::entropy},
+                                                               {"origin", commit_rule::origin}};
+  for (const auto& [alg, rule] : dream) {
+    auto r = parsed({{"alg", alg}, {"extra_body", {{"steps", 6}}}}, facts());
+    BOOST_TEST(r.rule == static_cast<int>(rule), alg);
+    BOOST_TEST(r.steps_per_block == 6, alg);
+  }
+  BOOST_TEST(parsed({{"commit", "origin"}, {"steps_per_block", 0}}, facts()).steps_per_block == 0);  // the block length
+
+  // Bad values, our names under Dream's field and one setting given twice: refused by name.
+  const std::vector<std::pair<json, std::string>> bad{
+      {{{"commit", "bogus"}}, "commit"},
+      {{{"commit", 3}}, "commit"},
+      {{{"alg", "quota"}}, "alg"},
+      {{{"extra_body", {{"alg", "maskgit"}}}}, "extra_body.alg"},
+      {{{"commit", "quota"}, {"steps_per_block", -1}}, "steps_per_block"},
+      {{{"commit", "quota"}, {"steps_per_block", 8193}}, "steps_per_block"},
+      {{{"commit", "quota"}, {"steps", 2.5}}, "steps"},
+      {{{"alg", "origin"}, {"extra_body", {{"commit", "quota"}}}}, "extra_body.commit"},
+      {{{"commit", "quota"}, {"steps", 4}, {"extra_body", {{"steps_per_block", 4}}}}, "extra_body.steps_per_block"}};
+  for (const auto& [fields, field] : bad) BOOST_TEST(refused_field(with(fields), facts()).first == field, fields.dump());
+  BOOST_TEST(refused_field(with({{"commit", "Quota"}}), facts()).second ==
+             "commit: must be one of \"quota\", \"threshold\", \"factor\", \"margin\", \"entropy\", \"origin\"");
+
+  // The rule-dependent options are checked against the request's rule, whatever the order of
+  // the fields: alg_temp comes before commit in a JSON object read in key order, and also when
+  // the rule sits under extra_body.
+  BOOST_TEST(parsed({{"alg_temp", 1}, {"commit", "quota"}}, facts()).alg_temp == 1);
+  BOOST_TEST(parsed({{"alg_temp", 1}, {"extra_body", {{"commit", "quota"}}}}, facts()).alg_temp == 1);
+  BOOST_TEST(parsed({{"commit", "entropy"}, {"extra_body", {{"alg_temp", 1}}}}, facts()).alg_temp == 1);
+  auto alone = refused_field(with({{"alg_temp", 1}}), facts());
+  BOOST_TEST(alone.first == "alg_temp");
+  BOOST_TEST(alone.second.find("the cluster decodes with threshold (engine.commit)") != std::string::npos, alone.second);
+  auto own = refused_field(with({{"alg_temp", 1}, {"extra_body", {{"commit", "threshold"}}}}), facts_with(commit_rule::quota));
+  BOOST_TEST(own.first == "alg_temp");
+  BOOST_TEST(own.second.find("the request decodes with threshold (extra_body.commit)") != std::string::npos, own.second);
+  BOOST_TEST(parsed({{"schedule", "dream_linear"}, {"alg", "topk_margin"}}, facts()).schedule == 1);
+  BOOST_TEST(refused_field(with({{"schedule", "dream_linear"}, {"commit", "factor"}}), facts_with(commit_rule::quota)).first ==
+             "schedule");
+  BOOST_TEST(parsed({{"eps", 0.5}, {"commit", "origin"}}, facts()).eps == 0.5);
+  BOOST_TEST(refused_field(with({{"eps", 0.5}, {"commit", "threshold"}}), facts_with(commit_rule::origin)).first == "eps");
+  // Steps per block change nothing under threshold or factor.
+  BOOST_TEST(refused_field(with({{"steps_per_block", 4}}), facts()).first == "steps_per_block");
+  auto steps = refused_field(with({{"steps", 4}, {"commit", "factor"}}), facts_with(commit_rule::quota));
+  BOOST_TEST(steps.first == "steps");
+  BOOST_TEST(steps.second.find("the request decodes with factor (commit)") != std::string::npos, steps.second);
+  BOOST_TEST(parsed({{"steps", 4}}, facts_with(commit_rule::origin)).steps_per_block == 4);
+
+  // The request's settings with the cluster's: a cluster drawing positions (engine.alg_temp)
+  // cannot decode a request's threshold rule, and one whose eps only dream_linear uses cannot
+  // decode a request's even schedule; each names what the request gave.
+  auto drawing = facts_with(commit_rule::quota);
+  drawing.alg_temp = 1;
+  auto threshold = refused_field(with({{"commit", "threshold"}}), drawing);
+  BOOST_TEST(threshold.first == "commit");
+  BOOST_TEST(threshold.second.find("alg_temp") != std::string::npos, threshold.second);
+  BOOST_TEST(parsed({{"commit", "margin"}}, drawing).rule == static_cast<int>(commit_rule::margin));
+  auto linear = facts_with(commit_rule::quota);
+  linear.schedule = dls::common::step_schedule::dream_linear;
+  linear.eps = 0.5;
+  BOOST_TEST(refused_field(with({{"extra_body", {{"schedule", "even"}}}}), linear).first == "extra_body.schedule");
+  BOOST_TEST(refused_field(with({{"commit", "factor"}}), linear).first == "commit");
+  BOOST_TEST(parsed({{"commit", "origin"}}, linear).rule == static_cast<int>(commit_rule::origin));
+
+  // A cluster with CUDA nodes cannot rank by margin or entropy.
+  auto cuda = facts();
+  cuda.scores = false;
+  BOOST_TEST(refused_field(with({{"alg", "topk_margin"}}), cuda).first == "alg");
+  BOOST_TEST(refused_field(with({{"extra_body", {{"commit", "entropy"}}}}), cuda).first == "extra_body.commit");
+  BOOST_TEST(parsed({{"alg", "maskgit_plus"}}, cuda).rule == static_cast<int>(commit_rule::quota));
 }
 
 BOOST_AUTO_TEST_CASE(chat_takes_the_last_user_message_as_the_prompt) {

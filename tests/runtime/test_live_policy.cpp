@@ -186,6 +186,63 @@ BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_bel
   BOOST_TEST(st.active[1].tau == 0.5);
 }
 
+BOOST_AUTO_TEST_CASE(a_request_whose_rule_does_not_read_tau_keeps_it_under_load) {
+  // A request's own commit rule (or the cluster's) other than threshold commits what it commits
+  // whatever tau says: its group holds its tau as if the client had pinned it, so tau control
+  // neither lowers it nor charges the accuracy budget for it.
+  const auto q = dls::test::small_quality();
+  const auto m = dls::test::small_cost();
+  auto canvas_of = [](dls::gpu::commit_rule rule) {
+    dls::gpu::decode_params p;
+    p.gen_length = 16;
+    p.block_length = 8;
+    p.rule = rule;
+    return dls::gpu::canvas::start({5, 6, 7, 8}, p, mask, eos);
+  };
+  rt::work_item item;  // the client pinned nothing
+  for (auto rule : {dls::gpu::commit_rule::quota, dls::gpu::commit_rule::factor, dls::gpu::commit_rule::margin,
+                    dls::gpu::commit_rule::entropy, dls::gpu::commit_rule::origin})
+    BOOST_TEST(act::tau_held(item, act::progress_of(canvas_of(rule))), dls::gpu::to_string(rule));
+  const auto by_tau = act::progress_of(canvas_of(dls::gpu::commit_rule::threshold));
+  BOOST_TEST(!act::tau_held(item, by_tau));
+  item.threshold_pinned = true;
+  BOOST_TEST(act::tau_held(item, by_tau));
+
+  // Sixteen requests due in 25 ms, as the group holds them; request 1 commits by quota. With
+  // credit to spend, tau falls for every other one.
+  item.threshold_pinned = false;
+  std::vector<act::live_request> live(16);
+  std::vector<const act::live_request*> queued;
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    auto& lr = live[i];
+    lr.id = i + 1;
+    lr.deadline_s = 0.025;
+    lr.progress = i == 0 ? act::progress_of(canvas_of(dls::gpu::commit_rule::quota)) : by_tau;
+    lr.tau_pinned = act::tau_held(item, lr.progress);
+    queued.push_back(&lr);
+  }
+  act::live_group lg;
+  auto g = act::snapshot_of(lg, 0.0, {}, queued);
+  auto p = policy_named("dilaserve", 8);
+  p.thr.accuracy_budget = 0.01;
+  pol::accuracy_ledger ledger;
+  ledger.budget = 0.01;
+  ledger.tau_ref = 0.9;
+  for (const auto& r : g.queued) ledger.enter(r, q);
+  for (int i = 0; i < 1000; ++i) ledger.finish();
+  g.ledger = &ledger;
+  pol::decide_step(g, p, &m, q);
+  int lowered = 0;
+  for (const auto& list : {g.active, g.queued})
+    for (const auto& r : list) {
+      if (r.id == 1)
+        BOOST_TEST(r.tau == 0.9);
+      else
+        lowered += r.tau < 0.9 ? 1 : 0;
+    }
+  BOOST_TEST(lowered == 15);
+}
+
 BOOST_AUTO_TEST_CASE(the_cap_comes_down_when_the_groups_arrivals_outrun_its_capacity) {
   const auto m = dls::test::small_cost();
   const auto q = dls::test::small_quality();

@@ -209,6 +209,9 @@ BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
   expect_one_line_error(submit({"--prompt", "a", "--alg-temp", "nan"}), 2, "--alg-temp: 'nan' is not a number");
   expect_one_line_error(submit({"--prompt", "a", "--schedule", "linear"}), 2, "--schedule");
   expect_one_line_error(submit({"--prompt", "a", "--eps", "1"}), 2, "--eps: must be in [0, 1), got 1");
+  expect_one_line_error(submit({"--prompt", "a", "--rule", "bogus"}), 2, "--rule: bogus not in");
+  expect_one_line_error(submit({"--prompt", "a", "--steps-per-block", "-1"}), 2, "--steps-per-block");
+  expect_one_line_error(submit({"--prompt", "a", "--steps-per-block", "8193"}), 2, "--steps-per-block");
   dls::test::scratch_dir dir;
   auto line = [&](const std::string& name, const std::string& text) {
     std::ofstream(dir.file(name)) << text << "\n";
@@ -224,6 +227,12 @@ BOOST_AUTO_TEST_CASE(dream_options_are_refused_naming_the_flag_or_the_field) {
                         "e.jsonl:1: \"eps\" must be a number in [0, 1), got 1");
   expect_one_line_error(line("s.jsonl", R"({"prompt":"a","schedule":"linear"})"), 1,
                         "s.jsonl:1: \"schedule\" must be \"even\" or \"dream_linear\", got \"linear\"");
+  expect_one_line_error(line("c.jsonl", R"({"prompt":"a","commit":"topk_margin"})"), 1,
+                        "c.jsonl:1: \"commit\" must be one of \"quota\", \"threshold\", \"factor\", \"margin\", "
+                        "\"entropy\", \"origin\", got \"topk_margin\"");
+  expect_one_line_error(line("n.jsonl", R"({"prompt":"a","commit":1})"), 1, "n.jsonl:1: \"commit\" must be one of");
+  expect_one_line_error(line("b.jsonl", R"({"prompt":"a","commit":"quota","steps_per_block":8193})"), 1,
+                        "b.jsonl:1: \"steps_per_block\" must be an integer in [0, 8192], got 8193");
 }
 
 namespace {

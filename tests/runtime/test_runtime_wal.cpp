@@ -217,8 +217,9 @@ BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_and_p
 
 BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   // A restarted head resubmits a request not yet snapshotted from its spec: the client's
-  // top_p / top_k / alg_temp / schedule must come back with it, and a record written before they existed
-  // must read as "the cluster's" (-1), not as 0 (off).
+  // top_p / top_k / alg_temp / schedule / eps and commit rule with its steps per block must come
+  // back with it, and a record written before they existed must read as "the cluster's" (-1),
+  // not as 0 (off, or for steps_per_block the block length).
   rt::journal_state st;
   auto r = request(7, "s");
   r.spec.top_p = 0.75;
@@ -226,6 +227,8 @@ BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   r.spec.alg_temp = 0.5;
   r.spec.schedule = 1;
   r.spec.eps = 0.25;
+  r.spec.rule = static_cast<int32_t>(dls::common::commit_rule::margin);
+  r.spec.steps_per_block = 0;
   rt::apply_record(st, rt::encode_accepted(r), 10);
   const auto& got = st.live.at(7).spec;
   BOOST_TEST(got.top_p == 0.75);
@@ -233,9 +236,11 @@ BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   BOOST_TEST(got.alg_temp == 0.5);
   BOOST_TEST(got.schedule == 1);
   BOOST_TEST(got.eps == 0.25);
+  BOOST_TEST(got.rule == static_cast<int32_t>(dls::common::commit_rule::margin));
+  BOOST_TEST(got.steps_per_block == 0);
 
   auto old = nlohmann::json::from_cbor(rt::encode_accepted(request(8, "")));
-  for (const char* f : {"top_p", "top_k", "alg_temp", "schedule", "eps"}) old.erase(f);
+  for (const char* f : {"top_p", "top_k", "alg_temp", "schedule", "eps", "rule", "steps_per_block"}) old.erase(f);
   const auto bytes = nlohmann::json::to_cbor(old);
   rt::apply_record(st, std::string(bytes.begin(), bytes.end()), 10);
   const auto& was = st.live.at(8).spec;
@@ -244,6 +249,8 @@ BOOST_AUTO_TEST_CASE(a_requests_sampler_options_survive_the_journal) {
   BOOST_TEST(was.alg_temp == -1);
   BOOST_TEST(was.schedule == -1);
   BOOST_TEST(was.eps == -1);
+  BOOST_TEST(was.rule == -1);
+  BOOST_TEST(was.steps_per_block == -1);
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {

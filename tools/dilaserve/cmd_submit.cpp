@@ -52,6 +52,9 @@ struct submit_options {
   double alg_temp = -1;
   std::string schedule;
   double eps = -1;
+  // The commit rule and its steps per block; unset: engine.commit and engine.steps_per_block.
+  std::string rule;
+  int steps_per_block = -1;
 };
 
 // Between attempts to reach a head that is being restarted: a closed port refuses at once, so
@@ -112,6 +115,8 @@ std::vector<job> read_jobs(const submit_options& o) {
     s.alg_temp = o.alg_temp;
     if (!o.schedule.empty()) s.schedule = static_cast<int32_t>(dls::common::parse_step_schedule(o.schedule));
     s.eps = o.eps;
+    if (!o.rule.empty()) s.rule = static_cast<int32_t>(dls::common::parse_commit_rule(o.rule));
+    s.steps_per_block = o.steps_per_block;
     return s;
   };
   if (o.file.empty()) {
@@ -401,6 +406,14 @@ dls::cli::register_command reg{"submit", [](CLI::App& app) {
                   "Dream's eps for these requests, in [0, 1): the last timestep of dream_linear and origin (default: "
                   "engine.eps)")
       ->check(dls::cli::last_timestep);
+  sub->add_option("--rule", o->rule,
+                  "Commit rule for these requests: threshold, quota, factor, or Dream's margin, entropy or origin "
+                  "(default: engine.commit)")
+      ->check(CLI::IsMember({"threshold", "quota", "factor", "margin", "entropy", "origin"}));
+  sub->add_option("--steps-per-block", o->steps_per_block,
+                  "Steps a block of quota, margin, entropy or origin takes for these requests, 0 = the block length "
+                  "(default: engine.steps_per_block)")
+      ->check(CLI::Range(0, dls::common::max_steps_per_block));
   sub->add_flag("--stream", o->stream, "Print each block as soon as it is final");
   sub->add_option("--timeout", o->timeout_s, "Give up after this many seconds");
   sub->add_option("--head-grace-ms", o->head_grace_ms,
