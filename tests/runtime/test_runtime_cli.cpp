@@ -111,32 +111,40 @@ BOOST_AUTO_TEST_CASE(sim_suite_sweeps_a_cluster_file_key) {
 }
 
 // `dilaserve profile` times real engine steps and writes a measured profile that the policies
-// load and the simulator runs on: each sample has the rows its step kind implies.
+// load and the simulator runs on: each sample has the rows its step kind implies, and from a
+// batch of 2 up a mixed batch (half refreshing beside half reusing) is timed too.
 BOOST_AUTO_TEST_CASE(profile_writes_a_measured_profile_that_the_simulator_runs_on) {
   dls::test::scratch_dir dir;
   const auto file = dir.file("cpu.yaml");
   auto r = dls::test::run_cli({"profile", "--model", dls::test::model_dir(), "--tp", "1,2", "--lengths", "16,32", "--batches", "1,2", "--reps", "2",
                                "--out", file});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
-  BOOST_TEST(r.out.find("wrote 16 samples") != std::string::npos, r.out);
-  BOOST_TEST(r.out.find("tp 2: 8 samples, linear fit R^2") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("wrote 20 samples") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("tp 2: 10 samples, linear fit R^2") != std::string::npos, r.out);
   const auto root = YAML::LoadFile(file);
   BOOST_TEST(root["kind"].as<std::string>() == "measured");
   BOOST_TEST(root["source"].as<std::string>().find("--tp 1,2 --lengths 16,32 --batches 1,2 --reps 2") != std::string::npos);
-  BOOST_TEST_REQUIRE(root["samples"].size() == 16u);
-  int refresh = 0;
+  BOOST_TEST_REQUIRE(root["samples"].size() == 20u);
+  int refresh = 0, mixed = 0;
   for (const auto& s : root["samples"]) {
     const int q = s["query_rows"].as<int>(), k = s["key_rows"].as<int>();
     BOOST_TEST((k == 16 || k == 32));
-    if (s["kind"].as<std::string>() == "refresh") {
+    const auto kind = s["kind"].as<std::string>();
+    if (kind == "refresh") {
       ++refresh;
       BOOST_TEST(q == k);  // a refresh recomputes the whole canvas
     } else {
       BOOST_TEST(q == 8);  // a dual-cache reuse step: the block's rows only
     }
+    if (kind == "mixed") {
+      ++mixed;
+      BOOST_TEST(s["batch"].as<int>() == 2);
+      BOOST_TEST(s["refreshing"].as<int>() == 1);
+    }
     BOOST_TEST(s["seconds"].as<double>() > 0);
   }
   BOOST_TEST(refresh == 8);
+  BOOST_TEST(mixed == 4);  // batch 2 at two lengths and two degrees
   const auto model = dls::policy::load_step_cost_profile(file);
   BOOST_TEST(model.supports(1));
   BOOST_TEST(model.supports(2));
