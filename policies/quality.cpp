@@ -49,15 +49,19 @@ quality_model::quality_model(std::vector<quality_point> points) {
   }
 }
 
-double quality_model::interp(double tau, double quality_point::*field) const {
-  if (tau <= pts_.front().tau) return pts_.front().*field;
-  if (tau >= pts_.back().tau) return pts_.back().*field;
+quality_model::bracket quality_model::around(double tau) const {
+  if (tau <= pts_.front().tau) return {&pts_.front(), &pts_.front(), 0.0};
+  if (tau >= pts_.back().tau) return {&pts_.back(), &pts_.back(), 0.0};
   auto hi = std::upper_bound(pts_.begin(), pts_.end(), tau,
                              [](double t, const quality_point& p) { return t < p.tau; });
   const quality_point& a = *(hi - 1);
   const quality_point& b = *hi;
-  const double w = (tau - a.tau) / (b.tau - a.tau);
-  return a.*field + w * (b.*field - a.*field);
+  return {&a, &b, (tau - a.tau) / (b.tau - a.tau)};
+}
+
+double quality_model::interp(double tau, double quality_point::*field) const {
+  const auto [a, b, w] = around(tau);
+  return a->*field + w * (b->*field - a->*field);
 }
 
 double quality_model::accuracy(double tau) const { return interp(tau, &quality_point::accuracy); }
@@ -73,66 +77,57 @@ double quality_model::steps_for(int masks, double tau) const {
 
 namespace {
 
-// A measured distribution as probabilities; empty when the point holds none for this length.
-std::vector<double> measured(const quality_point& p, int block_len) {
-  if (p.block_steps.empty() || p.block_length != block_len) return {};
+bool measured_at(const quality_point& p, int block_len) {
+  return !p.block_steps.empty() && p.block_length == block_len;
+}
+
+// E[s] and E[ceil(s / every)] over a point's measured blocks (every <= 0: one refresh a block).
+struct block_moments {
+  double steps = 0, refreshes = 0;
+};
+
+block_moments moments_of(const quality_point& p, int every) {
+  block_moments m;
   double n = 0;
-  for (double k : p.block_steps) n += k;
-  std::vector<double> d(p.block_steps.size());
-  for (std::size_t k = 0; k < d.size(); ++k) d[k] = p.block_steps[k] / n;
-  return d;
+  for (std::size_t k = 0; k < p.block_steps.size(); ++k) {
+    const int s = static_cast<int>(k) + 1;
+    n += p.block_steps[k];
+    m.steps += p.block_steps[k] * s;
+    m.refreshes += p.block_steps[k] * (every > 0 ? (s + every - 1) / every : 1);
+  }
+  m.steps /= n;
+  m.refreshes /= n;
+  return m;
 }
 
 }  // namespace
 
-std::vector<double> quality_model::block_step_distribution(int block_len, double tau) const {
-  std::vector<double> a, b;
-  double w = 0;
-  if (tau <= pts_.front().tau) {
-    a = measured(pts_.front(), block_len);
-    b = a;
-  } else if (tau >= pts_.back().tau) {
-    a = measured(pts_.back(), block_len);
-    b = a;
-  } else {
-    auto hi = std::upper_bound(pts_.begin(), pts_.end(), tau,
-                               [](double t, const quality_point& p) { return t < p.tau; });
-    a = measured(*(hi - 1), block_len);
-    b = measured(*hi, block_len);
-    w = (tau - (hi - 1)->tau) / (hi->tau - (hi - 1)->tau);
-  }
-  if (!a.empty() && !b.empty()) {
-    std::vector<double> d(std::max(a.size(), b.size()), 0.0);
-    for (std::size_t k = 0; k < a.size(); ++k) d[k] += (1.0 - w) * a[k];
-    for (std::size_t k = 0; k < b.size(); ++k) d[k] += w * b[k];
-    return d;
-  }
-  const double x = steps_for(block_len, tau);
-  const double fl = std::floor(x);
-  std::vector<double> d(static_cast<std::size_t>(fl) + 1, 0.0);
-  d[static_cast<std::size_t>(fl) - 1] = 1.0 - (x - fl);
-  d[static_cast<std::size_t>(fl)] = x - fl;
+std::vector<double> quality_model::measured_block_steps(int block_len, double tau) const {
+  const auto [a, b, w] = around(tau);
+  if (!measured_at(*a, block_len) || !measured_at(*b, block_len)) return {};
+  double na = 0, nb = 0;
+  for (double k : a->block_steps) na += k;
+  for (double k : b->block_steps) nb += k;
+  std::vector<double> d(std::max(a->block_steps.size(), b->block_steps.size()), 0.0);
+  for (std::size_t k = 0; k < a->block_steps.size(); ++k) d[k] += (1.0 - w) * a->block_steps[k] / na;
+  for (std::size_t k = 0; k < b->block_steps.size(); ++k) d[k] += w * b->block_steps[k] / nb;
   return d;
 }
 
-bool quality_model::measured_block_steps(int block_len, double tau) const {
-  if (tau <= pts_.front().tau) return !measured(pts_.front(), block_len).empty();
-  if (tau >= pts_.back().tau) return !measured(pts_.back(), block_len).empty();
-  auto hi = std::upper_bound(pts_.begin(), pts_.end(), tau,
-                             [](double t, const quality_point& p) { return t < p.tau; });
-  return !measured(*(hi - 1), block_len).empty() && !measured(*hi, block_len).empty();
-}
-
 double quality_model::refresh_share(int block_len, double tau) const {
-  if (refresh_interval <= 0) return 1.0 / std::max(1.0, steps_for(block_len, tau));
-  const auto d = block_step_distribution(block_len, tau);
-  double steps = 0, refreshes = 0;
-  for (std::size_t k = 0; k < d.size(); ++k) {
-    const int s = static_cast<int>(k) + 1;
-    steps += d[k] * s;
-    refreshes += d[k] * ((s + refresh_interval - 1) / refresh_interval);
+  const double mean = std::max(1.0, steps_for(block_len, tau));
+  if (refresh_interval <= 0) return 1.0 / mean;
+  // Both expectations are linear in the distribution: the mixture's are the points' mixed. On
+  // every decision's path, so computed without building the distribution.
+  const auto [a, b, w] = around(tau);
+  if (measured_at(*a, block_len) && measured_at(*b, block_len)) {
+    const auto ma = moments_of(*a, refresh_interval), mb = moments_of(*b, refresh_interval);
+    return ((1.0 - w) * ma.refreshes + w * mb.refreshes) / ((1.0 - w) * ma.steps + w * mb.steps);
   }
-  return steps > 0 ? refreshes / steps : 1.0;
+  // Not measured: the two integers around the mean, weighted to it.
+  const double fl = std::floor(mean), up = mean - fl;
+  auto ceil_div = [&](double s) { return std::ceil(s / refresh_interval); };
+  return ((1.0 - up) * ceil_div(fl) + up * ceil_div(fl + 1.0)) / mean;
 }
 
 double quality_model::steps_per_refresh(int block_len, double tau) const {

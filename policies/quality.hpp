@@ -31,16 +31,14 @@ class quality_model {
   double tokens_per_step(double tau) const;
   /// Expected denoising steps to finish `masks` masked positions (>= 1 per step).
   double steps_for(int masks, double tau) const;
-  /// The probability that a block of `block_len` masks takes k + 1 steps at tau, entry k. From
-  /// the measured block_steps of the two points around tau, mixed by the interpolation weight,
-  /// when both hold them for this block length; else stochastic rounding of steps_for: the two
-  /// integers around it, weighted so the mean is steps_for.
-  std::vector<double> block_step_distribution(int block_len, double tau) const;
-  /// Whether block_step_distribution at tau comes from measured blocks.
-  bool measured_block_steps(int block_len, double tau) const;
+  /// The probability that a block of `block_len` masks takes k + 1 steps at tau, entry k: the
+  /// measured block_steps of the two points around tau, mixed by the interpolation weight.
+  /// Empty unless both hold them for this block length.
+  std::vector<double> measured_block_steps(int block_len, double tau) const;
   /// Refresh steps per step of a block at tau: 1 / steps_for without refresh_interval (only a
   /// block's first step refreshes), else E[ceil(s / refresh_interval)] / E[s] over the block's
-  /// step count s (block_step_distribution).
+  /// step count s: measured_block_steps where there are any, else the two integers around
+  /// steps_for, weighted so the mean is steps_for.
   double refresh_share(int block_len, double tau) const;
   /// Steps per refresh step: what the step-cost predictions take as `steps_per_block` (the
   /// refresh fraction of a step is its inverse). steps_for(block_len, tau) without
@@ -60,6 +58,13 @@ class quality_model {
   int refresh_interval = 0;
 
  private:
+  // The points around tau and the interpolation weight (one point twice at and beyond the ends).
+  struct bracket {
+    const quality_point* lo;
+    const quality_point* hi;
+    double w;
+  };
+  bracket around(double tau) const;
   double interp(double tau, double quality_point::*field) const;
   std::vector<quality_point> pts_;
 };

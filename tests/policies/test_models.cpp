@@ -468,9 +468,8 @@ BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
   auto q = policy::parse_quality_curve(R"([
     {"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2.0, "block_length": 6, "block_steps": [3, 0, 0, 0, 3]},
     {"threshold": 0.9, "accuracy": 0.9, "tokens_per_step": 1.0, "block_length": 6, "block_steps": [0, 0, 0, 0, 0, 7]}])");
-  BOOST_TEST(q.measured_block_steps(6, 0.7));
-  BOOST_TEST(!q.measured_block_steps(8, 0.7));  // measured at another block length
-  const auto d = q.block_step_distribution(6, 0.6);  // a quarter of the way: 3/4 of tau 0.5's
+  BOOST_TEST(q.measured_block_steps(8, 0.7).empty());  // measured at another block length
+  const auto d = q.measured_block_steps(6, 0.6);  // a quarter of the way: 3/4 of tau 0.5's
   BOOST_TEST_REQUIRE(d.size() == 6u);
   BOOST_TEST(d[0] == 0.375, tt::tolerance(1e-12));
   BOOST_TEST(d[4] == 0.375, tt::tolerance(1e-12));
@@ -503,12 +502,15 @@ BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
   BOOST_TEST(policy::isolated_latency_s(m, q, 10, 18, 6, 0.9) ==
                  3 * (2 * m.step_seconds(1, ref) + 4 * m.step_seconds(1, reu)),
              tt::tolerance(1e-12));
-  // Not measured: the two integers around steps_for, weighted to its mean (2.5 -> 2 or 3).
+  // Between tau 0.5 and 0.9 the moments mix as the distributions do: at 0.6, E[s] = 3/4 x 3 +
+  // 1/4 x 6 and E[refreshes] = 3/4 x 1.5 + 1/4 x 2.
+  BOOST_TEST(q.refresh_share(6, 0.6) == (0.75 * 1.5 + 0.25 * 2.0) / (0.75 * 3.0 + 0.25 * 6.0), tt::tolerance(1e-12));
+  // Not measured: the two integers around steps_for, weighted to its mean (2.5 -> 2 or 3 steps,
+  // every 2 steps: 1 or 2 refreshes).
   auto y = policy::parse_quality_curve("- {tau: 0.5, accuracy: 0.5, tokens_per_step: 4}\n");
-  const auto e = y.block_step_distribution(10, 0.5);
-  BOOST_TEST_REQUIRE(e.size() == 3u);
-  BOOST_TEST(e[1] == 0.5, tt::tolerance(1e-12));
-  BOOST_TEST(e[2] == 0.5, tt::tolerance(1e-12));
+  BOOST_TEST(y.measured_block_steps(10, 0.5).empty());
+  y.refresh_interval = 2;
+  BOOST_TEST(y.refresh_share(10, 0.5) == 1.5 / 2.5, tt::tolerance(1e-12));
   BOOST_CHECK_THROW(policy::parse_quality_curve(R"([{"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2, "block_steps": [1]}])"),
                     std::invalid_argument);  // no block_length
   BOOST_CHECK_THROW(policy::parse_quality_curve(R"([{"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2, "block_length": 4, "block_steps": [-1]}])"),

@@ -190,8 +190,8 @@ void engine::refresh_marginals(policy::request_view& r, int tp) {
 int engine::plan_steps(req_rt& rt, int masks, double tau) {
   // A whole block with measured step counts at this tau draws from them: their spread, not
   // only their mean, decides how many of its steps refresh_interval makes refreshes.
-  if (masks == cl_.block_len && cl_.quality.measured_block_steps(masks, tau)) {
-    const auto d = cl_.quality.block_step_distribution(masks, tau);
+  if (const auto d = masks == cl_.block_len ? cl_.quality.measured_block_steps(masks, tau) : std::vector<double>{};
+      !d.empty()) {
     double u = rt.draw.uniform();
     std::size_t k = 0;
     while (k + 1 < d.size() && u >= d[k]) u -= d[k++];
