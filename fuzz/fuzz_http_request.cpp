@@ -19,11 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   dls::gateway::model_facts facts;
   facts.id = "tiny-llada";
   facts.max_seq = 64;
-  facts.block_length = 8;
-  facts.gen_length = 32;
+  facts.engine.block_length = 8;
+  facts.engine.gen_length = 32;
   try {
     const auto r = dls::gateway::parse_completion(body, chat, facts);
-    if (r.gen_length < facts.block_length || r.gen_length % facts.block_length != 0 || r.gen_length > facts.max_seq)
+    if (r.gen_length < facts.engine.block_length || r.gen_length % facts.engine.block_length != 0 || r.gen_length > facts.max_seq)
       std::abort();
     if (r.max_tokens < 0 || r.max_tokens > r.gen_length) std::abort();
     if (r.threshold != -1 && !(r.threshold >= 0 && r.threshold <= 1)) std::abort();

@@ -28,15 +28,7 @@ model_facts facts_for(const runtime::cluster_config& cfg) {
   model_facts f;
   f.id = std::filesystem::path(cfg.model_path).filename().string();
   f.max_seq = gpu::load_model_config(cfg.model_path + "/config.json").max_seq;
-  f.block_length = cfg.engine.decode.block_length;
-  f.gen_length = cfg.engine.decode.gen_length;
-  f.temperature = cfg.engine.decode.temperature;
-  f.seed = cfg.engine.decode.seed;
-  f.rule = cfg.engine.decode.rule;
-  f.steps_per_block = cfg.engine.decode.steps_per_block;
-  f.alg_temp = cfg.engine.decode.alg_temp;
-  f.schedule = cfg.engine.decode.schedule;
-  f.eps = cfg.engine.decode.eps;
+  f.engine = cfg.engine.decode;
   for (const auto& n : cfg.nodes)
     if (n.devices.kind != "cpu") f.truncates = f.scores = false;
   return f;

@@ -114,12 +114,12 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
       r.threshold = number(v, field, 0.0, 1.0);
     } else if (k == "gen_length") {
       r.gen_length = integer(v, field, 1, facts.max_seq);
-      if (r.gen_length % facts.block_length != 0)
-        bad(field, "must be a multiple of the cluster's block_length (" + std::to_string(facts.block_length) + ")");
+      if (r.gen_length % facts.engine.block_length != 0)
+        bad(field, "must be a multiple of the cluster's block_length (" + std::to_string(facts.engine.block_length) + ")");
     } else if (k == "block_length") {
-      if (integer(v, field, 1, facts.max_seq) != facts.block_length)
+      if (integer(v, field, 1, facts.max_seq) != facts.engine.block_length)
         bad(field, "per-request block_length is not supported yet; the cluster decodes with " +
-                       std::to_string(facts.block_length));
+                       std::to_string(facts.engine.block_length));
     } else if (k == "slo_ms" || k == "deadline_ms") {
       if (r.slo_ms > 0) bad(field, "give slo_ms or deadline_ms, not both");
       r.slo_ms = static_cast<int>(number(v, field, 1, max_slo_ms));
@@ -172,7 +172,7 @@ void parse_extras(const json& src, completion_request& r, const model_facts& fac
 // would check it.
 void check_rule(const completion_request& r, const model_facts& facts, const given_fields& given) {
   const bool own = r.rule >= 0;
-  const auto rule = own ? static_cast<common::commit_rule>(r.rule) : facts.rule;
+  const auto rule = own ? static_cast<common::commit_rule>(r.rule) : facts.engine.rule;
   const std::string rule_field = !own ? "" : given.count("commit") ? given.at("commit") : given.at("alg");
   const std::string decodes = std::string(own ? "the request decodes with " : "the cluster decodes with ") +
                               common::to_string(rule) + " (" + (own ? rule_field : "engine.commit") + ")";
@@ -194,13 +194,7 @@ void check_rule(const completion_request& r, const model_facts& facts, const giv
     const auto steps = given.count("steps") ? given.at("steps") : given.at("steps_per_block");
     bad(steps, "sets how many steps a quota, margin, entropy or origin block takes, and " + decodes);
   }
-  common::decode_settings d;
-  d.rule = rule;
-  d.steps_per_block = r.steps_per_block >= 0 ? r.steps_per_block : facts.steps_per_block;
-  d.alg_temp = r.alg_temp >= 0 ? r.alg_temp : facts.alg_temp;
-  d.schedule = r.schedule >= 0 ? static_cast<common::step_schedule>(r.schedule) : facts.schedule;
-  d.eps = r.eps >= 0 ? r.eps : facts.eps;
-  const auto why = d.validate();
+  const auto why = common::with_request(facts.engine, r).validate();
   if (why.empty()) return;
   // The reason starts with the setting it is about: named when the request gave it, else the
   // request's rule, else the first setting it gave (the cluster's own settings make one decode).
@@ -276,16 +270,16 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
     }
   if (j.contains("temperature") && !j["temperature"].is_null()) {
     auto t = number(j["temperature"], "temperature", 0.0, 2.0);
-    if (t != facts.temperature)
+    if (t != facts.engine.temperature)
       bad("temperature", "per-request temperature is not supported yet; the cluster decodes at " +
-                             json(facts.temperature).dump());
+                             json(facts.engine.temperature).dump());
   }
   if (j.contains("seed") && !j["seed"].is_null()) {
     if (!j["seed"].is_number_integer()) bad("seed", "must be an integer");
     // At temperature 0 decoding is argmax, the same for every seed, so any seed is honoured.
-    if (facts.temperature != 0 && j["seed"].get<int64_t>() != static_cast<int64_t>(facts.seed))
+    if (facts.engine.temperature != 0 && j["seed"].get<int64_t>() != static_cast<int64_t>(facts.engine.seed))
       bad("seed", "per-request seeds are not supported yet; the cluster samples with seed " +
-                      std::to_string(facts.seed));
+                      std::to_string(facts.engine.seed));
   }
   if (j.contains("stop") && !j["stop"].is_null()) {
     const auto& s = j["stop"];
@@ -346,9 +340,9 @@ completion_request parse_completion(const std::string& body, bool chat, const mo
   if (r.gen_length == 0) {
     if (r.max_tokens > 0) {
       // The engine decodes whole blocks: round up, then cut the answer at max_tokens.
-      r.gen_length = (r.max_tokens + facts.block_length - 1) / facts.block_length * facts.block_length;
+      r.gen_length = (r.max_tokens + facts.engine.block_length - 1) / facts.engine.block_length * facts.engine.block_length;
     } else {
-      r.gen_length = facts.gen_length;
+      r.gen_length = facts.engine.gen_length;
     }
   } else if (r.max_tokens > r.gen_length) {
     bad("max_tokens", "exceeds gen_length (" + std::to_string(r.gen_length) + ")");

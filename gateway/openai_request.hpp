@@ -12,20 +12,11 @@ namespace dls::gateway {
 
 /// What the served model and the cluster's decoding defaults allow.
 struct model_facts {
-  std::string id;        // the model's name in /v1/models and in `model`
-  int max_seq = 0;       // prompt plus answer tokens
-  int block_length = 8;  // the cluster's (not per request yet)
-  int gen_length = 32;   // the default answer length
-  double temperature = 0;
-  uint64_t seed = 0;
-  // engine.commit: alg_temp and schedule dream_linear need a rule that commits a fixed number per
-  // step. It is the rule of every request that names none (commit, alg).
-  common::commit_rule rule = common::commit_rule::threshold;
-  // The rest of the cluster's engine settings a request's own rule must make one decode with.
-  int steps_per_block = 0;
-  double alg_temp = 0;
-  common::step_schedule schedule = common::step_schedule::even;
-  double eps = common::dream_default_eps;
+  std::string id;   // the model's name in /v1/models and in `model`
+  int max_seq = 0;  // prompt plus answer tokens
+  // The cluster's engine settings: what a request that names none decodes with (block_length
+  // is not per request yet), and what a request's own options must make one decode with.
+  common::decode_settings engine;
   // Whether every node's backend can truncate distributions (only the CPU's can): a top_p or
   // top_k the groups would refuse is a 400 here instead of a failed answer.
   bool truncates = true;

@@ -359,21 +359,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
            x.alg_temp, x.schedule, x.eps, x.rule, x.steps_per_block, x.tau_low);
 }
 
-/// The cluster's decode settings with what a request chose for itself (a submit_spec or a
-/// work_item: a negative field, or a gen_length <= 0, keeps the cluster's). Its tau is the
-/// caller's: the head's check sees the client's, a group the one its item carries.
-template <class Request>
-common::decode_settings with_request(common::decode_settings d, const Request& r) {
-  if (r.gen_length > 0) d.gen_length = r.gen_length;
-  if (r.top_p >= 0) d.top_p = r.top_p;
-  if (r.top_k >= 0) d.top_k = r.top_k;
-  if (r.alg_temp >= 0) d.alg_temp = r.alg_temp;
-  if (r.schedule >= 0) d.schedule = static_cast<common::step_schedule>(r.schedule);
-  if (r.eps >= 0) d.eps = r.eps;
-  if (r.rule >= 0) d.rule = static_cast<common::commit_rule>(r.rule);
-  if (r.steps_per_block >= 0) d.steps_per_block = r.steps_per_block;
-  return d;
-}
+using common::with_request;
 
 // -- migration -------------------------------------------------------------------------
 

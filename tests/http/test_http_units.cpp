@@ -26,8 +26,8 @@ model_facts facts() {
   model_facts f;
   f.id = "tiny-llada";
   f.max_seq = 64;
-  f.block_length = 8;
-  f.gen_length = 16;
+  f.engine.block_length = 8;
+  f.engine.gen_length = 16;
   return f;
 }
 
@@ -56,7 +56,7 @@ std::pair<std::string, std::string> refused_field(const json& body, const model_
 
 model_facts facts_with(dls::common::commit_rule rule) {
   auto f = facts();
-  f.rule = rule;
+  f.engine.rule = rule;
   return f;
 }
 
@@ -134,7 +134,7 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   for (json bad : {json(-0.5), json("1"), json::array({1})})
     BOOST_TEST(message("alg_temp", bad, facts()).first == "alg_temp", bad.dump());
   auto quota_facts = facts();
-  quota_facts.rule = dls::common::commit_rule::quota;
+  quota_facts.engine.rule = dls::common::commit_rule::quota;
   for (json bad : {json(-0.1), json(1.0), json(7), json("0.5")})
     BOOST_TEST(message("eps", bad, quota_facts).first == "eps", bad.dump());
   // eps only moves dream_linear's and origin's timesteps: under threshold (facts()'s rule) it would do nothing.
@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   BOOST_TEST(message("eps", 0.5, quota_facts).second.find("with the quota rule and schedule even it would change "
                                                           "nothing") != std::string::npos);
   auto dream_linear = quota_facts;
-  dream_linear.schedule = dls::common::step_schedule::dream_linear;
+  dream_linear.engine.schedule = dls::common::step_schedule::dream_linear;
   BOOST_TEST(message("eps", 0.5, dream_linear).first == "");
   {
     auto b = base;
@@ -163,13 +163,13 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   BOOST_TEST(threshold.second.find("needs the quota, margin or entropy rule") != std::string::npos, threshold.second);
   BOOST_TEST(threshold.second.find("threshold (engine.commit)") != std::string::npos, threshold.second);
   auto factor = facts();
-  factor.rule = dls::common::commit_rule::factor;
+  factor.engine.rule = dls::common::commit_rule::factor;
   BOOST_TEST(message("alg_temp", 0.5, factor).first == "alg_temp");
   BOOST_TEST(message("alg_temp", 0, factor).first == "");  // 0 is off under any rule
   for (auto rule : {dls::common::commit_rule::quota, dls::common::commit_rule::margin,
                     dls::common::commit_rule::entropy}) {
     auto f = facts();
-    f.rule = rule;
+    f.engine.rule = rule;
     auto b = base;
     b["alg_temp"] = 0.5;
     BOOST_TEST(parse_completion(b.dump(), false, f).alg_temp == 0.5);
@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(dream_sampler_options_are_per_request_within_decode_setting
   for (auto rule : {dls::common::commit_rule::quota, dls::common::commit_rule::margin,
                     dls::common::commit_rule::entropy, dls::common::commit_rule::origin}) {
     auto f = facts();
-    f.rule = rule;
+    f.engine.rule = rule;
     auto b = base;
     b["extra_body"] = {{"schedule", "dream_linear"}};
     BOOST_TEST(parse_completion(b.dump(), false, f).schedule == 1);
@@ -289,14 +289,14 @@ BOOST_AUTO_TEST_CASE(the_commit_rule_and_its_steps_are_per_request_and_checked_o
   // cannot decode a request's threshold rule, and one whose eps only dream_linear uses cannot
   // decode a request's even schedule; each names what the request gave.
   auto drawing = facts_with(commit_rule::quota);
-  drawing.alg_temp = 1;
+  drawing.engine.alg_temp = 1;
   auto threshold = refused_field(with({{"commit", "threshold"}}), drawing);
   BOOST_TEST(threshold.first == "commit");
   BOOST_TEST(threshold.second.find("alg_temp") != std::string::npos, threshold.second);
   BOOST_TEST(parsed({{"commit", "margin"}}, drawing).rule == static_cast<int>(commit_rule::margin));
   auto linear = facts_with(commit_rule::quota);
-  linear.schedule = dls::common::step_schedule::dream_linear;
-  linear.eps = 0.5;
+  linear.engine.schedule = dls::common::step_schedule::dream_linear;
+  linear.engine.eps = 0.5;
   BOOST_TEST(refused_field(with({{"extra_body", {{"schedule", "even"}}}}), linear).first == "extra_body.schedule");
   BOOST_TEST(refused_field(with({{"commit", "factor"}}), linear).first == "commit");
   BOOST_TEST(parsed({{"commit", "origin"}}, linear).rule == static_cast<int>(commit_rule::origin));
