@@ -174,7 +174,8 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             levels.tau_max = st.cfg.engine.decode.threshold;
             levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.decode.threshold);
             levels.tau_step = st.cfg.scheduler.tau_step;
-            rcfg.tau_levels = policy::tau_levels(levels);
+            levels.accuracy_budget = st.cfg.scheduler.accuracy_budget;
+            rcfg.tau_levels = policy::planning_tau_levels(levels, *st.quality);
             rcfg.regroup_s = rc.regroup_ms / 1e3;
             // A forecast is evidence for as long as the history it comes from (reconfig.hpp).
             rcfg.horizon_s = std::min({rc.min_dwell_ms / 1e3, rc.window_ms / 1e3, v[0] - arrivals.front().t_s});

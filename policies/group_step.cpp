@@ -63,6 +63,15 @@ std::vector<refusal> reject_unreachable(const group_snapshot& g, const group_pol
   return out;
 }
 
+// The mean canvas of the group's active and queued requests: the shape of its reference batch.
+int mean_canvas_of(const group_snapshot& g) {
+  double sum = 0;
+  for (const auto& r : g.active) sum += r.canvas_len();
+  for (const auto& r : g.queued) sum += r.canvas_len();
+  const auto n = g.active.size() + g.queued.size();
+  return n ? static_cast<int>(sum / static_cast<double>(n)) : 0;
+}
+
 group_load load_of(const std::vector<request_view>& reqs) {
   group_load l;
   for (const auto& r : reqs) l.add(r.canvas_len());
@@ -137,11 +146,8 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     all.reserve(g.active.size() + g.queued.size());
     all.insert(all.end(), g.active.begin(), g.active.end());
     all.insert(all.end(), g.queued.begin(), g.queued.end());
-    double mean_canvas = 0;
-    for (const auto& r : all) mean_canvas += r.canvas_len();
-    mean_canvas /= static_cast<double>(all.size());
     const int block = all.front().block_len;
-    const auto ref = saturated_batch(static_cast<int>(mean_canvas), block, p.sched.token_budget,
+    const auto ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget,
                                      q.steps_per_refresh(block, p.thr.tau_max));
     std::vector<marginal_cost> marg;
     marg.reserve(all.size());
@@ -197,8 +203,16 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   cand.reserve(g.active.size());
   for (const auto& r : g.active)
     if (!g.group.draining || r.next_kind == step_kind::reuse) cand.push_back(r);
+  // The deferrals of the slack budget are weighed by how busy the group is predicted to be.
+  double utilization = 0;
+  if (cost && g.load && p.sched.order == queue_order::least_slack && p.sched.slack_budget && !g.active.empty()) {
+    const int block = g.active.front().block_len;
+    const auto ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget,
+                                     q.steps_per_refresh(block, p.thr.tau_max));
+    utilization = predicted_utilization(g.load->update(g.now_s, *cost, tp, ref, block, q, p.thr), d.tau_cap);
+  }
   std::vector<int> batch;
-  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size());
+  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size(), utilization);
   d.batch.reserve(batch.size());
   for (int i : batch) d.batch.push_back(cand[static_cast<std::size_t>(i)].id);
   return d;

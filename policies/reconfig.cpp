@@ -149,8 +149,78 @@ reconfig_plan best_per_node_plan(const std::vector<int>& node_devices,
   return plan;
 }
 
-// Overload beyond every SLO-feasible layout (reconfig.hpp): a burst maximizes the SLO capacity
-// (predicted attainment min(1, C / lambda)), sustained overload the saturated throughput.
+// A burst: the plan with the most SLO capacity among the layouts whose saturated throughput
+// is at least `mu_required`. Exact dynamic program over nodes on throughput, in `units` steps of
+// mu_required / units with each partition's throughput rounded down (so a plan found does keep
+// up), cells capped at the requirement; each cell keeps the most SLO capacity reaching it.
+// False when no layout reaches the requirement.
+bool most_capacity_keeping_up(const std::vector<int>& node_devices, const std::vector<partition>& current,
+                              std::map<int, std::vector<partition>>& parts_by_size,
+                              const std::map<int, group_perf>& perf, double mu_required, int units,
+                              reconfig_plan& plan) {
+  const std::size_t n = node_devices.size();
+  const double unit = mu_required / units;
+  const double none = -std::numeric_limits<double>::infinity();
+  std::vector<std::vector<int>> w(n);
+  std::vector<std::vector<double>> val(n);
+  double cmax = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (const auto& p : parts_by_size[node_devices[i]]) {
+      const auto o = evaluate_partition(p, perf);
+      double mu = 0;
+      for (int tp : p) mu += perf.at(tp).max_rps;
+      w[i].push_back(unit > 0 ? static_cast<int>(std::min<double>(units, std::floor(mu / unit + 1e-9))) : units);
+      val[i].push_back(o.capacity);
+      cmax = std::max(cmax, o.capacity);
+    }
+  // Ties keep a node's current partition (as stage 2 does), so equivalent nodes are not permuted.
+  const double keep_bonus = 1e-9 * (cmax > 0 ? cmax : 1.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& parts = parts_by_size[node_devices[i]];
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      if (i < current.size() && current[i] == parts[k]) val[i][k] += keep_bonus;
+  }
+  std::vector<std::vector<double>> best(n + 1, std::vector<double>(static_cast<std::size_t>(units + 1), none));
+  best[0][0] = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int u = 0; u <= units; ++u) {
+      const double base = best[i][static_cast<std::size_t>(u)];
+      if (base == none) continue;
+      for (std::size_t k = 0; k < w[i].size(); ++k) {
+        auto& cell = best[i + 1][static_cast<std::size_t>(std::min(units, u + w[i][k]))];
+        cell = std::max(cell, base + val[i][k]);
+      }
+    }
+  if (best[n][static_cast<std::size_t>(units)] == none) return false;
+  plan.nodes.assign(n, {});
+  plan.capacity_rps = 0;
+  plan.changed_nodes = 0;
+  int v = units;
+  for (std::size_t i = n; i-- > 0;) {
+    const auto& parts = parts_by_size[node_devices[i]];
+    const double target = best[i + 1][static_cast<std::size_t>(v)];
+    bool found = false;
+    // Deterministic: the first option (in enumeration order) that reproduces the optimum.
+    for (std::size_t k = 0; k < parts.size() && !found; ++k)
+      for (int u = 0; u <= units; ++u) {
+        const double prev = best[i][static_cast<std::size_t>(u)];
+        if (prev == none || std::min(units, u + w[i][k]) != v || prev + val[i][k] != target) continue;
+        plan.nodes[i] = parts[k];
+        plan.capacity_rps += evaluate_partition(parts[k], perf).capacity;
+        if (i < current.size() && !current[i].empty() && current[i] != parts[k]) ++plan.changed_nodes;
+        v = u;
+        found = true;
+        break;
+      }
+  }
+  return true;
+}
+
+// Overload beyond every SLO-feasible layout (reconfig.hpp). A layout keeps up with the
+// sustained rate when its saturated throughput at utilization_max covers it; one that does not
+// builds a backlog that never drains, whatever SLO capacity it has. A burst over a rate some
+// layout keeps up with maximizes the SLO capacity (predicted attainment min(1, C / lambda))
+// among the layouts that keep up; beyond that (sustained overload) the saturated throughput.
 reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vector<partition>& current,
                             std::map<int, std::vector<partition>>& parts_by_size,
                             const std::map<int, group_perf>& perf, double lambda, double mean_rate,
@@ -159,39 +229,57 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
   double mu = 0;
   for (const auto& p : thr.nodes)
     for (int tp : p) mu += perf.at(tp).max_rps;
-  if (mean_rate >= mu) {
+  const double u_max = std::clamp(cfg.utilization_max, 1e-6, 1.0);
+  const bool have_current =
+      current.size() == node_devices.size() &&
+      std::none_of(current.begin(), current.end(), [](const partition& p) { return p.empty(); });
+  double mu_cur = 0, mu_changed = 0;
+  auto throughput_of = [&](const std::vector<partition>& nodes) {
+    mu_cur = mu_changed = 0;
+    for (std::size_t i = 0; i < current.size(); ++i)
+      for (int tp : current[i]) {
+        mu_cur += perf.at(tp).max_rps;
+        if (current[i] != nodes[i]) mu_changed += perf.at(tp).max_rps;
+      }
+  };
+  reconfig_plan plan;
+  const bool keeps_up = mean_rate < u_max * mu &&
+                        most_capacity_keeping_up(node_devices, current, parts_by_size, perf, mean_rate / u_max,
+                                                 std::max(1, cfg.capacity_units), plan);
+  if (!keeps_up) {
     // Sustained: the backlog grows whatever the layout, so every request/s of throughput is
     // used, and a regroup pays if the throughput gained over the horizon exceeds the
     // throughput its waves take away (the burst test with every capacity below the load).
-    if (thr.changed_nodes > 0 && current.size() == node_devices.size()) {
-      double mu_cur = 0, mu_changed = 0;
-      bool have_current = true;
-      for (std::size_t i = 0; i < current.size(); ++i) {
-        if (current[i].empty()) have_current = false;
-        for (int tp : current[i]) {
-          mu_cur += perf.at(tp).max_rps;
-          if (current[i] != thr.nodes[i]) mu_changed += perf.at(tp).max_rps;
-        }
-      }
-      if (have_current)
-        thr.switch_layout = switch_pays(std::max(mean_rate, mu), mu_cur, 0, mu, 0, thr.changed_nodes, mu_changed, 0,
-                                         true, cfg);
+    if (thr.changed_nodes > 0 && have_current) {
+      throughput_of(thr.nodes);
+      thr.switch_layout = switch_pays(std::max(mean_rate, mu), mu_cur, 0, mu, 0, thr.changed_nodes, mu_changed, 0,
+                                       true, cfg);
     }
     return thr;
   }
-  auto plan = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::capacity_rps);
+  plan.tau = tau;
+  plan.demand_rps = lambda;
+  plan.feasible = false;
   plan.burst = true;
-  bool have_current = current.size() == node_devices.size();
+  plan.latency_score = plan.current_score = std::numeric_limits<double>::infinity();
+  if (!have_current) {
+    plan.switch_layout = true;
+    return plan;
+  }
+  if (plan.changed_nodes == 0) return plan;
+  throughput_of(plan.nodes);
+  if (mean_rate >= u_max * mu_cur) {
+    // The current layout does not keep up and the plan does: every second kept adds backlog.
+    plan.switch_layout = true;
+    return plan;
+  }
   double cur_c = 0, changed_c = 0;
-  for (std::size_t i = 0; i < current.size() && have_current; ++i) {
-    if (current[i].empty()) have_current = false;
+  for (std::size_t i = 0; i < current.size(); ++i)
     for (int tp : current[i]) {
       cur_c += perf.at(tp).capacity_rps;
       if (current[i] != plan.nodes[i]) changed_c += perf.at(tp).capacity_rps;
     }
-  }
-  if (have_current && plan.changed_nodes > 0)
-    plan.switch_layout = switch_pays(lambda, cur_c, 0, plan.capacity_rps, 0, plan.changed_nodes, changed_c, 0, true, cfg);
+  plan.switch_layout = switch_pays(lambda, cur_c, 0, plan.capacity_rps, 0, plan.changed_nodes, changed_c, 0, true, cfg);
   return plan;
 }
 

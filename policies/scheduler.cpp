@@ -135,19 +135,24 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
   }
 }
 
-// Under saturation (form_batch): deferring a request that adds `delta_s` to the step is worth
-// it only where that exceeds what batching saves it, its step alone minus `delta_s`.
-bool worth_deferring(const step_cost_model& cost, int tp, const step_item& item, double delta_s) {
+// Deferring a request that adds `delta_s` to the step lets the `riders` already in it finish
+// `delta_s` sooner, and loses what batching saves the request, its step alone minus `delta_s`:
+// extra group time that delays every request still there when it runs later, if the group is
+// busy then. `delayed` is the expected number of those (form_batch). Worth it only where the
+// riders gain more than everyone loses.
+bool worth_deferring(const step_cost_model& cost, int tp, const step_item& item, double delta_s, std::size_t riders,
+                     double delayed) {
   batch_totals alone;
   alone.add(item);
-  return delta_s > cost.step_seconds(tp, alone) - delta_s;
+  return static_cast<double>(riders) * delta_s > delayed * (cost.step_seconds(tp, alone) - delta_s);
 }
 
 }  // namespace
 
 void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
                 const quality_model& q, double step_s, std::vector<int>& out,
-                const step_cost_model* cost, int tp, std::vector<double>* shares, std::size_t waiting) {
+                const step_cost_model* cost, int tp, std::vector<double>* shares, std::size_t waiting,
+                double utilization) {
   out.clear();
   if (shares) shares->clear();
   if (active.empty()) return;
@@ -169,7 +174,12 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       for (const auto& r : active) shares->push_back(share_of(r));
     return;
   }
-  const bool saturated = waiting > 0 || rows > cfg.token_budget || static_cast<int>(active.size()) > cfg.max_batch;
+  // The chance that a deferred request runs later on a busy group: 1 when more work is ready
+  // than this step takes, else the group's predicted utilization. Then the extra time delays
+  // every request present (active and waiting).
+  const bool full = waiting > 0 || rows > cfg.token_budget || static_cast<int>(active.size()) > cfg.max_batch;
+  const double busy = full ? 1.0 : std::clamp(utilization, 0.0, 1.0);
+  const double present = static_cast<double>(active.size() + waiting);
   static thread_local std::vector<keyed> keys;
   order_indices(active, now, cfg, q, step_s, keys, budgeted ? cost : nullptr, tp);
   long used = 0;
@@ -190,7 +200,8 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       double next = cost->step_seconds(tp, totals);
       // A second refresh gets a tighter budget: what it adds to the step, all of the batch waits.
       const double limit = refresh && refreshes > 0 ? std::min(budget, cfg.refresh_join_growth * step) : budget;
-      if (!out.empty() && next - step > limit && (!saturated || worth_deferring(*cost, tp, item, next - step))) {
+      if (!out.empty() && next - step > limit &&
+          (busy <= 0 || worth_deferring(*cost, tp, item, next - step, out.size(), busy * present))) {
         totals.remove(item);
         if (cfg.refresh_split <= 0 || !refresh) continue;
         // The longest whole number of layer ranges that fits, found by bisection (the step time

@@ -97,20 +97,22 @@ double slack_s(const request_view& r, double now, const quality_model& q, double
 /// (1 - refresh_done unless a layer-split refresh was cut to fit the budget).
 /// `waiting`: requests queued for the group and not admitted yet.
 ///
-/// Saturation: when more work is ready than one step takes (`waiting` > 0, or the candidates
-/// exceed max_batch or the token budget), a slot the slack budget leaves empty is not made up
-/// later: every later step is full too, so the deferred request's work still has to run and
-/// the group needs more steps for the same work. A deferral then pays only for requests that
-/// cost this step more than batching saves them: the budget (and the one-refresh rule) may
-/// defer request j only if d_j > c({j}) - d_j, where d_j is what j adds to the step and c({j})
-/// its step alone (the batching economy). Memory-bound and overhead-bound requests (a reuse
-/// step on a GPU, any step of a small model on a CPU, where the step's fixed part dominates)
-/// therefore always fill the step; a long compute-bound refresh, which costs about the same
-/// in a later step, can still wait for one.
+/// The batching economy: deferring request j lets the requests already in the step finish
+/// d_j sooner (d_j: what j adds to the step), but loses what batching saves j, c({j}) - d_j
+/// (c({j}): its step alone), and that extra group time delays every request still present
+/// when j runs later, if the group is busy then. The budget (and the one-refresh rule) may
+/// therefore defer j only if riders x d_j > busy x present x (c({j}) - d_j), with riders the
+/// requests already taken, present the active and `waiting` ones, and busy 1 when more work is
+/// ready than one step takes (`waiting` > 0, or the candidates exceed max_batch or the token
+/// budget), else `utilization`, the group's predicted utilization from its recent arrivals
+/// (policy::predicted_utilization; 0: an idle group, where the budget alone decides).
+/// Memory-bound and overhead-bound requests (a reuse step on a GPU, any step of a small model
+/// on a CPU, where the step's fixed part dominates) therefore fill the step of a busy group;
+/// a long compute-bound refresh can still wait for one while few requests share the group.
 void form_batch(const std::vector<request_view>& active, double now, const scheduler_config& cfg,
                 const quality_model& q, double step_s, std::vector<int>& out,
                 const step_cost_model* cost = nullptr, int tp = 1,
-                std::vector<double>* shares = nullptr, std::size_t waiting = 0);
+                std::vector<double>* shares = nullptr, std::size_t waiting = 0, double utilization = 0);
 
 /// Capacity left in a group for admitting requests.
 struct admission_room {

@@ -20,6 +20,14 @@ std::vector<double> tau_levels(const threshold_config& cfg) {
   return out;
 }
 
+std::vector<double> planning_tau_levels(const threshold_config& cfg, const quality_model& q) {
+  std::vector<double> out;
+  for (double tau : tau_levels(cfg))
+    if (cfg.accuracy_budget < 0 || accuracy_loss(q, tau, cfg.tau_max) <= cfg.accuracy_budget + 1e-12 || out.empty())
+      out.push_back(tau);
+  return out;
+}
+
 namespace {
 
 double pick_tau(const request_view& r, double now, const quality_model& q, double step_s,
@@ -178,6 +186,16 @@ arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals,
     for (std::size_t l = 0; l < d.levels.size(); ++l) d.work_s[l][k] = work_s(r, d.levels[l], m, q);
   }
   return d;
+}
+
+double predicted_utilization(const arrival_demand& d, double tau) {
+  if (d.empty() || d.work_s.empty()) return 0.0;
+  std::size_t best = 0;
+  for (std::size_t l = 1; l < d.levels.size(); ++l)
+    if (std::abs(d.levels[l] - tau) < std::abs(d.levels[best] - tau)) best = l;
+  double sum = 0;
+  for (double w : d.work_s[best]) sum += w;
+  return d.rate * sum / static_cast<double>(d.work_s[best].size());
 }
 
 void load_forecast::record(const arrival_record& a) {

@@ -102,6 +102,12 @@ struct accuracy_ledger {
 /// Levels from tau_max down to tau_min in tau_step steps (tau_min always included).
 std::vector<double> tau_levels(const threshold_config& cfg);
 
+/// The levels a plan for sustained operation may assume every request runs at (the
+/// reconfiguration optimizer's): with an accuracy budget only those whose loss the budget
+/// sustains for every request, and at least tau_max; tau control may still go lower for a few
+/// requests while the budget has credit.
+std::vector<double> planning_tau_levels(const threshold_config& cfg, const quality_model& q);
+
 /// Highest level whose predicted finish meets the deadline; tau_min when none does.
 double tau_from_slack(const request_view& r, double now, const quality_model& q, double step_s,
                       const threshold_config& cfg);
@@ -114,6 +120,10 @@ struct arrival_demand {
   std::vector<std::vector<double>> work_s;  // [level][sample]: seconds of saturated group time
   bool empty() const { return rate <= 0 || window_s.empty(); }
 };
+
+/// The group's predicted utilization: the demand's rate times its mean saturated work per
+/// request at the level nearest `tau` (0 without demand).
+double predicted_utilization(const arrival_demand& d, double tau);
 
 /// Demand from `arrivals` (the group's own, oldest first): the rate is the mean over
 /// `fc.window_s` before `now_s` (the cap looks a few seconds ahead, where the mean is the

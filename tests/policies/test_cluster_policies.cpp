@@ -207,6 +207,35 @@ BOOST_AUTO_TEST_CASE(a_burst_maximises_slo_capacity_and_sustained_overload_throu
   BOOST_TEST(policy::optimize_layout(nodes, ones, tp12_forecast(50, 10), m, q, cfg).switch_layout == (2 * 10.1 * 0.125 < 2.5));
 }
 
+BOOST_AUTO_TEST_CASE(a_burst_plan_keeps_up_with_the_sustained_rate) {
+  auto m = tp12_cost();
+  auto q = test::two_step_quality();
+  auto cfg = reconfig_cfg();  // utilization_max 0.9
+  std::vector<int> nodes(2, 2);
+  std::vector<partition> twos(2, partition({2}));
+  // A burst of 50/s over a sustained 19.5/s. {2} on both nodes has the most SLO capacity
+  // (2 x 7.29) but serves 2 x 10.42 = 20.8/s, and 0.9 x 20.8 < 19.5: its backlog would never
+  // drain. A layout keeps up from 19.5 / 0.9 = 21.7/s of throughput: {2} beside {1, 1}
+  // (10.42 + 12.5 = 22.9/s, SLO capacity 7.29 + 6.25 = 13.54) beats {1, 1} on both (12.5).
+  auto plan = policy::optimize_layout(nodes, twos, tp12_forecast(50, 19.5), m, q, cfg);
+  BOOST_TEST(plan.burst);
+  BOOST_REQUIRE(plan.nodes.size() == 2u);
+  auto sorted = plan.nodes;
+  std::sort(sorted.begin(), sorted.end());
+  BOOST_TEST(sorted[0] == partition({1, 1}), tt::per_element());
+  BOOST_TEST(sorted[1] == partition({2}), tt::per_element());
+  BOOST_TEST(plan.capacity_rps == 0.7 / 0.096 + 2 * 3.125, tt::tolerance(1e-6));
+  BOOST_TEST(plan.changed_nodes == 1);
+  // The current layout does not keep up, so leaving it pays whatever the burst test says.
+  BOOST_TEST(plan.switch_layout);
+  // At 22.6/s sustained only {1, 1} on both keeps up (0.9 x 25 = 22.5 is short too): the
+  // sustained-overload plan, most throughput.
+  auto full = policy::optimize_layout(nodes, twos, tp12_forecast(50, 22.6), m, q, cfg);
+  BOOST_TEST(!full.burst);
+  for (const auto& p : full.nodes) BOOST_TEST(p == partition({1, 1}), tt::per_element());
+  BOOST_TEST(full.switch_layout);
+}
+
 BOOST_AUTO_TEST_CASE(a_regroup_pays_only_if_its_gain_over_the_dwell_repays_the_outage) {
   policy::reconfig_config cfg;
   cfg.horizon_s = 60;

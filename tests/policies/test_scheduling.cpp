@@ -149,6 +149,34 @@ BOOST_AUTO_TEST_CASE(a_saturated_group_defers_only_what_batching_does_not_pay_fo
   BOOST_TEST(out == std::vector<int>({0, 2, 3}), tt::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_loses) {
+  auto q = test::two_step_quality();
+  // As above: an urgent reuse request with 0.18 ms of slack after its 5.32-ms step, three
+  // 48-row refreshes that each add 0.48 ms and would cost 5.48 ms alone, nothing waiting.
+  auto cost = test::flat_cost(0.005, 1e-5);
+  policy::scheduler_config cfg;
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.0055, 16, 32))};
+  for (uint64_t id = 2; id <= 4; ++id) a.push_back(test::request(id, 0, 10.0, 16, 32));
+  std::vector<int> out;
+  // Predicted idle: a deferred refresh runs later on an idle group at no cost, so the budget binds.
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.0);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // Predicted busy half the time: deferring one refresh saves the one rider 0.48 ms and costs
+  // the four requests present 0.5 x 5 ms each, so every refresh joins.
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.5);
+  BOOST_TEST(out.size() == 4u);
+  // Nearly idle (2 %): 0.48 ms > 0.02 x 4 x 5 = 0.4 ms, and the budget binds again.
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.02);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // A 4,096-row refresh adds 40.96 ms and loses 5 ms by waiting: with four present at full
+  // utilization (20 ms) it still waits, with ten (50 ms) it joins.
+  a[1] = test::request(2, 0, 10.0, 4064, 32);
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 1.0);
+  BOOST_TEST(out == std::vector<int>({0, 2, 3}), tt::per_element());
+  policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 6, 1.0);
+  BOOST_TEST(out.size() == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
   auto q = test::two_step_quality();
   auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
@@ -542,6 +570,17 @@ policy::arrival_demand one_sample(const policy::quality_model& q, const policy::
   return d;
 }
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(predicted_utilization_is_the_rate_times_the_mean_work_at_the_nearest_level) {
+  policy::arrival_demand d;
+  BOOST_TEST(policy::predicted_utilization(d, 0.9) == 0.0);
+  d.rate = 10;
+  d.levels = {0.9, 0.8};
+  d.window_s = {0.5, 1.0};
+  d.work_s = {{0.01, 0.03}, {0.005, 0.015}};
+  BOOST_TEST(policy::predicted_utilization(d, 0.9) == 0.2, tt::tolerance(1e-12));
+  BOOST_TEST(policy::predicted_utilization(d, 0.82) == 0.1, tt::tolerance(1e-12));
+}
 
 BOOST_AUTO_TEST_CASE(arrivals_due_earlier_count_in_a_prefix) {
   auto q = test::fastdllm_quality();

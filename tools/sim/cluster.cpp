@@ -236,15 +236,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.reconfig.ref_tau = out.ref_tau;
   out.reconfig.max_batch = out.max_batch;
   out.reconfig.token_budget = out.token_budget;
-  // The optimizer plans for sustained operation, so with an accuracy budget it plans only at
-  // levels whose loss the budget sustains for every request (tau control may go lower for a
-  // few requests while the budget has credit).
-  out.reconfig.tau_levels.clear();
-  for (double tau : policy::tau_levels(out.threshold))
-    if (out.threshold.accuracy_budget < 0 ||
-        policy::accuracy_loss(out.quality, tau, out.threshold.tau_max) <= out.threshold.accuracy_budget + 1e-12 ||
-        out.reconfig.tau_levels.empty())
-      out.reconfig.tau_levels.push_back(tau);
+  out.reconfig.tau_levels = policy::planning_tau_levels(out.threshold, out.quality);
 
   if (const auto m = root["migration"]) {
     c.check_keys(m, {"interval_ms", "max_moves", "imbalance"}, "migration");

@@ -174,6 +174,7 @@ class engine {
   std::vector<req_rt> rt_;
   std::vector<double> cp_free_;  // when each control-plane server is next free
   double contention_factor(sim_group& g);  // its engine's slowdown now (1 without the model)
+  double predicted_utilization(sim_group& g);  // from its recent arrivals (policy::predicted_utilization)
   // What the groups decide with: the profile plus, with control_plane.contention, one moving
   // estimate of a step's excess over the profile for all groups (a live group keeps its own;
   // the clusters that model contention have one group). Steps last what cl_.cost says, stretched.

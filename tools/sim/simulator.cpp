@@ -159,6 +159,12 @@ void engine::enter_control_plane(std::uint32_t id) {
   push(*server + cp.request_s, ev::reach_group, id);
 }
 
+double engine::predicted_utilization(sim_group& g) {
+  if (sched_.order != policy::queue_order::least_slack || !sched_.slack_budget) return 0.0;  // no deferrals to weigh
+  const auto& demand = g.arrivals.update(now_, cost_, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_);
+  return policy::predicted_utilization(demand, g.tau_cap);
+}
+
 double engine::contention_factor(sim_group& g) {
   const auto& k = cl_.control_plane.contention;
   if (!k.enabled()) return 1.0;
@@ -273,7 +279,7 @@ void engine::start_step(int gi) {
   }
   stats_.batch_policy_s += timed([&] {
     policy::form_batch(g.active, now_, sched_, cl_.quality, g.step_s, g.batch, &cost_, g.tp, &g.shares,
-                       g.queue.size());
+                       g.queue.size(), predicted_utilization(g));
   });
   ++stats_.batch_decisions;
   policy::batch_totals t;
@@ -445,7 +451,8 @@ bool engine::start_stream_step(int gi, policy::step_kind kind, std::vector<std::
   }
   if (cand.empty()) return false;
   stats_.batch_policy_s += timed([&] {
-    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cost_, g.tp, &g.shares, g.queue.size());
+    policy::form_batch(cand, now_, sched_, cl_.quality, g.step_s, g.batch, &cost_, g.tp, &g.shares, g.queue.size(),
+                       predicted_utilization(g));
   });
   ++stats_.batch_decisions;
   ids.clear();
