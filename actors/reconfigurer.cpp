@@ -177,6 +177,9 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             levels.accuracy_budget = st.cfg.scheduler.accuracy_budget;
             rcfg.tau_levels = policy::planning_tau_levels(levels, *st.quality);
             rcfg.regroup_s = rc.regroup_ms / 1e3;
+            rcfg.attainment_target = rc.attainment_target;
+            rcfg.utilization_max = rc.utilization_max;
+            rcfg.capacity_units = rc.capacity_units;
             // A forecast is evidence for as long as the history it comes from (reconfig.hpp).
             rcfg.horizon_s = std::min({rc.min_dwell_ms / 1e3, rc.window_ms / 1e3, v[0] - arrivals.front().t_s});
             rcfg.nodes_at_once = 1;  // one node at a time (below)

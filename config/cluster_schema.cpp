@@ -27,7 +27,8 @@ const std::set<std::string>& scheduler_keys() {
 }
 
 const std::set<std::string>& reconfigure_keys() {
-  static const std::set<std::string> keys{"interval_ms", "min_dwell_ms", "window_ms", "regroup_ms"};
+  static const std::set<std::string> keys{"interval_ms",       "min_dwell_ms",    "window_ms",     "regroup_ms",
+                                          "attainment_target", "utilization_max", "capacity_units"};
   return keys;
 }
 
@@ -204,6 +205,11 @@ reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& 
   if (n["window_ms"]) r.window_ms = static_cast<int>(c.integer(n["window_ms"], "reconfigure.window_ms", 10, 86400000));
   if (n["regroup_ms"])
     r.regroup_ms = static_cast<int>(c.integer(n["regroup_ms"], "reconfigure.regroup_ms", 0, 86400000));
+  if (n["attainment_target"])
+    r.attainment_target = c.real(n["attainment_target"], "reconfigure.attainment_target", 1e-9, 1);
+  if (n["utilization_max"]) r.utilization_max = c.real(n["utilization_max"], "reconfigure.utilization_max", 1e-9, 1);
+  if (n["capacity_units"])
+    r.capacity_units = static_cast<int>(c.integer(n["capacity_units"], "reconfigure.capacity_units", 1, 1 << 24));
   return r;
 }
 

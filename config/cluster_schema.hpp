@@ -77,13 +77,20 @@ struct reconfigure_settings {
   // A regrouped node serves nothing for about this long (drain and re-initialisation); the
   // optimizer switches only when the gain over min_dwell_ms repays it (policy::switch_pays).
   int regroup_ms = 2000;
+  // The optimizer's group model (policies/reconfig.hpp): the share of arrivals a plan must
+  // predict on time, the utilisation no group is planned beyond (also the margin by which a
+  // burst layout must keep up with the sustained rate), and the resolution of its capacity
+  // search (units of the largest reachable capacity).
+  double attainment_target = 0.9;  // fraction
+  double utilization_max = 0.9;    // fraction
+  int capacity_units = 2000;
 };
 
 // The keys each section shares; a file passes these plus its own to the parsers below.
 const std::set<std::string>& node_keys();         // name, devices, groups
 const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch, cache, refresh_interval
 const std::set<std::string>& scheduler_keys();    // token_budget, max_active, tau_*, ...
-const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms
+const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms, ...
 
 /// `nodes:`, a non-empty list with unique names. `whole`: every node's groups use all its
 /// devices (the simulator's reconfiguration partitions whole nodes).

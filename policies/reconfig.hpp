@@ -25,13 +25,15 @@
 // down, so a plan found is feasible): cell u keeps the least sum C_g l_g reaching u, then J is
 // evaluated for every u >= lambda. The first tau level with a feasible plan wins. If none is
 // feasible, no layout meets the target at lambda; two cases:
-//  - a burst (the sustained rate load.mean_rate is below the saturated throughput of the
-//    fastest layout): the plan maximizes predicted attainment min(1, C / lambda), i.e. the SLO
-//    capacity C = sum C_g, at tau_min (exact per node: C is a sum over nodes); it replaces the
-//    current layout only if the attainment it gains over horizon_s exceeds the attainment lost
-//    while the changed nodes regroup (switch_pays);
-//  - sustained overload (mean_rate at or above that throughput): the backlog grows whatever the
-//    layout, so the plan maximizes saturated throughput sum mu_g at tau_min instead.
+//  - a burst (the sustained rate load.mean_rate is below utilization_max x the saturated
+//    throughput of the fastest layout): the plan maximizes predicted attainment min(1, C / lambda),
+//    i.e. the SLO capacity C = sum C_g, at the lowest level, among the layouts that keep up
+//    (utilization_max x sum mu_g >= mean_rate: one that does not builds a backlog that never
+//    drains); exact dynamic program over nodes on throughput. It replaces a current layout that
+//    keeps up only if the attainment it gains over horizon_s exceeds the attainment lost while
+//    the changed nodes regroup (switch_pays), and one that does not whenever it differs;
+//  - sustained overload (no layout keeps up): the backlog grows whatever the layout, so the
+//    plan maximizes saturated throughput sum mu_g at the lowest level instead.
 // Cost: O(T (N P U + |K| (B + M log M))) time and O(N U) memory for T tau levels, N nodes,
 // P partitions per node (10 for 8 devices in degrees {1,2,4,8}), U capacity units, |K|
 // degrees, B batch sizes and M length classes. At 1,024 devices (N = 128, P = 10, U = 2000,

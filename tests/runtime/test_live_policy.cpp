@@ -414,6 +414,16 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   const auto rc = rt::parse_cluster_config(config_with("reconfigure: {mode: auto, interval_ms: 200}\n"), "c.yaml", "/tmp");
   BOOST_TEST(rc.reconfigure.automatic);
   BOOST_TEST(rc.reconfigure.interval_ms == 200);
+  // The optimizer's group model is the cluster file's, as the simulator's is.
+  const auto model = rt::parse_cluster_config(
+      config_with("reconfigure: {mode: auto, utilization_max: 0.8, attainment_target: 0.95, capacity_units: 500}\n"),
+      "c.yaml", "/tmp");
+  BOOST_TEST(model.reconfigure.utilization_max == 0.8);
+  BOOST_TEST(model.reconfigure.attainment_target == 0.95);
+  BOOST_TEST(model.reconfigure.capacity_units == 500);
+  auto bad_util = error_of(config_with("reconfigure: {mode: auto, utilization_max: 1.5}\n"));
+  BOOST_TEST(bad_util.find("reconfigure.utilization_max") != std::string::npos, bad_util);
+  BOOST_TEST(bad_util.find('\n') == std::string::npos);
   auto bad_mode = error_of(config_with("reconfigure: sometimes\n"));
   BOOST_TEST(bad_mode.find("'sometimes'") != std::string::npos, bad_mode);
   auto bad_rc_knob = error_of(config_with("reconfigure: {mode: auto, interval: 5}\n"));

@@ -44,8 +44,7 @@ const std::set<std::string> sim_scheduler_keys =
                       "oldest_missed_first", "missed_grace", "slack_budget", "drop_wait_factor"}});
 const std::set<std::string> sim_reconfigure_keys =
     config::keys_of({config::reconfigure_keys(),
-                     {"forecast_subwindow_ms", "forecast_quantile", "boot_from_forecast", "max_fraction",
-                      "attainment_target", "utilization_max", "capacity_units"}});
+                     {"forecast_subwindow_ms", "forecast_quantile", "boot_from_forecast", "max_fraction"}});
 
 double seconds(int ms) { return ms / 1e3; }
 
@@ -108,9 +107,6 @@ void parse_reconfigure_extras(const yaml_checker& c, const YAML::Node& r, sim_cl
   read_real(c, r, "forecast_quantile", ctx, 0, 1, out.forecast_quantile);
   read_bool(c, r, "boot_from_forecast", ctx, out.boot_from_forecast);
   read_real(c, r, "max_fraction", ctx, 0, 1, out.max_reconfig_fraction);
-  read_real(c, r, "attainment_target", ctx, 0, 1, out.reconfig.attainment_target);
-  read_real(c, r, "utilization_max", ctx, 1e-9, 1, out.reconfig.utilization_max);
-  read_int(c, r, "capacity_units", ctx, 1, 1 << 24, out.reconfig.capacity_units);
 }
 
 }  // namespace
@@ -232,6 +228,9 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.forecast_window_s = seconds(r.window_ms);
   out.regroup_cost_s = seconds(r.regroup_ms);
   out.min_dwell_s = seconds(r.min_dwell_ms);
+  out.reconfig.attainment_target = r.attainment_target;
+  out.reconfig.utilization_max = r.utilization_max;
+  out.reconfig.capacity_units = r.capacity_units;
   if (root["reconfigure"]) parse_reconfigure_extras(c, root["reconfigure"], out);
   out.reconfig.ref_tau = out.ref_tau;
   out.reconfig.max_batch = out.max_batch;
