@@ -17,6 +17,16 @@ policy::request_view in_reuse(policy::request_view r) {
   r.next_kind = step_kind::reuse;
   return r;
 }
+
+// Overhead-bound steps (a small model on a CPU, flat_cost(0.005, 1e-5): 5 ms fixed + 10 us
+// per query row). Request 1 is urgent: a 32-row reuse step (5.32 ms alone) and 0.18 ms of slack
+// after it; every other one is a 48-row refresh that adds 0.48 ms, more than that slack, and
+// would cost 5.48 ms alone.
+std::vector<policy::request_view> urgent_reuse_and_three_refreshes() {
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.0055, 16, 32))};
+  for (uint64_t id = 2; id <= 4; ++id) a.push_back(test::request(id, 0, 10.0, 16, 32));
+  return a;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(deadline_scheduler)
@@ -121,13 +131,9 @@ BOOST_AUTO_TEST_CASE(a_second_refresh_waits_for_the_next_step_unless_it_is_nearl
 
 BOOST_AUTO_TEST_CASE(a_saturated_group_defers_only_what_batching_does_not_pay_for) {
   auto q = test::two_step_quality();
-  // Overhead-bound steps (a small model on a CPU): 5 ms fixed + 10 us per query row. Request 1
-  // is urgent: a 32-row reuse step (5.32 ms alone) and 0.18 ms of slack after it; every other
-  // one is a 48-row refresh that adds 0.48 ms, more than that slack.
   auto cost = test::flat_cost(0.005, 1e-5);
   policy::scheduler_config cfg;
-  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.0055, 16, 32))};
-  for (uint64_t id = 2; id <= 4; ++id) a.push_back(test::request(id, 0, 10.0, 16, 32));
+  auto a = urgent_reuse_and_three_refreshes();
   std::vector<int> out;
   // Nothing waits: the deferred requests fit a later step at no cost, so the budget binds.
   policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1);
@@ -151,12 +157,9 @@ BOOST_AUTO_TEST_CASE(a_saturated_group_defers_only_what_batching_does_not_pay_fo
 
 BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_loses) {
   auto q = test::two_step_quality();
-  // As above: an urgent reuse request with 0.18 ms of slack after its 5.32-ms step, three
-  // 48-row refreshes that each add 0.48 ms and would cost 5.48 ms alone, nothing waiting.
   auto cost = test::flat_cost(0.005, 1e-5);
   policy::scheduler_config cfg;
-  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 0.0055, 16, 32))};
-  for (uint64_t id = 2; id <= 4; ++id) a.push_back(test::request(id, 0, 10.0, 16, 32));
+  auto a = urgent_reuse_and_three_refreshes();  // nothing waiting
   std::vector<int> out;
   // Predicted idle: a deferred refresh runs later on an idle group at no cost, so the budget binds.
   policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.0);
