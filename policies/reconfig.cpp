@@ -269,8 +269,14 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
   if (plan.changed_nodes == 0) return plan;
   throughput_of(plan.nodes);
   if (mean_rate >= u_max * mu_cur) {
-    // The current layout does not keep up and the plan does: every second kept adds backlog.
-    plan.switch_layout = true;
+    // The current layout does not keep up and the plan does: what the current one loses is
+    // throughput, so the regroup must repay the throughput its waves take away, against the rate
+    // a layout must serve to keep up (the sustained test). A forecast from a few seconds of
+    // arrivals is evidence for as long (horizon_s), which a regroup rarely repays.
+    double mu_new = 0;
+    for (const auto& p : plan.nodes)
+      for (int tp : p) mu_new += perf.at(tp).max_rps;
+    plan.switch_layout = switch_pays(mean_rate / u_max, mu_cur, 0, mu_new, 0, plan.changed_nodes, mu_changed, 0, true, cfg);
     return plan;
   }
   double cur_c = 0, changed_c = 0;

@@ -31,7 +31,8 @@
 //    (utilization_max x sum mu_g >= mean_rate: one that does not builds a backlog that never
 //    drains); exact dynamic program over nodes on throughput. It replaces a current layout that
 //    keeps up only if the attainment it gains over horizon_s exceeds the attainment lost while
-//    the changed nodes regroup (switch_pays), and one that does not whenever it differs;
+//    the changed nodes regroup (switch_pays), and one that does not if the throughput gained
+//    repays what the regroup takes away (the sustained test against mean_rate / utilization_max);
 //  - sustained overload (no layout keeps up): the backlog grows whatever the layout, so the
 //    plan maximizes saturated throughput sum mu_g at the lowest level instead.
 // Cost: O(T (N P U + |K| (B + M log M))) time and O(N U) memory for T tau levels, N nodes,
