@@ -101,11 +101,12 @@ double slack_s(const request_view& r, double now, const quality_model& q, double
 /// d_j sooner (d_j: what j adds to the step), but loses what batching saves j, c({j}) - d_j
 /// (c({j}): its step alone), and that extra group time delays every request still present
 /// when j runs later, if the group is busy then. The budget (and the one-refresh rule) may
-/// therefore defer j only if riders x d_j > busy x present x (c({j}) - d_j), with riders the
-/// requests already taken, present the active and `waiting` ones, and busy 1 when more work is
-/// ready than one step takes (`waiting` > 0, or the candidates exceed max_batch or the token
-/// budget), else `utilization`, the group's predicted utilization from its recent arrivals
-/// (policy::predicted_utilization; 0: an idle group, where the budget alone decides).
+/// therefore defer j only if riders x d_j > busy x present x (c({j}) - d_j) + own_j, with
+/// riders the requests already taken, present the active and `waiting` ones, busy 1 when more
+/// work is ready than one step takes (`waiting` > 0, or the candidates exceed max_batch or the
+/// token budget), else `utilization`, the group's predicted utilization from its recent arrivals
+/// (policy::predicted_utilization; 0: an idle group, where the budget alone decides), and own_j
+/// the step a late j waits out (only its latency is left to win; 0 for an on-time j).
 /// Memory-bound and overhead-bound requests (a reuse step on a GPU, any step of a small model
 /// on a CPU, where the step's fixed part dominates) therefore fill the step of a busy group;
 /// a long compute-bound refresh can still wait for one while few requests share the group.

@@ -171,6 +171,12 @@ BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_lose
   // Nearly idle (2 %): 0.48 ms > 0.02 x 4 x 5 = 0.4 ms, and the budget binds again.
   policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.02);
   BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // A late refresh has only its latency left to win, and waiting costs it this step (5.32 ms)
+  // besides: at the same 2 % it joins, while the on-time ones still wait.
+  auto late = a;
+  late[1].deadline_s = 0.001;  // cannot make it even alone
+  policy::form_batch(late, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 0.02);
+  BOOST_TEST(out == std::vector<int>({0, 1}), tt::per_element());
   // A 4,096-row refresh adds 40.96 ms and loses 5 ms by waiting: with four present at full
   // utilization (20 ms) it still waits, with ten (50 ms) it joins.
   a[1] = test::request(2, 0, 10.0, 4064, 32);
