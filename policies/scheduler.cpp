@@ -201,9 +201,7 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       double next = cost->step_seconds(tp, totals);
       // A second refresh gets a tighter budget: what it adds to the step, all of the batch waits.
       const double limit = refresh && refreshes > 0 ? std::min(budget, cfg.refresh_join_growth * step) : budget;
-      // An overdue request (missed by more than its grace, k.late == 1) has only its latency
-      // left and is never held back for the others' slack: its wait stays bounded.
-      if (!out.empty() && k.late != 1 && next - step > limit &&
+      if (!out.empty() && next - step > limit &&
           (busy <= 0 ||
            worth_deferring(*cost, tp, item, next - step, out.size(), busy * present, k.late ? step : 0.0))) {
         totals.remove(item);

@@ -75,8 +75,7 @@ struct scheduler_config {
   /// the arrivals that keep coming after it. The other overdue requests (missed, past the grace
   /// below) follow the on-time ones in arrival order, before the late ones still within their
   /// grace (shortest remaining work first): for them only the latency is left to win, and its
-  /// tail is shortest oldest first. With the slack budget, an overdue request joins a step
-  /// whenever the token budget and max_batch let it: no one's slack holds it back.
+  /// tail is shortest oldest first.
   bool oldest_missed_first = true;
   /// ... counting only requests past their deadline by at least this many SLO windows
   /// (deadline - arrival); 0: every request that can no longer meet it.

@@ -186,22 +186,6 @@ BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_lose
   BOOST_TEST(out.size() == 4u);
 }
 
-BOOST_AUTO_TEST_CASE(an_overdue_request_is_never_held_back_for_the_others_slack) {
-  auto q = test::two_step_quality();
-  auto cost = test::flat_cost(0.005, 1e-5);
-  policy::scheduler_config cfg;
-  // At 1 s: the urgent reuse request of the cases above (0.18 ms of slack after its step), two
-  // requests a whole SLO window past their deadlines (overdue), and one on-time refresh.
-  std::vector<policy::request_view> a{in_reuse(test::request(1, 0.99, 1.0055, 16, 32)),
-                                      test::request(2, 0.0, 0.001, 16, 32), test::request(3, 0.0001, 0.0011, 16, 32),
-                                      test::request(4, 0.99, 10.0, 16, 32)};
-  std::vector<int> out;
-  // The oldest overdue one leads; the urgent one rides; the on-time refresh waits for the
-  // urgent one's slack; the other overdue one joins although its 0.48 ms exceeds that slack.
-  policy::form_batch(a, 1.0, cfg, q, 0.0, out, &cost, 1);
-  BOOST_TEST(out == std::vector<int>({1, 0, 2}), tt::per_element());
-}
-
 BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
   auto q = test::two_step_quality();
   auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row
