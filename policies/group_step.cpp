@@ -4,6 +4,7 @@
 #include "policies/predict.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace dls::policy {
 
@@ -131,6 +132,15 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     if (!d.admitted.empty()) step_s = step_estimate(g, p, cost, q, g.tau_cap);
   }
   d.tau_cap = g.tau_cap;
+  // The group's reference batch (its mean canvas, saturated) for the marginal costs and the
+  // predicted arrivals, built at most once per decision; and the arrivals' demand, updated once.
+  std::optional<batch_totals> ref;
+  auto reference = [&](int block) -> const batch_totals& {
+    if (!ref)
+      ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget, q.steps_per_refresh(block, p.thr.tau_max));
+    return *ref;
+  };
+  const arrival_demand* demand = nullptr;
   if (!g.control_due) {
     // Every request keeps its tau until the next control.
   } else if (!p.tau_control() || !cost) {
@@ -147,14 +157,12 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     all.insert(all.end(), g.active.begin(), g.active.end());
     all.insert(all.end(), g.queued.begin(), g.queued.end());
     const int block = all.front().block_len;
-    const auto ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget,
-                                     q.steps_per_refresh(block, p.thr.tau_max));
+    const auto& rb = reference(block);
     std::vector<marginal_cost> marg;
     marg.reserve(all.size());
-    for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, ref, r.canvas_len(), r.block_len));
+    for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, rb, r.canvas_len(), r.block_len));
     std::vector<double> tau;
-    const arrival_demand* demand =
-        g.load && p.thr.load_cap ? &g.load->update(g.now_s, *cost, tp, ref, block, q, p.thr) : nullptr;
+    if (g.load && p.thr.load_cap) demand = &g.load->update(g.now_s, *cost, tp, rb, block, q, p.thr);
     const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau, g.ledger, demand);
     d.controlled = true;
     d.tau_cap = cap.cap;
@@ -207,9 +215,8 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   double utilization = 0;
   if (cost && g.load && p.sched.order == queue_order::least_slack && p.sched.slack_budget && !g.active.empty()) {
     const int block = g.active.front().block_len;
-    const auto ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget,
-                                     q.steps_per_refresh(block, p.thr.tau_max));
-    utilization = predicted_utilization(g.load->update(g.now_s, *cost, tp, ref, block, q, p.thr), d.tau_cap);
+    if (!demand) demand = &g.load->update(g.now_s, *cost, tp, reference(block), block, q, p.thr);
+    utilization = predicted_utilization(*demand, d.tau_cap);
   }
   std::vector<int> batch;
   form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size(), utilization);

@@ -113,15 +113,18 @@ double mean_latency_j(double wl, double c, double lambda) {
   return (wl / c) / (1.0 - lambda / c);
 }
 
-// No layout meets the target at the forecast rate. Each node independently takes the
-// partition with the largest sum of `score` over its groups (ties keep its current partition):
-// the score is the saturated throughput mu under sustained overload, the SLO capacity C in a
-// burst (both are sums over nodes, so this is exact).
-reconfig_plan best_per_node_plan(const std::vector<int>& node_devices,
-                                 const std::vector<partition>& current,
-                                 std::map<int, std::vector<partition>>& parts_by_size,
-                                 const std::map<int, group_perf>& perf, double lambda, double tau,
-                                 double group_perf::*score) {
+// Saturated throughput of a node's partition: the sum of its groups' mu.
+double throughput(const partition& p, const std::map<int, group_perf>& perf) {
+  double mu = 0;
+  for (int tp : p) mu += perf.at(tp).max_rps;
+  return mu;
+}
+
+// Sustained overload: each node independently takes the partition of most saturated throughput
+// (ties keep its current partition); throughput is a sum over nodes, so this is exact.
+reconfig_plan most_throughput_plan(const std::vector<int>& node_devices, const std::vector<partition>& current,
+                                   std::map<int, std::vector<partition>>& parts_by_size,
+                                   const std::map<int, group_perf>& perf, double lambda, double tau) {
   reconfig_plan plan;
   plan.tau = tau;
   plan.demand_rps = lambda;
@@ -133,8 +136,7 @@ reconfig_plan best_per_node_plan(const std::vector<int>& node_devices,
     const partition* best = nullptr;
     double best_val = -1;
     for (const auto& p : parts) {
-      double val = 0;
-      for (int tp : p) val += perf.at(tp).*score;
+      const double val = throughput(p, perf);
       const bool cur = i < current.size() && current[i] == p;
       if (val > best_val * (1.0 + 1e-9) || (cur && val >= best_val * (1.0 - 1e-9))) {
         best = &p;
@@ -167,8 +169,7 @@ bool most_capacity_keeping_up(const std::vector<int>& node_devices, const std::v
   for (std::size_t i = 0; i < n; ++i)
     for (const auto& p : parts_by_size[node_devices[i]]) {
       const auto o = evaluate_partition(p, perf);
-      double mu = 0;
-      for (int tp : p) mu += perf.at(tp).max_rps;
+      const double mu = throughput(p, perf);
       w[i].push_back(unit > 0 ? static_cast<int>(std::min<double>(units, std::floor(mu / unit + 1e-9))) : units);
       val[i].push_back(o.capacity);
       cmax = std::max(cmax, o.capacity);
@@ -225,10 +226,9 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
                             std::map<int, std::vector<partition>>& parts_by_size,
                             const std::map<int, group_perf>& perf, double lambda, double mean_rate,
                             double tau, const reconfig_config& cfg) {
-  auto thr = best_per_node_plan(node_devices, current, parts_by_size, perf, lambda, tau, &group_perf::max_rps);
+  auto thr = most_throughput_plan(node_devices, current, parts_by_size, perf, lambda, tau);
   double mu = 0;
-  for (const auto& p : thr.nodes)
-    for (int tp : p) mu += perf.at(tp).max_rps;
+  for (const auto& p : thr.nodes) mu += throughput(p, perf);
   const double u_max = std::clamp(cfg.utilization_max, 1e-6, 1.0);
   const bool have_current =
       current.size() == node_devices.size() &&
@@ -236,11 +236,11 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
   double mu_cur = 0, mu_changed = 0;
   auto throughput_of = [&](const std::vector<partition>& nodes) {
     mu_cur = mu_changed = 0;
-    for (std::size_t i = 0; i < current.size(); ++i)
-      for (int tp : current[i]) {
-        mu_cur += perf.at(tp).max_rps;
-        if (current[i] != nodes[i]) mu_changed += perf.at(tp).max_rps;
-      }
+    for (std::size_t i = 0; i < current.size(); ++i) {
+      const double mu_i = throughput(current[i], perf);
+      mu_cur += mu_i;
+      if (current[i] != nodes[i]) mu_changed += mu_i;
+    }
   };
   reconfig_plan plan;
   const bool keeps_up = mean_rate < u_max * mu &&
@@ -274,8 +274,7 @@ reconfig_plan overload_plan(const std::vector<int>& node_devices, const std::vec
     // a layout must serve to keep up (the sustained test). A forecast from a few seconds of
     // arrivals is evidence for as long (horizon_s), which a regroup rarely repays.
     double mu_new = 0;
-    for (const auto& p : plan.nodes)
-      for (int tp : p) mu_new += perf.at(tp).max_rps;
+    for (const auto& p : plan.nodes) mu_new += throughput(p, perf);
     plan.switch_layout = switch_pays(mean_rate / u_max, mu_cur, 0, mu_new, 0, plan.changed_nodes, mu_changed, 0, true, cfg);
     return plan;
   }
