@@ -29,6 +29,9 @@ constexpr unsigned am_transfer_id = 1;  // the one active-message id of the data
 // The longest the progress thread sleeps without an event: deadlines are checked at least
 // this often, so a transfer is failed at most 50 ms after its deadline.
 constexpr int idle_wait_ms = 50;
+// Deadlines are checked at most this often while events keep the loop busy: each check walks
+// every transfer in flight, which would otherwise run once per progress call.
+constexpr auto deadline_check_period = std::chrono::milliseconds(1);
 // Receive buffers kept registered while idle: two of the largest KV caches measured here
 // (256 MB) in flight plus slack; beyond it buffers are released.
 constexpr std::size_t idle_receive_bytes = std::size_t{768} << 20;
@@ -162,6 +165,7 @@ struct ucx_transport::impl {
   ucx_transport::arrival_handler unasked;  // transfers with unasked_bit
   std::set<std::shared_ptr<send_group>> groups;  // multi-part sends not yet reported
   std::vector<void*> closing;
+  clock::time_point next_deadline_check{};
 
   explicit impl(const ucx_config& c);
   ~impl();
@@ -341,7 +345,10 @@ void ucx_transport::impl::loop() {
       if (stopping) return;
     }
     run_tasks();
-    check_deadlines();
+    if (const auto now = clock::now(); now >= next_deadline_check) {
+      next_deadline_check = now + deadline_check_period;
+      check_deadlines();
+    }
     if (ucp_worker_progress(worker)) continue;
     if (ucp_worker_arm(worker) == UCS_ERR_BUSY) continue;  // events arrived meanwhile
     {

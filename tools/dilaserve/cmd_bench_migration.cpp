@@ -56,6 +56,7 @@ struct options {
   std::size_t rndv_threshold_bytes = rt::ucx_config{}.rndv_threshold_bytes;  // ucx.rndv_threshold_bytes of both
   bool live = true;  // also through the real migration path on a two-node cluster
   int live_canvas_moves = 20;
+  int window = 0;  // transfers in flight per bandwidth round; 0: the whole round at once
   int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
@@ -223,9 +224,11 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-// Runs `ucx_perftest -t ucp_am_bw` server and client on 127.0.0.1 with UCX_TLS=tls; returns
-// the client's overall bandwidth in bytes/s (perftest reports MB/s of 2^20 bytes).
-double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
+// Runs `ucx_perftest -t ucp_am_bw` server and client on 127.0.0.1 with UCX_TLS=tls, both
+// progressing by `wait_mode` ("poll": busy polling, perftest's default; "sleep": sleeping
+// between events, as our progress thread does); returns the client's overall bandwidth in
+// bytes/s (perftest reports MB/s of 2^20 bytes).
+double perftest_bytes_per_s(const std::string& tls, std::size_t size, const std::string& wait_mode) {
   const uint16_t port = free_port();
   const int iters = std::max(transfers_per_round(size) * 4, 8);
   auto env = "UCX_TLS=" + tls + " UCX_NET_DEVICES=lo ";
@@ -235,7 +238,8 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
     ::setenv("UCX_NET_DEVICES", "lo", 1);
     int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
-    ::execlp("ucx_perftest", "ucx_perftest", "-p", std::to_string(port).c_str(), static_cast<char*>(nullptr));
+    ::execlp("ucx_perftest", "ucx_perftest", "-p", std::to_string(port).c_str(), "-E", wait_mode.c_str(),
+             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   // The server is ready when its port listens (a probe connection would be taken as the client).
@@ -251,7 +255,7 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
     ::usleep(2000);  // polling a file of the kernel's: no event says "listening"
   }
   const std::string cmd = env + "timeout 120 ucx_perftest 127.0.0.1 -p " + std::to_string(port) +
-                          " -t ucp_am_bw -s " + std::to_string(size) + " -n " + std::to_string(iters) + " 2>&1";
+                          " -t ucp_am_bw -E " + wait_mode + " -s " + std::to_string(size) + " -n " + std::to_string(iters) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -272,6 +276,41 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size) {
 }
 
 // -- the source process ---------------------------------------------------------------------
+
+// One bandwidth round: `ids` sent in order, at most `window` in flight, the next posted as
+// each one is delivered (from the transport's progress thread). The callbacks share the
+// round's state, so it outlives the last of them. Returns "" or the first error.
+struct send_round {
+  rt::ucx_transport& t;
+  std::string peer;
+  std::shared_ptr<const std::string> buf;
+  std::vector<uint64_t> ids;
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> left;
+  std::string failure;  // written on the progress thread, read after `done`
+  std::promise<void> done;
+
+  send_round(rt::ucx_transport& t, std::string peer, std::shared_ptr<const std::string> buf, std::vector<uint64_t> ids)
+      : t(t), peer(std::move(peer)), buf(std::move(buf)), ids(std::move(ids)), left(this->ids.size()) {}
+
+  static std::string run(std::shared_ptr<send_round> r, std::size_t window) {
+    auto all_done = r->done.get_future();
+    for (std::size_t i = 0; i < std::min(window, r->ids.size()); ++i) post_next(r);
+    all_done.get();
+    return r->failure;
+  }
+
+  static void post_next(const std::shared_ptr<send_round>& r) {
+    const std::size_t k = r->next++;
+    if (k >= r->ids.size()) return;
+    r->t.send(r->peer, r->ids[k], r->buf, clock_type::now() + std::chrono::milliseconds(ucx_timeout_ms),
+              [r](const std::string& e) {  // on the progress thread, one at a time
+                if (!e.empty() && r->failure.empty()) r->failure = e;
+                post_next(r);
+                if (--r->left == 0) r->done.set_value();
+              });
+  }
+};
 
 json run_transport(const options& o, const std::string& tls) {
   rt::ucx_transport t(ucx_for(tls, o));
@@ -294,7 +333,7 @@ json run_transport(const options& o, const std::string& tls) {
     must(r.error);
     return std::string(r.payload.view());
   };
-  json out{{"tls", tls}, {"lanes", t.describe_lanes(peer)}};
+  json out{{"tls", tls}, {"lanes", t.describe_lanes(peer)}, {"window", o.window}};
   {
     double load[1] = {0};
     if (::getloadavg(load, 1) == 1) out["load_average"] = load[0];  // this benchmark shares the machine
@@ -319,35 +358,35 @@ json run_transport(const options& o, const std::string& tls) {
       const auto t0 = clock_type::now();
       std::vector<uint64_t> ids;
       for (int i = 0; i < n; ++i) ids.push_back(w.id());
-      auto left = std::make_shared<std::promise<void>>();
-      auto count = std::make_shared<std::atomic<int>>(n);
-      auto failure = std::make_shared<std::string>();
-      for (auto id : ids)
-        t.send(peer, id, buf, clock_type::now() + std::chrono::milliseconds(ucx_timeout_ms),
-               [left, count, failure](const std::string& e) {  // on the progress thread: no lock needed
-                 if (!e.empty() && failure->empty()) *failure = e;
-                 if (--*count == 0) left->set_value();
-               });
-      left->get_future().get();
-      must(*failure);
+      must(send_round::run(std::make_shared<send_round>(t, peer, buf, std::move(ids)),
+                           static_cast<std::size_t>(o.window > 0 ? o.window : n)));
       const auto id = w.id();
       must(t.send_wait(peer, id, text("done")));
       answer(id);
       if (r) bw.push_back(static_cast<double>(size) * n / (ms_since(t0) / 1e3));
     }
     const double ours = median(bw);
-    std::vector<double> refs;
+    std::vector<double> refs, sleeping;
     if (!o.links_only)
-      for (int r = 0; r < o.reps; ++r) refs.push_back(perftest_bytes_per_s(tls, size));
+      for (int r = 0; r < o.reps; ++r) {
+        refs.push_back(perftest_bytes_per_s(tls, size, "poll"));
+        sleeping.push_back(perftest_bytes_per_s(tls, size, "sleep"));
+      }
     const double ref = refs.empty() ? 0.0 : median(refs);
+    const double ref_sleep = sleeping.empty() ? 0.0 : median(sleeping);
     if (size >= (1u << 20)) kv_size_bw.push_back(ours);
-    out["sizes"].push_back({{"bytes", size}, {"ours_gbps", ours * 8 / 1e9}, {"perftest_gbps", ref * 8 / 1e9},
-                            {"ratio", ref > 0 ? ours / ref : 0}});
+    out["sizes"].push_back({{"bytes", size},
+                            {"ours_gbps", ours * 8 / 1e9},
+                            {"perftest_gbps", ref * 8 / 1e9},
+                            {"ratio", ref > 0 ? ours / ref : 0},
+                            {"perftest_sleep_gbps", ref_sleep * 8 / 1e9},
+                            {"ratio_sleep", ref_sleep > 0 ? ours / ref_sleep : 0}});
     if (!o.json_out && refs.empty())  // --links-only: no reference run
       std::printf("  %-12s %10zu B  ours %8.3f Gb/s\n", tls.c_str(), size, ours * 8 / 1e9);
     else if (!o.json_out)
-      std::printf("  %-12s %10zu B  ours %8.3f Gb/s  ucx_perftest %8.3f Gb/s  (%.0f %%)\n", tls.c_str(), size,
-                  ours * 8 / 1e9, ref * 8 / 1e9, ref > 0 ? 100 * ours / ref : 0.0);
+      std::printf("  %-12s %10zu B  ours %8.3f Gb/s  ucx_perftest %8.3f Gb/s (%.0f %%), sleeping %8.3f Gb/s (%.0f %%)\n",
+                  tls.c_str(), size, ours * 8 / 1e9, ref * 8 / 1e9, ref > 0 ? 100 * ours / ref : 0.0,
+                  ref_sleep * 8 / 1e9, ref_sleep > 0 ? 100 * ours / ref_sleep : 0.0);
   }
   out["bytes_per_s"] = kv_size_bw.empty() ? 0.0 : median(kv_size_bw);
   out["latency_s"] = latency_s;
@@ -514,6 +553,10 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--rndv-threshold-bytes", o->rndv_threshold_bytes,
                   "ucx.rndv_threshold_bytes of both processes (larger buffers go by rendezvous, the rest eagerly)");
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
+  sub->add_option("--window", o->window,
+                  "bandwidth: at most this many transfers in flight (0: each 64 MiB round at once); the receiver "
+                  "holds one buffer per transfer in flight, ucx_perftest reuses one")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--profile", o->profile, "a `dilaserve profile` file: store the measured bandwidth and latency in it");
   sub->add_flag("--json", o->json_out, "print one JSON object");
   sub->add_flag("!--no-live", o->live, "skip the live figures (two-node clusters, moves through `migrate`)");
