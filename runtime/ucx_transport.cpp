@@ -48,15 +48,6 @@ std::vector<std::string> split_names(const std::string& s) {
   return out;
 }
 
-// Shared-memory transports cannot report a dead peer (UCX 1.13 skips them for endpoints that
-// ask for peer-failure handling), so with them the endpoints run without it and a dead
-// sender shows as a missed deadline instead of an error from UCX.
-bool uses_shared_memory(const std::string& tls) {
-  static const std::set<std::string> shm{"all", "sm", "shm", "posix", "sysv", "mm", "cma", "knem", "xpmem"};
-  for (const auto& n : split_names(tls))
-    if (shm.count(n)) return true;
-  return false;
-}
 
 ucp_config_t* read_config(const std::string& tls, const std::string& devices) {
   ucp_config_t* c = nullptr;
@@ -241,7 +232,14 @@ void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
 
 }  // namespace
 
-ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(!uses_shared_memory(c.tls)) {
+bool ucx_handles_peer_errors(const std::string& tls) {
+  static const std::set<std::string> shm{"all", "sm", "shm", "posix", "sysv", "mm", "cma", "knem", "xpmem"};
+  for (const auto& n : split_names(tls))
+    if (shm.count(n)) return false;
+  return true;
+}
+
+ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(ucx_handles_peer_errors(c.tls)) {
   require_transports(cfg);
   ctx = make_context(cfg.tls, cfg.net_devices, true);
   if (!ctx) throw ucx_error("UCX could not start with ucx.tls: " + cfg.tls);

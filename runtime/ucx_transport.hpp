@@ -23,6 +23,11 @@ class ucx_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Whether endpoints over `tls` (a UCX_TLS list) ask UCX for peer-failure handling. UCX 1.13
+/// skips shared-memory transports for such endpoints, so with any of them in the list the
+/// endpoints run without it and a dead peer shows as a missed deadline instead.
+bool ucx_handles_peer_errors(const std::string& tls);
+
 class ucx_transport {
  public:
   using clock = std::chrono::steady_clock;
