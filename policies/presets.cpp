@@ -23,8 +23,8 @@ policy_set everything(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> policy_set_names() {
-  return {"static",   "deadline",      "migration",    "dilaserve",  "tau-only",
-          "reconfig-only", "migrate-only", "no-tau", "no-reconfig", "no-migrate", "no-deadline", "no-split", "no-co-run"};
+  return {"static",        "deadline",     "migration", "dilaserve",   "tau-only",   "reconfig-only", "migrate-only",
+          "deadline-tau",  "no-tau",       "no-reconfig", "no-migrate", "no-deadline", "no-split",    "no-co-run"};
 }
 
 policy_set make_policy_set(const std::string& name) {
@@ -51,6 +51,12 @@ policy_set make_policy_set(const std::string& name) {
   }
   if (name == "migrate-only") {
     p.migration = migration_mode::deadline;
+    return p;
+  }
+  if (name == "deadline-tau") {  // the second step of the cumulative ablation: deadline, +tau, +reconfig, +migration
+    p.order = queue_order::least_slack;
+    p.demote_late = true;
+    p.tau_per_request = p.tau_load_cap = true;
     return p;
   }
   p = everything(name);

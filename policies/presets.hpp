@@ -24,6 +24,8 @@ struct policy_set {
 
 /// static | deadline | migration | dilaserve, and the ablations
 ///   tau-only, reconfig-only, migrate-only   (one DiLaServe mechanism on top of static)
+///   deadline-tau   (least slack and tau control; with no-migrate and dilaserve the cumulative
+///   ablation deadline, +tau, +reconfiguration, +migration)
 ///   no-tau, no-reconfig, no-migrate, no-deadline, no-split, no-co-run   (DiLaServe minus one
 ///   mechanism).
 /// Throws std::invalid_argument for an unknown name.

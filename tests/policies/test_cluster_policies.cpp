@@ -399,6 +399,12 @@ BOOST_AUTO_TEST_CASE(each_policy_switches_the_documented_mechanisms) {
   BOOST_TEST((policy::make_policy_set("migration").migration == policy::migration_mode::balance));
   BOOST_TEST(!policy::make_policy_set("no-reconfig").reconfigure);
   BOOST_TEST(policy::make_policy_set("tau-only").tau_load_cap);
+  // The cumulative ablation: each step adds one mechanism to the one before.
+  auto dt = policy::make_policy_set("deadline-tau");
+  BOOST_TEST((dt.order == policy::queue_order::least_slack && dt.demote_late && dt.tau_per_request &&
+              dt.tau_load_cap && !dt.reconfigure && dt.migration == policy::migration_mode::none));
+  auto nm = policy::make_policy_set("no-migrate");
+  BOOST_TEST((nm.order == dt.order && nm.tau_per_request && nm.reconfigure && nm.migration == policy::migration_mode::none));
   for (const auto& n : policy::policy_set_names()) BOOST_TEST(policy::make_policy_set(n).name == n);
   BOOST_CHECK_THROW(policy::make_policy_set("fastest"), std::invalid_argument);
 }

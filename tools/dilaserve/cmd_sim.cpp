@@ -203,7 +203,7 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
       ->delimiter(',')
       ->check(dls::cli::positive);
   sub->add_option("--policies", o->policies, "policies: static, deadline, migration, dilaserve, "
-                                             "tau-only, reconfig-only, migrate-only, no-tau, "
+                                             "tau-only, reconfig-only, migrate-only, deadline-tau, no-tau, "
                                              "no-reconfig, no-migrate, no-deadline, no-split, no-co-run")
       ->delimiter(',');
   sub->add_option("--seed", o->seed, "seed for synthetic arrivals and commit draws");
