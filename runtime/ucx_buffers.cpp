@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -26,8 +27,11 @@ ucx_buffer_pool::buffer ucx_buffer_pool::take(std::size_t size) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (closed_) throw std::runtime_error("ucx: the transport is stopping");
-    auto it = idle_.find(size);
-    if (it != idle_.end()) {
+    // The buffer given back last: it is the likeliest to be still in cache when the next
+    // transfer lands in it.
+    auto [first, last] = idle_.equal_range(size);
+    if (first != last) {
+      auto it = std::prev(last);
       buffer b = it->second;
       idle_.erase(it);
       idle_bytes_ -= size;

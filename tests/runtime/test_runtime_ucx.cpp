@@ -12,6 +12,7 @@
 #include "runtime/cluster_config.hpp"
 #include "runtime/process.hpp"
 #include "runtime/ucx_assembly.hpp"
+#include "runtime/ucx_buffers.hpp"
 #include "runtime/ucx_frame.hpp"
 #include "runtime/ucx_transport.hpp"
 
@@ -252,4 +253,36 @@ BOOST_AUTO_TEST_CASE(parts_that_do_not_fit_their_transfer_are_refused_with_a_rea
   BOOST_TEST(!in.whole());
   in.part_checked();
   BOOST_TEST(in.whole());
+}
+
+// A receive buffer of a size seen before is the one given back last (the likeliest to be in
+// cache when the next transfer lands in it), and other sizes are not handed out for it.
+BOOST_AUTO_TEST_CASE(the_receive_pool_hands_out_the_buffer_given_back_last) {
+  ucp_config_t* cfg = nullptr;
+  BOOST_REQUIRE(ucp_config_read(nullptr, nullptr, &cfg) == UCS_OK);
+  BOOST_REQUIRE(ucp_config_modify(cfg, "TLS", "tcp") == UCS_OK);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM;
+  params.mt_workers_shared = 1;
+  ucp_context_h ctx = nullptr;
+  const ucs_status_t status = ucp_init(&params, cfg, &ctx);
+  ucp_config_release(cfg);
+  BOOST_REQUIRE(status == UCS_OK);
+  {
+    auto pool = std::make_shared<rt::ucx_buffer_pool>(ctx, std::size_t{1} << 20);
+    // Compared as addresses: Boost.Test would compare char pointers as strings.
+    auto at = [](const rt::ucx_buffer_pool::buffer& b) { return reinterpret_cast<std::uintptr_t>(b.data); };
+    auto a = pool->take(4096), b = pool->take(4096), other = pool->take(8192);
+    BOOST_TEST(at(a) != at(b));
+    pool->give(a);
+    pool->give(other);
+    pool->give(b);
+    BOOST_TEST(at(pool->take(4096)) == at(b));
+    BOOST_TEST(at(pool->take(4096)) == at(a));
+    BOOST_TEST(at(pool->take(8192)) == at(other));
+    BOOST_TEST(at(pool->take(4096)) != 0u);  // none idle of that size: a fresh one
+    pool->close();
+  }
+  ucp_cleanup(ctx);
 }
