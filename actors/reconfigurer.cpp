@@ -8,6 +8,7 @@
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
+#include "policies/presets.hpp"
 #include "policies/quality.hpp"
 #include "policies/reconfig.hpp"
 #include "policies/step_cost.hpp"
@@ -47,6 +48,10 @@ struct reconfigurer_state {
   json decisions = json::array();
   json last;  // the last regroup's result
   uint64_t regroups = 0;  // completed ones since the head started (benchmarks and metrics count them)
+  // The policy set the groups run, as of the last automatic look: only a set with
+  // reconfiguration (dilaserve, reconfig-only and the ablations that keep it) regroups by itself.
+  std::string policy;
+  bool policy_reconfigures = false;
   static inline const char* name = "dls.reconfigurer";
 };
 
@@ -63,6 +68,10 @@ void publish(reconf_ptr self, const caf::actor& core, bool busy) {
          {"decisions", st.decisions},
          {"regroups", st.regroups}};
   if (!st.last.is_null()) d["last"] = st.last;
+  if (!st.policy.empty()) {  // auto mode, after its first look at the load
+    d["policy"] = st.policy;
+    d["policy_reconfigures"] = st.policy_reconfigures;
+  }
   if (st.dir_id) self->send(core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
 
@@ -148,9 +157,15 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   if (st.busy || !st.cost || !st.quality) return;
   self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
       .then(
-          [=](const std::vector<double>& v) {
+          [=](const std::vector<double>& v, const std::string& policy_name) {
             auto& st = self->state;
-            if (st.busy || v.empty()) return;
+            const bool reconfigures = policy::make_policy_set(policy_name).reconfigure;
+            if (policy_name != st.policy || reconfigures != st.policy_reconfigures) {
+              st.policy = policy_name;
+              st.policy_reconfigures = reconfigures;
+              publish(self, core, st.busy);
+            }
+            if (st.busy || v.empty() || !reconfigures) return;
             const auto& rc = st.cfg.reconfigure;
             std::vector<policy::arrival_record> arrivals;
             for (std::size_t i = 1; i + 2 < v.size(); i += 3)

@@ -525,7 +525,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
       // The reconfigurer's view of the load: [now, t, prompt, gen, t, prompt, gen, ...].
-      [=](rt::load_atom) -> caf::result<std::vector<double>> {
+      // The reconfigurer's view: the recent arrivals, and the policy set the groups run (it
+      // regroups only for a set with reconfiguration, as the simulator does).
+      [=](rt::load_atom) -> caf::result<std::vector<double>, std::string> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;
         std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
@@ -534,7 +536,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           out.push_back(a.prompt_len);
           out.push_back(a.gen_len);
         }
-        return out;
+        return {std::move(out), st.policy};
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));

@@ -3,7 +3,8 @@
 // batch of lax ones finishes before them (under `static`, FCFS, it finishes after them); under
 // `dilaserve` tau falls in a burst and returns once it is over, a pinned tau never moves, and
 // the pinned requests still give the reference answers at temperature 0; with
-// `reconfigure: auto` a node splits under a burst and merges again once it is idle.
+// `reconfigure: auto` a node splits under a burst and merges again once it is idle, under a
+// policy set with reconfiguration and never under `static`.
 #define BOOST_TEST_MODULE test_runtime_policy
 #include <boost/test/unit_test.hpp>
 
@@ -198,7 +199,7 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
                             "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
                             "  2: {fixed_s: 0.0005, per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
   cluster c("local.yaml", 0,
-            "scheduler: {policy: deadline, quality: quality/tiny-llada.json, profile: " + profile +
+            "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +
                 "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
                 "regroup_ms: 0}\n");
   // The TP degrees of the live groups; empty when the head, busy with the burst, did not
@@ -222,6 +223,19 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   const auto first = burst;
   for (int k = 0; k < 2; ++k) burst.insert(burst.end(), first.begin(), first.end());
   auto prompts = dls::test::write_prompts(c.scratch(), burst);
+  // Under `static` (fixed TP, as in the simulator) the same burst regroups nothing: the
+  // reconfigurer looks at the load and leaves the layout to the policy set.
+  {
+    auto r = c.cli({"submit", "--file", prompts, "--json", "--timeout", "120"});
+    BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+    const auto st = c.json_cli({"status"});
+    BOOST_TEST(st["reconfigurer"]["decisions"].empty(), st["reconfigurer"].dump());
+    BOOST_TEST(st["reconfigurer"].value("policy", "") == "static");
+    BOOST_TEST(!st["reconfigurer"].value("policy_reconfigures", true));
+    BOOST_TEST((degrees() == std::multiset<int>{2}));
+  }
+  // FCFS at the reference tau with reconfiguration: the answers stay the reference's.
+  BOOST_REQUIRE_EQUAL(c.cli({"policy", "set", "reconfig-only"}).rc, 0);
   auto bg = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "120"});
   // The split shows in the reconfigurer's decision log (a poll of the live layout can miss it:
   // the head answers status late while it is busy with the burst, and the burst may be over
@@ -260,4 +274,6 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   BOOST_TEST((merge["to"] == json::array({2})));
   BOOST_TEST(merge["ok"].get<bool>());
   BOOST_TEST(merge.contains("predicted_latency_s"));
+  BOOST_TEST(st["reconfigurer"].value("policy", "") == "reconfig-only");
+  BOOST_TEST(st["reconfigurer"].value("policy_reconfigures", false));
 }
