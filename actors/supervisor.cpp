@@ -524,9 +524,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                                        " groups");
         return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
-      // The reconfigurer's view of the load: [now, t, prompt, gen, t, prompt, gen, ...].
-      // The reconfigurer's view: the recent arrivals, and the policy set the groups run (it
-      // regroups only for a set with reconfiguration, as the simulator does).
+      // The reconfigurer's view of the load, [now, t, prompt, gen, t, prompt, gen, ...], and the
+      // policy set the groups run (it regroups only for a set with reconfiguration, as the
+      // simulator does).
       [=](rt::load_atom) -> caf::result<std::vector<double>, std::string> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;

@@ -48,7 +48,6 @@ std::vector<std::string> split_names(const std::string& s) {
   return out;
 }
 
-
 ucp_config_t* read_config(const std::string& tls, const std::string& devices) {
   ucp_config_t* c = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &c); s != UCS_OK)

@@ -55,9 +55,9 @@ struct options {
   bool links_only = false;
   std::size_t part_bytes = rt::ucx_config{}.part_bytes;  // ucx.part_bytes of both processes
   std::size_t rndv_threshold_bytes = rt::ucx_config{}.rndv_threshold_bytes;  // ucx.rndv_threshold_bytes of both
+  int window = 0;  // transfers in flight per bandwidth round; 0: the whole round at once
   bool live = true;  // also through the real migration path on a two-node cluster
   int live_canvas_moves = 20;
-  int window = 0;  // transfers in flight per bandwidth round; 0: the whole round at once
   int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
