@@ -27,8 +27,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 namespace rt = dls::runtime;
 namespace ds = dls::sim;
@@ -101,6 +103,57 @@ uint64_t regroups_of(const json& status) {
   if (status.contains("reconfigurer") && status["reconfigurer"].is_object())
     return status["reconfigurer"].value("regroups", uint64_t{0});
   return 0;
+}
+
+// Each node's TP degrees, largest first, as `status` lists the groups.
+std::map<std::string, std::vector<int32_t>> layout_of(const json& status) {
+  std::map<std::string, std::vector<int32_t>> out;
+  if (status.contains("groups") && status["groups"].is_array())
+    for (const auto& g : status["groups"]) out[g.value("node", "")].push_back(g.value("degree", 1));
+  for (auto& [node, degrees] : out) std::sort(degrees.begin(), degrees.end(), std::greater<int32_t>());
+  return out;
+}
+
+// Puts every node back to the layout the bench started with, so that each run starts from the
+// same groups whatever a reconfiguring policy did in the run before. Called after the next
+// policy set is in force, so the reconfigurer starts no regroup of its own unless that set
+// reconfigures; one it started before is waited for.
+void restore_layout(rt::cluster_session& s, const std::map<std::string, std::vector<int32_t>>& want,
+                    const std::string& next_policy) {
+  auto degrees_text = [](const std::vector<int32_t>& d) {
+    std::string t;
+    for (auto x : d) t += (t.empty() ? "" : ",") + std::to_string(x);
+    return t;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const auto status = head_status(s);
+    const bool busy = status.contains("reconfigurer") && status["reconfigurer"].value("busy", false);
+    auto now = layout_of(status);
+    if (!busy && now == want) return;
+    if (std::chrono::steady_clock::now() > until)
+      throw std::runtime_error(busy ? "a regroup did not finish within 60 s" : "the layout did not come back within 60 s");
+    if (busy) {
+      // No event reaches a client when a regroup ends: look at the reconfigurer again shortly.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    for (const auto& [node, degrees] : want) {
+      if (now[node] == degrees) continue;
+      caf::scoped_actor self{s.system()};
+      std::string text, failure;
+      self->request(s.head(), std::chrono::minutes(2), rt::regroup_atom::value, rt::regroup_spec{node, degrees},
+                    s.credential())
+          .receive([&](std::string& t) { text = std::move(t); },
+                   [&](const caf::error& e) { failure = s.system().render(e); });
+      auto j = json::parse(text, nullptr, false);
+      if (!failure.empty() || !j.is_object() || !j.value("ok", false))
+        throw std::runtime_error("cannot put node " + node + " back to groups " + degrees_text(degrees) + ": " +
+                                 (failure.empty() ? (j.is_object() ? j.value("error", text) : text) : failure));
+      std::fprintf(stderr, "bench: node %s put back to groups %s (was %s) before %s\n", node.c_str(),
+                   degrees_text(degrees).c_str(), degrees_text(now[node]).c_str(), next_policy.c_str());
+    }
+  }
 }
 
 struct client_figures {
@@ -278,6 +331,7 @@ int run_bench(const bench_options& o) {
   auto tick = [&] { bar.advance(1); };
 
   set_policy(session, "static");
+  const auto initial_layout = layout_of(head_status(session));
   if (o.warmup > 0) replay({burst(static_cast<std::size_t>(o.warmup)), 0.0, o.timeout_s, tick});
   double capacity = o.capacity;
   if (capacity <= 0) {
@@ -306,6 +360,7 @@ int run_bench(const bench_options& o) {
     const double time_scale = raw_rate / (load * capacity);
     for (const auto& pname : o.policies) {
       set_policy(session, pname);
+      restore_layout(session, initial_layout, pname);
       bar.advance(0, pname + " load " + std::to_string(load).substr(0, 4));
       const auto before = head_status(session);
       const auto t0 = std::chrono::steady_clock::now();
