@@ -116,6 +116,16 @@ std::string model_dir() {
   return std::string(DLS_SOURCE_DIR) + "/models/tiny-llada";
 }
 
+std::string write_two_degree_profile(const scratch_dir& dir, double tp2_fixed_s) {
+  const auto path = dir.file("profile.yaml");
+  std::ofstream(path) << "format: dilaserve-step-profile/1\nkind: linear\nhardware: test\nmodel: test\n"
+                         "source: hand-written for a runtime test\nlinear:\n"
+                         "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
+                         "  2: {fixed_s: "
+                      << tp2_fixed_s << ", per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
+  return path;
+}
+
 std::string write_test_config(const scratch_dir& dir, const std::string& name, int dead_after_ms,
                               const std::string& overrides) {
   auto root = YAML::LoadFile(std::string(DLS_SOURCE_DIR) + "/configs/" + name);

@@ -62,6 +62,12 @@ class scratch_dir {
   std::string path_;
 };
 
+/// Writes a linear step-cost profile for TP 1 and TP 2 into `dir` and returns its path: the
+/// same per-request and per-row costs as a TP 1 step, scaled down for TP 2, and a fixed cost of
+/// its own for a TP 2 step. A slow fixed cost makes two TP 1 groups the optimizer's choice at
+/// any load; the TP 1 one makes a TP 2 group the faster for a lone request.
+std::string write_two_degree_profile(const scratch_dir& dir, double tp2_fixed_s);
+
 /// Copies `configs/NAME` with every port set to 0 and the model path made absolute.
 /// `dead_after_ms` > 0 overrides heartbeat.dead_after_ms (for tests that pause a node).
 /// `overrides` is a YAML mapping whose top-level keys replace the file's (e.g. "limits: {...}").

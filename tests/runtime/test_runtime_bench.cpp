@@ -287,11 +287,7 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
   dls::test::scratch_dir dir;
   // A hand-written profile in which a TP 2 step is slow, so the optimizer splits the node as
   // soon as it has seen arrivals; the dwell keeps it split until the bench puts it back.
-  const auto profile = dir.file("profile.yaml");
-  std::ofstream(profile) << "format: dilaserve-step-profile/1\nkind: linear\nhardware: test\nmodel: test\n"
-                            "source: hand-written for test_runtime_bench\nlinear:\n"
-                            "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
-                            "  2: {fixed_s: 0.05, per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
+  const auto profile = dls::test::write_two_degree_profile(dir, 0.05);
   const auto config = dls::test::write_test_config(
       dir, "local.yaml", 0,
       "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +

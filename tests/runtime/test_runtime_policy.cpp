@@ -193,11 +193,7 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   // A hand-written profile in which one TP 2 group is the faster for a lone request and two
   // TP 1 groups serve more requests per second, so the optimizer's layout depends on the load.
   dls::test::scratch_dir files;
-  const auto profile = files.file("profile.yaml");
-  std::ofstream(profile) << "format: dilaserve-step-profile/1\nkind: linear\nhardware: test\nmodel: test\n"
-                            "source: hand-written for test_runtime_policy\nlinear:\n"
-                            "  1: {fixed_s: 0.0005, per_request_s: 0.0001, per_query_row_s: 0.00002}\n"
-                            "  2: {fixed_s: 0.0005, per_request_s: 0.00006, per_query_row_s: 0.000012}\n";
+  const auto profile = dls::test::write_two_degree_profile(files, 0.0005);
   cluster c("local.yaml", 0,
             "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +
                 "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 500, window_ms: 1000, "
