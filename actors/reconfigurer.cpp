@@ -51,7 +51,6 @@ struct reconfigurer_state {
   // The policy set the groups run, as of the last automatic look: only a set with
   // reconfiguration (dilaserve, reconfig-only and the ablations that keep it) regroups by itself.
   std::string policy;
-  bool policy_reconfigures = false;
   static inline const char* name = "dls.reconfigurer";
 };
 
@@ -70,7 +69,7 @@ void publish(reconf_ptr self, const caf::actor& core, bool busy) {
   if (!st.last.is_null()) d["last"] = st.last;
   if (!st.policy.empty()) {  // auto mode, after its first look at the load
     d["policy"] = st.policy;
-    d["policy_reconfigures"] = st.policy_reconfigures;
+    d["policy_reconfigures"] = policy::make_policy_set(st.policy).reconfigure;
   }
   if (st.dir_id) self->send(core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
@@ -159,13 +158,11 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
       .then(
           [=](const std::vector<double>& v, const std::string& policy_name) {
             auto& st = self->state;
-            const bool reconfigures = policy::make_policy_set(policy_name).reconfigure;
-            if (policy_name != st.policy || reconfigures != st.policy_reconfigures) {
+            if (policy_name != st.policy) {
               st.policy = policy_name;
-              st.policy_reconfigures = reconfigures;
               publish(self, core, st.busy);
             }
-            if (st.busy || v.empty() || !reconfigures) return;
+            if (st.busy || v.empty() || !policy::make_policy_set(policy_name).reconfigure) return;
             const auto& rc = st.cfg.reconfigure;
             std::vector<policy::arrival_record> arrivals;
             for (std::size_t i = 1; i + 2 < v.size(); i += 3)
