@@ -295,11 +295,9 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
     // Spread the moved requests over the new groups (policy::spread_requests), in request order.
     std::sort(items->begin(), items->end(),
               [](const auto& a, const auto& b) { return a.request_id < b.request_id; });
-    std::vector<double> work;
-    for (auto& item : *items) work.push_back(static_cast<double>(item.gen_length));
     std::vector<int> degrees;
     for (auto& g : groups) degrees.push_back(g.degree);
-    const auto where = policy::spread_requests(work, degrees);
+    const auto where = policy::spread_requests(items->size(), degrees);
     for (std::size_t i = 0; i < items->size(); ++i) {
       auto& item = (*items)[i];
       auto best = static_cast<std::size_t>(where[i]);

@@ -34,8 +34,7 @@ using wal_synced_atom = caf::atom_constant<caf::atom("wal_synced")>;
 
 struct group_slot {
   rt::group_info info;
-  double work = 0;  // remaining answer tokens queued on it
-  int queued = 0;
+  int held = 0;  // requests it holds (running and queued), as it last reported plus those sent since
   bool draining = false;
   // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
   // grace in SLO windows, its lowest tau against its reference; and the requests refused here
@@ -99,7 +98,7 @@ group_slot* pick_group(supervisor_state& st) {
   std::vector<policy::placement_view> views;
   std::vector<group_slot*> slots;
   for (auto& [name, g] : st.groups) {
-    views.push_back({g.info.degree, g.work, g.draining});
+    views.push_back({g.info.degree, g.held, g.draining});
     slots.push_back(&g);
   }
   const int i = policy::place_request(views);
@@ -127,9 +126,7 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
     st.pending.push_back(std::move(item));
     return;
   }
-  auto remaining = static_cast<double>(item.gen_length);
-  g->work += remaining;
-  g->queued += 1;
+  g->held += 1;
   st.requests[item.request_id].group = g->info.name;
   st.requests[item.request_id].epoch = item.epoch;
   // No answer is awaited: the group tells the request actor, a drained group sends the item
@@ -469,8 +466,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
         auto& g = it->second;
-        g.work = load.work;
-        g.queued = load.queued;
+        g.held = load.queued;
         g.sheds = load.sheds;
         g.backlog_s = load.backlog_s;
         g.grace = load.shed_grace;

@@ -21,7 +21,7 @@ typename Inspector::result_type inspect(Inspector& f, step_histogram& x) {
 
 struct group_load {
   double work = 0;     // remaining answer tokens queued
-  int32_t queued = 0;  // requests queued
+  int32_t queued = 0;  // requests the group holds, running and waiting (what placement balances)
   uint64_t steps = 0;
   double step_wall_s = 0, engine_s = 0, policy_s = 0, policy_cpu_s = 0;
   double predicted_s = 0;  // the profile's time for the same steps: step_wall_s - this is what it misses

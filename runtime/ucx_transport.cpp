@@ -4,6 +4,7 @@
 #include "runtime/ucx_assembly.hpp"
 #include "runtime/ucx_frame.hpp"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -273,8 +274,15 @@ ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(ucx_handles
   ev.events = EPOLLIN;
   if (epfd < 0 || ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) != 0) fail("epoll on the worker's event fd", UCS_ERR_IO_ERROR);
   pool = std::make_shared<ucx_buffer_pool>(ctx, idle_receive_bytes);
-  thread = std::thread([this] { loop(); });
-  hasher = std::thread([this] { hash_loop(); });
+  // Named so that `top -H`, perf and gdb tell the data plane's threads from the engine's.
+  thread = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "ucx-progress");
+    loop();
+  });
+  hasher = std::thread([this] {
+    ::pthread_setname_np(::pthread_self(), "ucx-hash");
+    hash_loop();
+  });
 }
 
 ucx_transport::impl::~impl() {

@@ -357,14 +357,20 @@ BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when
   BOOST_TEST(pol::forecast_from_arrivals({}, 1.0, cfg).mix.empty());
 }
 
-BOOST_AUTO_TEST_CASE(placement_balances_queued_work_per_device) {
-  std::vector<pol::placement_view> gs{{2, 100, false}, {1, 60, false}, {1, 0, true}};
-  BOOST_TEST(pol::place_request(gs) == 0);  // 50 per device beats 60; the empty one drains
-  gs[0].queued_tokens = 130;
-  BOOST_TEST(pol::place_request(gs) == 1);
+BOOST_AUTO_TEST_CASE(placement_balances_held_requests_per_device) {
+  std::vector<pol::placement_view> gs{{2, 5, false}, {1, 3, false}, {1, 0, true}};
+  BOOST_TEST(pol::placement_load(gs[0]) == 2.5);
+  BOOST_TEST(pol::place_request(gs) == 0);  // 2.5 per device beats 3; the empty one drains
+  gs[0].requests = 7;
+  BOOST_TEST(pol::place_request(gs) == 1);  // 3.5 per device against 3
+  gs[0].requests = 6;  // 3 per device each: the tie goes to the lower index
+  BOOST_TEST(pol::place_request(gs) == 0);
   gs[0].draining = gs[1].draining = true;
   BOOST_TEST(pol::place_request(gs) == -1);
-  BOOST_TEST((pol::spread_requests({10, 10, 10}, {2, 1}) == std::vector<int>{0, 1, 0}));
+  BOOST_TEST(pol::place_request({}) == -1);
+  // After a regroup onto TP 2 + TP 1 the TP-2 group takes two of every three.
+  BOOST_TEST((pol::spread_requests(6, {2, 1}) == std::vector<int>{0, 1, 0, 0, 1, 0}));
+  BOOST_TEST(pol::spread_requests(3, {}).empty());
 }
 
 namespace {

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,48 @@ BOOST_AUTO_TEST_CASE(sim_suite_sweeps_a_cluster_file_key) {
                         "--sweep: " + sim_cluster + " sets no 'scheduler.frob'");
   expect_one_line_error(with({"--sweep", "name", "--out", dir.path()}), 1, "'name' in " + sim_cluster + " is not a number");
   expect_one_line_error(with({"--sweep", "scheduler.max_active"}), 1, "--sweep needs --out DIR");
+}
+
+// `sim-bound --workload FILE` bounds every arrival variant of a suite workload, drawn and
+// scaled as sim-suite draws them; the bound holds over what the simulator's policies attain on
+// the same requests; --trace and --workload exclude each other, and one of them is needed.
+BOOST_AUTO_TEST_CASE(sim_bound_bounds_each_variant_of_a_suite_workload) {
+  const std::string wl = std::string(DLS_SOURCE_DIR) + "/configs/sim/workloads/long-prompt.yaml";
+  auto r = dls::test::run_cli({"sim-bound", "--cluster", sim_cluster, "--workload", wl, "--requests", "300", "--load",
+                               "1.5"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  std::map<std::string, double> bound;  // variant -> upper bound (fraction)
+  std::istringstream lines(r.out);
+  std::string variant;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("workload ", 0) == 0) {
+      variant = line.substr(9, line.find(':') - 9);
+    } else if (!variant.empty() && line.find("1.50") != std::string::npos) {
+      std::istringstream f(line);
+      double load = 0, slo = 0, requests = 0, upper = 0;
+      f >> load >> slo >> requests >> upper;
+      bound[variant] = upper / 100;
+    }
+  }
+  BOOST_TEST_REQUIRE(bound.size() == 3u, r.out);  // poisson, gamma-cv4, gamma-cv13
+  dls::test::scratch_dir dir;
+  auto s = dls::test::run_cli({"sim-suite", "--cluster", sim_cluster, "--suite",
+                               std::string(DLS_SOURCE_DIR) + "/configs/sim/workloads", "--workloads", "long-prompt",
+                               "--load", "1.5", "--requests", "300", "--policies", "static,dilaserve", "--on-miss",
+                               "serve", "--out", dir.path()});
+  BOOST_TEST_REQUIRE(s.rc == 0, s.err);
+  std::ifstream in(dir.path() + "/results.json");
+  const auto rows = nlohmann::json::parse(in)["results"];
+  BOOST_TEST_REQUIRE(rows.size() == 6u);
+  for (const auto& row : rows) {
+    const std::string w = row["workload"].get<std::string>();
+    const std::string v = w.substr(w.find('/') + 1);
+    BOOST_TEST_REQUIRE(bound.count("long-prompt/" + v) == 1u, w);
+    BOOST_TEST(row["slo_attainment"].get<double>() <= bound["long-prompt/" + v] + 1e-9, w);
+  }
+  expect_one_line_error({"sim-bound", "--cluster", sim_cluster, "--workload", wl, "--trace", wl}, 2, "excludes");
+  expect_one_line_error({"sim-bound", "--cluster", sim_cluster}, 1, "give --trace FILE or --workload FILE");
+  expect_one_line_error({"sim-bound", "--cluster", sim_cluster, "--workload", wl, "--rate", "5"}, 2, "excludes");
 }
 
 // `dilaserve profile` times real engine steps and writes a measured profile that the policies

@@ -1,5 +1,6 @@
 #include "sim/simulator.hpp"
 
+#include "policies/placement.hpp"
 #include "policies/predict.hpp"
 #include "sim/engine.hpp"
 
@@ -95,7 +96,9 @@ void engine::touch(int gi) {
   if (g.placed_key.second >= 0) placement_.erase(g.placed_key);
   g.placed_key = {0, -1};
   if (!g.alive || g.draining) return;
-  g.placed_key = {static_cast<double>(g.active.size() + g.queue.size()) / g.tp, g.id};
+  // Kept ordered by policy::placement_load, so that pick_group is place_request's argmin
+  // (ties: the lowest id) without a pass over every group per arrival.
+  g.placed_key = {policy::placement_load({g.tp, static_cast<int>(g.active.size() + g.queue.size()), false}), g.id};
   placement_.insert(g.placed_key);
 }
 
