@@ -111,7 +111,10 @@ const std::set<std::string>& ucx_transport_names() {
 }
 
 ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
-  c.check_keys(n, {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "timeout_ms", "kv_move", "snapshots"}, "ucx");
+  c.check_keys(n,
+               {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "tcp_segment_bytes", "timeout_ms", "kv_move",
+                "snapshots"},
+               "ucx");
   ucx_config u;
   if (n["tls"]) {
     u.tls = c.str(n["tls"], "ucx.tls");
@@ -136,6 +139,16 @@ ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
   constexpr std::size_t min_part_bytes = 4096;
   if (u.part_bytes != 0 && u.part_bytes < min_part_bytes)
     c.fail(n["part_bytes"], "ucx.part_bytes must be 0 (send whole) or at least " + std::to_string(min_part_bytes));
+  // 0 keeps UCX's own sizes; UCX needs room for its headers in a segment; beyond 64 MiB a
+  // segment only holds memory.
+  constexpr long long min_segment = 4096, max_segment = 64LL << 20;
+  if (n["tcp_segment_bytes"]) {
+    u.tcp_segment_bytes =
+        static_cast<std::size_t>(c.integer(n["tcp_segment_bytes"], "ucx.tcp_segment_bytes", 0, max_segment));
+    if (u.tcp_segment_bytes != 0 && u.tcp_segment_bytes < static_cast<std::size_t>(min_segment))
+      c.fail(n["tcp_segment_bytes"],
+             "ucx.tcp_segment_bytes must be 0 (UCX's own) or at least " + std::to_string(min_segment));
+  }
   if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
   if (n["kv_move"]) u.kv_move = c.one_of(n["kv_move"], "ucx.kv_move", {"auto", "transfer", "rebuild"});
   if (n["snapshots"]) u.snapshots = c.one_of(n["snapshots"], "ucx.snapshots", {"head", "peer"});

@@ -62,6 +62,14 @@ struct ucx_config {
   // 2 MiB and 4 MiB it was the best on both transports here (docs/performance.md, "Data plane
   // in parts"); smaller parts cost a rendezvous and two thread hops each for little hashing.
   std::size_t part_bytes = 2 << 20;
+  // UCX's tcp segment (UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE): with peer-failure handling,
+  // which our tcp endpoints ask for, UCX 1.13 moves rendezvous data over tcp in segments of this
+  // size rather than in one zero-copy send, so its default of 8/64 KiB costs a system call and a
+  // wakeup per 64 KiB. 512 KiB: against the default, 1.3-2x the bandwidth over tcp at 1-64 MiB;
+  // 1 and 2 MiB were level with it from 4 MiB up and slower at 1 MiB (docs/performance.md, "The
+  // tcp segment"). Each endpoint holds a few segments, so memory stays within a few MiB a peer.
+  // 0 keeps UCX's own sizes.
+  std::size_t tcp_segment_bytes = 512 << 10;
   // The deadline of one transfer: 10 s moves 256 MB at 25 MB/s, far below any transport here.
   int timeout_ms = 10000;
   // A mid-block migration to another process: "auto" moves the KV cache when the profile's

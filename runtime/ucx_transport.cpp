@@ -49,11 +49,16 @@ std::vector<std::string> split_names(const std::string& s) {
   return out;
 }
 
-ucp_config_t* read_config(const std::string& tls, const std::string& devices) {
+ucp_config_t* read_config(const std::string& tls, const std::string& devices, std::size_t tcp_segment_bytes) {
   ucp_config_t* c = nullptr;
   if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &c); s != UCS_OK)
     throw ucx_error(std::string("UCX: cannot read its configuration: ") + ucs_status_string(s));
-  for (auto [key, value] : {std::pair<const char*, const std::string*>{"TLS", &tls}, {"NET_DEVICES", &devices}}) {
+  const std::string segment = std::to_string(tcp_segment_bytes);
+  std::vector<std::pair<const char*, const std::string*>> keys{{"TLS", &tls}, {"NET_DEVICES", &devices}};
+  // UCX 1.13 hands a key it does not know to the transports, matched on their own tables
+  // without the transport's prefix: these are UCX_TCP_TX_SEG_SIZE and UCX_TCP_RX_SEG_SIZE.
+  if (tcp_segment_bytes) keys.insert(keys.end(), {{"TX_SEG_SIZE", &segment}, {"RX_SEG_SIZE", &segment}});
+  for (auto [key, value] : keys) {
     if (ucs_status_t s = ucp_config_modify(c, key, value->c_str()); s != UCS_OK) {
       ucp_config_release(c);
       throw ucx_error(std::string("UCX: bad ") + key + " '" + *value + "': " + ucs_status_string(s));
@@ -62,8 +67,9 @@ ucp_config_t* read_config(const std::string& tls, const std::string& devices) {
   return c;
 }
 
-ucp_context_h make_context(const std::string& tls, const std::string& devices, bool shared) {
-  ucp_config_t* c = read_config(tls, devices);
+ucp_context_h make_context(const std::string& tls, const std::string& devices, std::size_t tcp_segment_bytes,
+                           bool shared) {
+  ucp_config_t* c = read_config(tls, devices, tcp_segment_bytes);
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -79,7 +85,7 @@ ucp_context_h make_context(const std::string& tls, const std::string& devices, b
 // file that asks for a transport must get it, so each is tried alone first.
 void require_transports(const ucx_config& cfg) {
   for (const auto& name : split_names(cfg.tls)) {
-    ucp_context_h ctx = make_context(name, cfg.net_devices, false);
+    ucp_context_h ctx = make_context(name, cfg.net_devices, cfg.tcp_segment_bytes, false);
     if (!ctx)
       throw ucx_error("UCX transport '" + name + "' (ucx.tls: " + cfg.tls + ", ucx.net_devices: " + cfg.net_devices +
                       ") is not available on this host; `ucx_info -d` lists the ones that are");
@@ -241,7 +247,7 @@ bool ucx_handles_peer_errors(const std::string& tls) {
 
 ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(ucx_handles_peer_errors(c.tls)) {
   require_transports(cfg);
-  ctx = make_context(cfg.tls, cfg.net_devices, true);
+  ctx = make_context(cfg.tls, cfg.net_devices, cfg.tcp_segment_bytes, true);
   if (!ctx) throw ucx_error("UCX could not start with ucx.tls: " + cfg.tls);
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;

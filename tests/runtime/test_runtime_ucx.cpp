@@ -171,6 +171,10 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {kv_move: rebuild}\n", "t.yaml", "/tmp").ucx.kv_move == "rebuild");
   BOOST_TEST(plain.ucx.snapshots == std::string("head"));
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {snapshots: peer}\n", "t.yaml", "/tmp").ucx.snapshots == "peer");
+  BOOST_TEST(plain.ucx.tcp_segment_bytes == 512u << 10);
+  BOOST_TEST(rt::parse_cluster_config(base + "ucx: {tcp_segment_bytes: 0}\n", "t.yaml", "/tmp").ucx.tcp_segment_bytes == 0u);
+  BOOST_TEST(rt::parse_cluster_config(base + "ucx: {tcp_segment_bytes: 1048576}\n", "t.yaml", "/tmp").ucx.tcp_segment_bytes ==
+             1u << 20);
   auto refused = [&](const std::string& ucx, const std::string& why) {
     try {
       rt::parse_cluster_config(base + ucx, "t.yaml", "/tmp");
@@ -186,6 +190,27 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
   refused("ucx: {snapshots: disk}\n", "ucx.snapshots");
   refused("ucx: {kv_move: sometimes}\n", "ucx.kv_move");
+  refused("ucx: {tcp_segment_bytes: 100}\n", "ucx.tcp_segment_bytes must be 0 (UCX's own) or at least 4096");
+  refused("ucx: {tcp_segment_bytes: 134217728}\n", "ucx.tcp_segment_bytes");
+  refused("ucx: {tcp_segment_bytes: big}\n", "ucx.tcp_segment_bytes");
+}
+
+// ucx.tcp_segment_bytes reaches UCX's tcp transport: an endpoint's short eager sends go up to
+// one segment less UCX's header, which with UCX's own sizes (0) stop at its 8 KiB segment.
+BOOST_AUTO_TEST_CASE(the_tcp_segment_reaches_ucx) {
+  auto short_eager_limit = [](std::size_t segment) {
+    auto cfg = local("tcp");
+    cfg.tcp_segment_bytes = segment;
+    rt::ucx_transport a(cfg), b(cfg);
+    const std::string lanes = a.describe_lanes(b.address());
+    const auto at = lanes.find("<egr/short>..");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, lanes);
+    return std::stoul(lanes.substr(at + 13));
+  };
+  const auto big = short_eager_limit(512u << 10), ucx_own = short_eager_limit(0);
+  BOOST_TEST(big > (500u << 10));
+  BOOST_TEST(big < (512u << 10));
+  BOOST_TEST(ucx_own < (16u << 10));
 }
 
 namespace {

@@ -55,6 +55,7 @@ struct options {
   bool links_only = false;
   std::size_t part_bytes = rt::ucx_config{}.part_bytes;  // ucx.part_bytes of both processes
   std::size_t rndv_threshold_bytes = rt::ucx_config{}.rndv_threshold_bytes;  // ucx.rndv_threshold_bytes of both
+  std::size_t tcp_segment_bytes = rt::ucx_config{}.tcp_segment_bytes;  // ucx.tcp_segment_bytes of both
   int window = 0;  // transfers in flight per bandwidth round; 0: the whole round at once
   bool live = true;  // also through the real migration path on a two-node cluster
   int live_canvas_moves = 20;
@@ -88,6 +89,7 @@ rt::ucx_config ucx_for(const std::string& tls, const options& o) {
   c.tls = tls;
   c.part_bytes = o.part_bytes;
   c.rndv_threshold_bytes = o.rndv_threshold_bytes;
+  c.tcp_segment_bytes = o.tcp_segment_bytes;
   c.net_devices = "lo";
   c.timeout_ms = ucx_timeout_ms;
   return c;
@@ -225,18 +227,22 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-// How `ucx_perftest` runs: as it does by default (busy polling, no peer-failure handling), or
-// configured as our transport is (sleeping between events, and peer-failure handling where our
-// endpoints ask for it: with it UCX 1.13 moves rendezvous data over tcp in fragments instead of
-// one zero-copy put).
+// How `ucx_perftest` runs: as it does by default (busy polling, no peer-failure handling, UCX's
+// tcp segment), or configured as our transport is (sleeping between events, our tcp segment,
+// and peer-failure handling where our endpoints ask for it: with it UCX 1.13 moves rendezvous
+// data over tcp in segments instead of one zero-copy put).
 enum class perftest_mode { as_default, like_ours };
 
 // Runs `ucx_perftest -t ucp_am_bw` server and client on 127.0.0.1 with UCX_TLS=tls; returns
 // the client's overall bandwidth in bytes/s (perftest reports MB/s of 2^20 bytes).
-double perftest_bytes_per_s(const std::string& tls, std::size_t size, perftest_mode mode) {
+double perftest_bytes_per_s(const std::string& tls, std::size_t size, perftest_mode mode, std::size_t tcp_segment_bytes) {
   const uint16_t port = free_port();
   const int iters = std::max(transfers_per_round(size) * 4, 8);
-  auto env = "UCX_TLS=" + tls + " UCX_NET_DEVICES=lo ";
+  std::vector<std::string> vars{"UCX_TLS=" + tls, "UCX_NET_DEVICES=lo"};
+  if (mode == perftest_mode::like_ours && tcp_segment_bytes)
+    for (const char* k : {"UCX_TCP_TX_SEG_SIZE=", "UCX_TCP_RX_SEG_SIZE="}) vars.push_back(k + std::to_string(tcp_segment_bytes));
+  std::string env;
+  for (const auto& v : vars) env += v + " ";
   std::vector<std::string> flags;  // the server takes them too
   if (mode == perftest_mode::like_ours) {
     flags = {"-E", "sleep"};
@@ -252,10 +258,15 @@ double perftest_bytes_per_s(const std::string& tls, std::size_t size, perftest_m
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const std::string tls_var = "UCX_TLS=" + tls;
-  std::vector<char*> envp{const_cast<char*>(tls_var.c_str()), const_cast<char*>("UCX_NET_DEVICES=lo")};
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "UCX_TLS=", 8) != 0 && std::strncmp(*e, "UCX_NET_DEVICES=", 16) != 0) envp.push_back(*e);
+  std::vector<char*> envp;
+  for (auto& v : vars) envp.push_back(v.data());
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const bool ours = std::any_of(vars.begin(), vars.end(), [&](const std::string& v) {
+      return entry.substr(0, v.find('=') + 1) == std::string_view(v).substr(0, v.find('=') + 1);
+    });
+    if (!ours) envp.push_back(*e);
+  }
   envp.push_back(nullptr);
   pid_t server = ::fork();
   if (server == 0) {
@@ -345,7 +356,8 @@ json run_transport(const options& o, const std::string& tls) {
                                 "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
                                 "--sizes", joined(o.sizes), "--lengths", joined(o.lengths),
                                 "--part-bytes", std::to_string(o.part_bytes),
-                                "--rndv-threshold-bytes", std::to_string(o.rndv_threshold_bytes)};
+                                "--rndv-threshold-bytes", std::to_string(o.rndv_threshold_bytes),
+                                "--tcp-segment-bytes", std::to_string(o.tcp_segment_bytes)};
   if (o.links_only) argv.push_back("--links-only");
   auto child = rt::spawn_background(argv, "/tmp/dilaserve-bench-migration-" + std::to_string(::getpid()) + ".log");
   const std::string peer = from_hex(rt::wait_ready(child, 60000));
@@ -391,8 +403,8 @@ json run_transport(const options& o, const std::string& tls) {
     std::vector<double> refs, alike;
     if (!o.links_only)
       for (int r = 0; r < o.reps; ++r) {
-        refs.push_back(perftest_bytes_per_s(tls, size, perftest_mode::as_default));
-        alike.push_back(perftest_bytes_per_s(tls, size, perftest_mode::like_ours));
+        refs.push_back(perftest_bytes_per_s(tls, size, perftest_mode::as_default, o.tcp_segment_bytes));
+        alike.push_back(perftest_bytes_per_s(tls, size, perftest_mode::like_ours, o.tcp_segment_bytes));
       }
     const double ref = refs.empty() ? 0.0 : median(refs);
     const double ref_alike = alike.empty() ? 0.0 : median(alike);
@@ -574,6 +586,9 @@ register_command reg{"bench-migration", [](CLI::App& app) {
                   "ucx.part_bytes of both processes (0: every buffer whole, its checksum before and after the transfer)");
   sub->add_option("--rndv-threshold-bytes", o->rndv_threshold_bytes,
                   "ucx.rndv_threshold_bytes of both processes (larger buffers go by rendezvous, the rest eagerly)");
+  sub->add_option("--tcp-segment-bytes", o->tcp_segment_bytes,
+                  "ucx.tcp_segment_bytes of both processes, and of ucx_perftest configured as ours (0: UCX's own)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{64} << 20));
   sub->add_option("--reps", o->reps, "timed repetitions (medians are reported)")->check(dls::cli::positive);
   sub->add_option("--window", o->window,
                   "bandwidth: at most this many transfers in flight (0: each 64 MiB round at once); the receiver "
