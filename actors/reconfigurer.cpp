@@ -169,6 +169,9 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
               arrivals.push_back({v[i], static_cast<int>(v[i + 1]), static_cast<int>(v[i + 2])});
             policy::forecast_config fc_cfg;
             fc_cfg.window_s = rc.window_ms / 1e3;
+            fc_cfg.subwindow_s = rc.forecast_subwindow_ms / 1e3;
+            fc_cfg.quantile = rc.forecast_quantile;
+            fc_cfg.block_len = st.cfg.engine.decode.block_length;
             const auto fc = policy::forecast_from_arrivals(arrivals, v[0], fc_cfg);
             if (fc.mix.empty()) return;  // nothing seen yet: no basis for a plan
             std::vector<int> devices;

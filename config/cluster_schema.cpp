@@ -27,8 +27,9 @@ const std::set<std::string>& scheduler_keys() {
 }
 
 const std::set<std::string>& reconfigure_keys() {
-  static const std::set<std::string> keys{"interval_ms",       "min_dwell_ms",    "window_ms",     "regroup_ms",
-                                          "attainment_target", "utilization_max", "capacity_units"};
+  static const std::set<std::string> keys{"interval_ms",       "min_dwell_ms",    "window_ms",
+                                          "regroup_ms",        "attainment_target", "utilization_max",
+                                          "capacity_units",    "forecast_subwindow_ms", "forecast_quantile"};
   return keys;
 }
 
@@ -210,6 +211,10 @@ reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& 
   if (n["utilization_max"]) r.utilization_max = c.real(n["utilization_max"], "reconfigure.utilization_max", 1e-9, 1);
   if (n["capacity_units"])
     r.capacity_units = static_cast<int>(c.integer(n["capacity_units"], "reconfigure.capacity_units", 1, 1 << 24));
+  if (n["forecast_subwindow_ms"])
+    r.forecast_subwindow_ms =
+        static_cast<int>(c.integer(n["forecast_subwindow_ms"], "reconfigure.forecast_subwindow_ms", 1, 86400000));
+  if (n["forecast_quantile"]) r.forecast_quantile = c.real(n["forecast_quantile"], "reconfigure.forecast_quantile", 0, 1);
   return r;
 }
 

@@ -84,6 +84,11 @@ struct reconfigure_settings {
   double attainment_target = 0.9;  // fraction
   double utilization_max = 0.9;    // fraction
   int capacity_units = 2000;
+  // The forecast the optimizer plans for (policy::forecast_from_arrivals): the arrival rate is
+  // this quantile of the rates over pieces of the window about this long, so that a burst
+  // counts as a burst and not as the window's mean.
+  int forecast_subwindow_ms = 500;  // ms
+  double forecast_quantile = 0.9;   // fraction
 };
 
 // The keys each section shares; a file passes these plus its own to the parsers below.

@@ -2,15 +2,42 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <utility>
 
 namespace dls::policy {
+
+std::vector<length_class> length_mix(std::vector<request_shape> shapes, int classes, int block_len) {
+  std::vector<length_class> out;
+  if (shapes.empty() || classes < 1) return out;
+  const int block = std::max(1, block_len);
+  std::sort(shapes.begin(), shapes.end(), [](const request_shape& a, const request_shape& b) {
+    const int la = a.prompt_len + a.gen_len, lb = b.prompt_len + b.gen_len;
+    return la != lb ? la < lb : a.gen_len < b.gen_len;
+  });
+  const std::size_t n = shapes.size();
+  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(classes), n);
+  for (std::size_t c = 0; c < k; ++c) {
+    const std::size_t lo = c * n / k, hi = (c + 1) * n / k;
+    if (hi <= lo) continue;
+    double p = 0, g = 0;
+    for (std::size_t i = lo; i < hi; ++i) {
+      p += shapes[i].prompt_len;
+      g += shapes[i].gen_len;
+    }
+    const double cnt = static_cast<double>(hi - lo);
+    length_class lc;
+    lc.prompt_len = static_cast<int>(std::lround(p / cnt));
+    lc.gen_len = std::max(block, static_cast<int>(std::lround(g / cnt / block)) * block);
+    lc.weight = cnt / static_cast<double>(n);
+    out.push_back(lc);
+  }
+  return out;
+}
 
 forecast forecast_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s, const forecast_config& cfg) {
   forecast f;
   if (arrivals.empty()) return f;
-  const int n_sub = std::max(1, cfg.subwindows);
+  const double sub_s = std::min(cfg.window_s, std::max(1e-9, cfg.subwindow_s));
+  const int n_sub = std::max(1, static_cast<int>(std::lround(cfg.window_s / sub_s)));
   const double sub = cfg.window_s / n_sub;
   std::vector<double> counts(static_cast<std::size_t>(n_sub), 0.0);
   double in_window = 0;
@@ -25,18 +52,12 @@ forecast forecast_from_arrivals(const std::vector<arrival_record>& arrivals, dou
   const auto qi = static_cast<std::size_t>(std::min<double>(n_sub - 1, std::floor(cfg.quantile * n_sub)));
   f.arrival_rate = counts[qi] / sub;
   f.mean_rate = in_window / cfg.window_s;
-  std::map<std::pair<int, int>, double> shapes;
-  for (const auto& a : arrivals) shapes[{a.prompt_len, a.gen_len}] += 1;
-  std::vector<std::pair<double, std::pair<int, int>>> by_count;
-  for (const auto& [shape, n] : shapes) by_count.push_back({n, shape});
-  // Most frequent first; ties by shape, so the mix does not depend on map order.
-  std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  if (static_cast<int>(by_count.size()) > cfg.max_classes) by_count.resize(static_cast<std::size_t>(cfg.max_classes));
-  double total = 0;
-  for (const auto& c : by_count) total += c.first;
-  for (const auto& c : by_count) f.mix.push_back({c.second.first, c.second.second, c.first / total});
+  const std::size_t keep = std::min(arrivals.size(), static_cast<std::size_t>(std::max(1, cfg.max_mix_arrivals)));
+  std::vector<request_shape> shapes;
+  shapes.reserve(keep);
+  for (std::size_t i = arrivals.size() - keep; i < arrivals.size(); ++i)
+    shapes.push_back({arrivals[i].prompt_len, arrivals[i].gen_len});
+  f.mix = length_mix(std::move(shapes), cfg.max_classes, cfg.block_len);
   return f;
 }
 

@@ -2,8 +2,9 @@
 // The load forecast the reconfiguration optimizer plans for, from the arrivals seen so far:
 // the rate is a high quantile of the arrival rate over sub-windows of the recent window (so a
 // burst counts as a burst, not as its mean), the sustained rate is the mean over the window,
-// and the length mix comes from every arrival kept (the window may be empty when idle, and an
-// idle cluster still plans for the requests it serves).
+// and the length mix comes from the latest arrivals (the window may be empty when idle, and an
+// idle cluster still plans for the requests it serves). The live reconfigurer and the
+// simulator both forecast with forecast_from_arrivals, from the same cluster-file keys.
 #include "policies/snapshot.hpp"
 
 #include <vector>
@@ -21,10 +22,23 @@ struct arrival_record {
 
 struct forecast_config {
   double window_s = 5.0;
-  int subwindows = 4;        // rate samples within the window
-  double quantile = 0.9;     // forecast rate = this quantile of the samples
-  int max_classes = 16;      // length classes of the mix, the most frequent shapes
+  double subwindow_s = 0.5;   // rate samples: the window in pieces of about this length
+  double quantile = 0.9;      // forecast rate = this quantile of the samples
+  int max_classes = 16;       // length classes of the mix
+  int max_mix_arrivals = 4096;  // the mix is drawn from at most this many of the latest arrivals
+  int block_len = 32;         // answers are whole blocks of this many tokens
 };
+
+/// A request's shape as the length mix sees it.
+struct request_shape {
+  int prompt_len = 0;
+  int gen_len = 0;
+};
+
+/// Quantile classes of request shapes: sorted by canvas length (P + G), cut into at most
+/// `classes` classes of equal count, each the mean prompt and the mean answer in whole blocks of
+/// `block_len` (at least one), weighted by its share. Empty when `shapes` is.
+std::vector<length_class> length_mix(std::vector<request_shape> shapes, int classes, int block_len);
 
 /// `arrivals` in time order, all at or before `now_s`. An empty mix when nothing arrived yet.
 forecast forecast_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s, const forecast_config& cfg);

@@ -52,7 +52,7 @@ std::vector<sim::sim_request> sample_requests(double load, const sim::sim_cluste
   rows = sim::resize_trace(rows, n);
   std::vector<sim::canvas_shape> shapes;
   for (const auto& r : rows) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
-  const double cap = sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
+  const double cap = sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16, c.block_len));
   const double f = sim::trace_rate(rows) / (load * cap);
   std::vector<sim::sim_request> out;
   for (std::size_t i = 0; i < rows.size(); ++i) out.push_back({rows[i].t * f, shapes[i].prompt_len, shapes[i].gen_len});
@@ -503,7 +503,7 @@ quiet_node quiet_node_workload() {
   const auto rows0 = sim::synthetic_trace(spec, 1500, 5);
   std::vector<sim::canvas_shape> shapes;
   for (const auto& r : rows0) shapes.push_back(sim::to_canvas(r, c.block_len, c.max_canvas));
-  spec.rate = 0.1 * sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16));
+  spec.rate = 0.1 * sim::cluster_capacity_rps(c, sim::length_mix(shapes, 16, c.block_len));
   const auto rows = sim::synthetic_trace(spec, 1500, 5);
   for (std::size_t i = 0; i < rows.size(); ++i)
     q.requests.push_back({rows[i].t, shapes[i].prompt_len, shapes[i].gen_len});

@@ -343,18 +343,46 @@ BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when
   for (int i = 0; i < 40; ++i) a.push_back({9.05 + 0.01 * i, 16, 48});  // 40 in the last second
   a.push_back({9.9, 16, 16});
   pol::forecast_config cfg;
-  cfg.window_s = 4.0;  // four sub-windows of one second
+  cfg.window_s = 4.0;
+  cfg.subwindow_s = 1.0;  // four sub-windows of one second
+  cfg.block_len = 8;
+  cfg.max_classes = 4;
   auto f = pol::forecast_from_arrivals(a, 10.0, cfg);
   BOOST_TEST(f.arrival_rate == 41.0);        // the busiest second, not the mean
   BOOST_TEST(f.mean_rate == 41.0 / 4.0);
-  BOOST_REQUIRE_EQUAL(f.mix.size(), 2u);
+  // Four classes of canvas length, shortest first: the one 32-token canvas shares the first
+  // class with nine 64-token ones (mean answer 44.8 tokens: 6 blocks of 8).
+  BOOST_REQUIRE_EQUAL(f.mix.size(), 4u);
   BOOST_TEST(f.mix[0].gen_len == 48);
-  BOOST_TEST(f.mix[0].weight == 40.0 / 41.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(f.mix[0].weight == 10.0 / 41.0, boost::test_tools::tolerance(1e-12));
+  double total = 0;
+  for (const auto& c : f.mix) total += c.weight;
+  BOOST_TEST(total == 1.0, boost::test_tools::tolerance(1e-12));
   // Long after: no rate, the same mix.
   f = pol::forecast_from_arrivals(a, 100.0, cfg);
   BOOST_TEST(f.arrival_rate == 0.0);
-  BOOST_TEST(f.mix.size() == 2u);
+  BOOST_TEST(f.mix.size() == 4u);
+  // The mix comes from the latest arrivals only.
+  cfg.max_mix_arrivals = 1;
+  f = pol::forecast_from_arrivals(a, 10.0, cfg);
+  BOOST_REQUIRE_EQUAL(f.mix.size(), 1u);
+  BOOST_TEST(f.mix[0].gen_len == 16);
   BOOST_TEST(pol::forecast_from_arrivals({}, 1.0, cfg).mix.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_length_mix_is_equal_count_classes_in_whole_blocks) {
+  std::vector<pol::request_shape> s;
+  for (int i = 0; i < 6; ++i) s.push_back({100 + i, 8});   // short answers
+  for (int i = 0; i < 6; ++i) s.push_back({1000, 40 + i});  // long ones, not whole blocks
+  const auto mix = pol::length_mix(s, 2, 32);
+  BOOST_REQUIRE_EQUAL(mix.size(), 2u);
+  BOOST_TEST(mix[0].prompt_len == 103);  // mean of 100..105, rounded
+  BOOST_TEST(mix[0].gen_len == 32);      // at least one block
+  BOOST_TEST(mix[1].gen_len == 32);      // 42.5 tokens: one block of 32
+  BOOST_TEST(mix[0].weight == 0.5);
+  BOOST_TEST(pol::length_mix(s, 2, 8)[1].gen_len == 40);  // 42.5 / 8 = 5.3 blocks of 8
+  BOOST_TEST(pol::length_mix(s, 50, 32).size() == 12u);   // never more classes than shapes
+  BOOST_TEST(pol::length_mix({}, 4, 32).empty());
 }
 
 BOOST_AUTO_TEST_CASE(placement_balances_held_requests_per_device) {

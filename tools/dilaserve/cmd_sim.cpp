@@ -63,7 +63,7 @@ int run_sim(const sim_options& o) {
   std::vector<ds::canvas_shape> shapes;
   shapes.reserve(rows.size());
   for (const auto& r : rows) shapes.push_back(ds::to_canvas(r, cluster.block_len, cluster.max_canvas));
-  const auto mix = ds::length_mix(shapes, 16);
+  const auto mix = ds::length_mix(shapes, 16, cluster.block_len);
   const double capacity = ds::cluster_capacity_rps(cluster, mix);
   const double base_rate = o.rate > 0 ? o.rate : capacity;
   const double raw_rate = ds::trace_rate(rows);

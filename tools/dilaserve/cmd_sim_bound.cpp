@@ -72,7 +72,7 @@ int run_bound(const bound_options& o) {
   std::vector<ds::canvas_shape> shapes;
   for (const auto& r : rows) shapes.push_back(ds::to_canvas(r, cluster.block_len, cluster.max_canvas));
   // The same scaling as `dilaserve sim`: load 1.0 = --rate, or the initial layout's capacity at tau_ref.
-  const double capacity = ds::cluster_capacity_rps(cluster, ds::length_mix(shapes, 16));
+  const double capacity = ds::cluster_capacity_rps(cluster, ds::length_mix(shapes, 16, cluster.block_len));
   const double base_rate = o.rate > 0 ? o.rate : capacity;
   const double raw_rate = ds::trace_rate(rows);
   std::printf("cluster %s: %d devices, capacity %.2f req/s, base rate %.2f req/s (%s); %zu requests; "

@@ -1,5 +1,6 @@
 // The slower control loops of a simulation run: per-group tau control, the migration tick and
 // the reconfiguration tick with drain and regroup. Each calls the policy and applies its answer.
+#include "policies/forecast.hpp"
 #include "policies/predict.hpp"
 #include "policies/scheduler.hpp"
 #include "sim/engine.hpp"
@@ -156,30 +157,23 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
 
 // -- reconfiguration --------------------------------------------------------------------------
 
-// Forecast from the requests [from, to): the `forecast_quantile` of the arrival rate over
-// `forecast_subwindow_s` sub-windows of [end_s - window_s, end_s) (bursts, not the mean), the
-// mean rate over that window, and the length mix of at most the last 4,096 of them.
+// Forecast from the requests [from, to) at end_s, as the live reconfigurer forecasts
+// (policy::forecast_from_arrivals): the `forecast_quantile` of the arrival rate over
+// `forecast_subwindow_ms` pieces of the last window_s (bursts, not the mean), the mean rate over
+// it, and the length mix of the last 4,096 of them.
 policy::forecast engine::rate_forecast(std::size_t from, std::size_t to, double window_s, double end_s) const {
-  const double sub = std::min(window_s, cl_.forecast_subwindow_s);
-  const int n_sub = std::max(1, static_cast<int>(std::lround(window_s / sub)));
-  std::vector<double> counts(static_cast<std::size_t>(n_sub), 0.0);
-  double n = 0;
-  for (std::size_t i = to; i-- > from;) {
-    const double age = end_s - in_[i].arrival_s;
-    if (age >= n_sub * sub) break;
-    counts[static_cast<std::size_t>(std::min(n_sub - 1, static_cast<int>(std::max(0.0, age) / sub)))] += 1;
-    n += 1;
-  }
-  std::sort(counts.begin(), counts.end());
-  const auto qi = static_cast<std::size_t>(std::min<double>(n_sub - 1, std::floor(cl_.forecast_quantile * n_sub)));
-  policy::forecast fc;
-  fc.arrival_rate = counts[qi] / sub;
-  fc.mean_rate = n / (n_sub * sub);
-  std::vector<canvas_shape> shapes;
-  for (std::size_t i = to > from + 4096 ? to - 4096 : from; i < to; ++i)
-    shapes.push_back({in_[i].prompt_len, in_[i].gen_len});
-  fc.mix = length_mix(shapes, 16);
-  return fc;
+  policy::forecast_config cfg;
+  cfg.window_s = window_s;
+  cfg.subwindow_s = cl_.forecast_subwindow_s;
+  cfg.quantile = cl_.forecast_quantile;
+  cfg.block_len = cl_.block_len;
+  std::size_t start = to;
+  while (start > from && end_s - in_[start - 1].arrival_s < window_s) --start;
+  start = std::min(start, to - std::min<std::size_t>(to - from, static_cast<std::size_t>(cfg.max_mix_arrivals)));
+  std::vector<policy::arrival_record> arrivals;
+  arrivals.reserve(to - start);
+  for (std::size_t i = start; i < to; ++i) arrivals.push_back({in_[i].arrival_s, in_[i].prompt_len, in_[i].gen_len});
+  return policy::forecast_from_arrivals(arrivals, end_s, cfg);
 }
 
 // Boot layout of a reconfiguring policy: a real deployment sizes its first layout from a
@@ -194,7 +188,7 @@ std::vector<policy::partition> engine::boot_layout() {
   std::vector<canvas_shape> shapes;
   shapes.reserve(in_.size());
   for (const auto& r : in_) shapes.push_back({r.prompt_len, r.gen_len});
-  fc.mix = length_mix(shapes, 16);
+  fc.mix = length_mix(shapes, 16, cl_.block_len);
   const auto plan = policy::optimize_layout(cl_.node_devices, {}, fc, cl_.cost, cl_.quality, rcfg_);
   return plan.nodes.size() == cl_.node_devices.size() ? plan.nodes : cl_.initial_layout;
 }

@@ -10,7 +10,7 @@ std::vector<sim_request> suite_requests(const sim_cluster& c, const std::vector<
   std::vector<canvas_shape> shapes;
   shapes.reserve(rows.size());
   for (const auto& r : rows) shapes.push_back(to_canvas(r, c.block_len, c.max_canvas));
-  const double capacity = cluster_capacity_rps(c, length_mix(shapes, 16));
+  const double capacity = cluster_capacity_rps(c, length_mix(shapes, 16, c.block_len));
   // Arrival times scaled so the mean rate is load x capacity; the arrival pattern is kept.
   const double factor = trace_rate(rows) / (load * capacity);
   std::vector<sim_request> out;

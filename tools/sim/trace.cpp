@@ -1,5 +1,7 @@
 #include "sim/trace.hpp"
 
+#include "policies/forecast.hpp"
+
 #include "sim/rng.hpp"
 
 #include <algorithm>
@@ -167,32 +169,11 @@ canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas) {
   return {prompt, gen, answer};
 }
 
-std::vector<policy::length_class> length_mix(std::vector<canvas_shape> shapes, int classes) {
-  std::vector<policy::length_class> out;
-  if (shapes.empty() || classes < 1) return out;
-  std::sort(shapes.begin(), shapes.end(), [](const canvas_shape& a, const canvas_shape& b) {
-    const int la = a.prompt_len + a.gen_len, lb = b.prompt_len + b.gen_len;
-    return la != lb ? la < lb : a.gen_len < b.gen_len;
-  });
-  const std::size_t n = shapes.size();
-  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(classes), n);
-  for (std::size_t c = 0; c < k; ++c) {
-    const std::size_t lo = c * n / k, hi = (c + 1) * n / k;
-    if (hi <= lo) continue;
-    // Mean prompt; generated length as the mean number of whole blocks, rounded.
-    double p = 0, g = 0;
-    for (std::size_t i = lo; i < hi; ++i) {
-      p += shapes[i].prompt_len;
-      g += shapes[i].gen_len;
-    }
-    const double cnt = static_cast<double>(hi - lo);
-    policy::length_class lc;
-    lc.prompt_len = static_cast<int>(std::lround(p / cnt));
-    lc.gen_len = std::max(32, static_cast<int>(std::lround(g / cnt / 32.0)) * 32);
-    lc.weight = cnt / static_cast<double>(n);
-    out.push_back(lc);
-  }
-  return out;
+std::vector<policy::length_class> length_mix(const std::vector<canvas_shape>& shapes, int classes, int block_len) {
+  std::vector<policy::request_shape> out;
+  out.reserve(shapes.size());
+  for (const auto& s : shapes) out.push_back({s.prompt_len, s.gen_len});
+  return policy::length_mix(std::move(out), classes, block_len);
 }
 
 }  // namespace dls::sim

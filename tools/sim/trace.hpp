@@ -54,7 +54,8 @@ struct canvas_shape {
 };
 canvas_shape to_canvas(const trace_row& r, int block_len, int max_canvas);
 
-/// Quantile classes of canvas shapes, for the optimizer's forecast and the capacity estimate.
-std::vector<policy::length_class> length_mix(std::vector<canvas_shape> shapes, int classes);
+/// Quantile classes of canvas shapes (policy::length_mix), for the capacity estimate and the
+/// boot layout's forecast.
+std::vector<policy::length_class> length_mix(const std::vector<canvas_shape>& shapes, int classes, int block_len);
 
 }  // namespace dls::sim
