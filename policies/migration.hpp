@@ -55,7 +55,7 @@ struct group_summary {
   int node = 0;
   int tp = 1;
   bool draining = false;
-  group_load load;                // active requests
+  group_load load;                // every request it holds, running and queued
   int active = 0;
   double kv_free_tokens = 0;
   double step_s = 0;              // expected step time now
@@ -94,7 +94,9 @@ struct migration_decision {
   transfer_cost cost;
 };
 
-/// `reqs[g]` are group g's active requests, `groups[g]` its summary (indexed alike).
+/// `reqs[g]` are the requests group g holds, running and queued (a queued one moves as its
+/// canvas), `groups[g]` its summary (indexed alike). The live migrator and the simulator both
+/// pass them so.
 std::vector<migration_decision> plan_migrations(
     const std::vector<group_summary>& groups, const std::vector<const std::vector<request_view>*>& reqs,
     double now, const step_cost_model& m, const quality_model& q, const migration_config& cfg,

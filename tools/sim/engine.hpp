@@ -147,6 +147,9 @@ class engine {
   void tick_migration();
   void on_migrate_arrive(std::uint32_t id, int dst);
   void depart(int g, std::size_t idx);
+  void depart_queued(int g, std::size_t idx);
+  void send_away(policy::request_view r);
+  std::vector<std::vector<policy::request_view>> held_;  // per group: active then queued (migration's input)
   void tick_reconfig();
   policy::forecast rate_forecast(std::size_t from, std::size_t to, double window_s, double end_s) const;
   std::vector<policy::partition> boot_layout();

@@ -61,21 +61,28 @@ void engine::tick_migration() {
   std::vector<policy::group_summary> sums;
   std::vector<const std::vector<policy::request_view>*> reqs;
   std::vector<int> ids;
+  // Every request a group holds, queued ones too (a queued request moves as a canvas), as the
+  // live migrator reports them (actors/policy_view.cpp, migration_input_of).
+  held_.resize(groups_.size());
   for (auto& g : groups_) {
     if (!g.alive) continue;
+    auto& held = held_[static_cast<std::size_t>(g.id)];
+    held.assign(g.active.begin(), g.active.end());
+    held.insert(held.end(), g.queue.begin(), g.queue.end());
     policy::group_summary s;
     s.id = g.id;
     s.node = g.node;
     s.tp = g.tp;
     s.draining = g.draining;
     s.load = g.load;
+    for (const auto& r : g.queue) s.load.add(r.canvas_len());
     s.active = static_cast<int>(g.active.size());
     s.kv_free_tokens = g.kv_free;
     s.step_s = g.step_s;
     s.steps_per_block = spb(g.tau_cap);
     s.at_risk = g.at_risk;
     sums.push_back(s);
-    reqs.push_back(&g.active);
+    reqs.push_back(&held);
     ids.push_back(g.id);
   }
   std::vector<policy::migration_decision> moves;
@@ -86,6 +93,15 @@ void engine::tick_migration() {
   for (const auto& m : moves) {
     auto& src = groups_[static_cast<std::size_t>(m.from)];
     auto& rt = rt_[m.request];
+    if (auto q = std::find_if(src.queue.begin(), src.queue.end(),
+                              [&](const policy::request_view& r) { return r.id == m.request; });
+        q != src.queue.end()) {  // not started there: it leaves now, as a canvas
+      rt.leave_to = m.to;
+      rt.leave_cost = m.cost;
+      depart_queued(m.from, static_cast<std::size_t>(q - src.queue.begin()));
+      touch(m.from);
+      continue;
+    }
     rt.leaving = true;
     rt.leave_to = m.to;
     rt.leave_cost = m.cost;
@@ -104,8 +120,19 @@ void engine::tick_migration() {
 
 void engine::depart(int gi, std::size_t idx) {
   auto r = groups_[static_cast<std::size_t>(gi)].active[idx];
-  auto& rt = rt_[r.id];
   remove_active(gi, idx);
+  send_away(r);
+}
+
+void engine::depart_queued(int gi, std::size_t idx) {
+  auto& q = groups_[static_cast<std::size_t>(gi)].queue;
+  auto r = q[idx];
+  q.erase(q.begin() + static_cast<std::ptrdiff_t>(idx));
+  send_away(r);
+}
+
+void engine::send_away(policy::request_view r) {
+  auto& rt = rt_[r.id];
   rt.leaving = false;
   rt.migrations += 1;
   ++stats_.migrations;
