@@ -83,15 +83,8 @@ double step_estimate(const group_snapshot& g, const group_policy& p, const step_
                      const quality_model& q, double tau_cap) {
   if (g.active.empty() || !cost) return 0.0;
   const int block = g.active.front().block_len;
-  // More active requests than a step takes: each step runs max_batch of them (at the mean
-  // shape), and each request steps once every n / max_batch steps.
-  auto load = load_of(g.active);
-  const double n = load.requests;
-  const double stretch = std::max(1.0, n / std::max(1, p.sched.max_batch));
-  load.requests /= stretch;
-  load.sum_canvas /= stretch;
-  load.sum_canvas_sq /= stretch;
-  return stretch * expected_step_s(*cost, g.group.tp, load, block, q.steps_per_refresh(block, tau_cap), p.sched.token_budget);
+  return held_step_s(*cost, g.group.tp, load_of(g.active), block, q.steps_per_refresh(block, tau_cap),
+                     p.sched.token_budget, p.sched.max_batch);
 }
 
 }  // namespace
@@ -109,15 +102,7 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     admission_room room;
     room.slots = p.max_active - static_cast<int>(g.active.size());
     room.kv_tokens = g.kv_free_tokens;
-    auto picked = admit(g.queued, room, g.now_s, p.sched, q, step_s, cost, tp, &g.active);
-    if (picked.empty() && g.active.empty() && room.slots > 0) {
-      // An idle group admits at least one request: deferring work onto an idle device helps nobody.
-      auto open = p.sched;
-      open.admission_control = false;
-      room.kv_tokens = std::max(room.kv_tokens, static_cast<double>(g.queued.front().canvas_len()));
-      picked = admit(g.queued, room, g.now_s, open, q, step_s, cost, tp, &g.active);
-      if (picked.size() > 1) picked.resize(1);
-    }
+    auto picked = admit_to_group(g.queued, room, g.now_s, p.sched, q, step_s, cost, tp, g.active);
     std::vector<bool> taken(g.queued.size(), false);
     for (int i : picked) {
       taken[static_cast<std::size_t>(i)] = true;

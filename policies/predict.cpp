@@ -63,6 +63,15 @@ double expected_step_s(const step_cost_model& m, int tp, const group_load& g, in
   return t.query_rows > token_budget ? step * t.query_rows / token_budget : step;
 }
 
+double held_step_s(const step_cost_model& m, int tp, group_load g, int block_len, double steps_per_block,
+                   double token_budget, int max_batch) {
+  const double stretch = std::max(1.0, g.requests / std::max(1, max_batch));
+  g.requests /= stretch;
+  g.sum_canvas /= stretch;
+  g.sum_canvas_sq /= stretch;
+  return stretch * expected_step_s(m, tp, g, block_len, steps_per_block, token_budget);
+}
+
 double isolated_latency_s(const step_cost_model& m, const quality_model& q, int prompt_len,
                           int gen_len, int block_len, double tau, int tp) {
   const int canvas = prompt_len + gen_len;

@@ -32,6 +32,13 @@ struct group_load {
 double expected_step_s(const step_cost_model& m, int tp, const group_load& g, int block_len,
                        double steps_per_block, double token_budget);
 
+/// The same for a group that holds more active requests than one step takes (`max_batch`):
+/// each step runs max_batch of them at the mean shape, and each request steps once every
+/// n / max_batch steps, so its step time stretches by that factor. The step-time estimate of
+/// every group decision, live (decide_step) and simulated.
+double held_step_s(const step_cost_model& m, int tp, group_load g, int block_len, double steps_per_block,
+                   double token_budget, int max_batch);
+
 /// Latency of a request alone on a TP-`tp` group at `tau`, in expectation over the commit
 /// draw: blocks x (one refresh + (s - 1) reuses), s = max(1, B / m(tau)); with the engine's
 /// refresh_interval, s x refresh_share of them refresh (quality_model::refresh_share).

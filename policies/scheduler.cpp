@@ -327,6 +327,19 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
   return out;
 }
 
+std::vector<int> admit_to_group(const std::vector<request_view>& queued, admission_room room, double now,
+                                const scheduler_config& cfg, const quality_model& q, double step_s,
+                                const step_cost_model* cost, int tp, const std::vector<request_view>& active) {
+  auto picked = admit(queued, room, now, cfg, q, step_s, cost, tp, &active);
+  if (!picked.empty() || !active.empty() || room.slots <= 0 || queued.empty()) return picked;
+  auto open = cfg;
+  open.admission_control = false;
+  room.kv_tokens = std::max(room.kv_tokens, static_cast<double>(queued.front().canvas_len()));
+  picked = admit(queued, room, now, open, q, step_s, cost, tp, &active);
+  if (picked.size() > 1) picked.resize(1);
+  return picked;
+}
+
 double effective_deadline_s(const request_view& r, double now, double best_s, const scheduler_config& cfg) {
   const double late_by = now + best_s - r.deadline_s;
   if (late_by <= 0 || cfg.missed_renewal <= 0) return r.deadline_s;

@@ -138,6 +138,14 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
                        const step_cost_model* cost = nullptr, int tp = 1,
                        const std::vector<request_view>* active = nullptr);
 
+/// A group's admission before a step, live (decide_step) and simulated: admit, and an idle
+/// group (nothing active) that admitted nobody takes its first queued request in key order all
+/// the same, without admission control and whatever its KV room: deferring work onto an idle
+/// device helps nobody.
+std::vector<int> admit_to_group(const std::vector<request_view>& queued, admission_room room, double now,
+                                const scheduler_config& cfg, const quality_model& q, double step_s,
+                                const step_cost_model* cost, int tp, const std::vector<request_view>& active);
+
 /// on_miss: reject (a strict SLO). Why `r`, arriving at a group that holds `active` and
 /// `queued`, cannot meet its deadline, or "" when it still can. It cannot when even alone at
 /// `tau_min` its remaining steps outlast the time left, or when the work the group owes before

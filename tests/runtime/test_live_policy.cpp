@@ -144,6 +144,30 @@ BOOST_AUTO_TEST_CASE(deadline_steps_the_urgent_request_first_static_does_not) {
   BOOST_TEST((d.batch == std::vector<uint64_t>{1}));
 }
 
+// The two pieces of a group decision the simulator calls too: the step estimate stretches
+// when more requests are active than a step takes, and an idle group admits its first queued
+// request even where KV room (or admission control) would have it wait.
+BOOST_AUTO_TEST_CASE(a_group_decision_stretches_its_step_and_never_idles_with_work_queued) {
+  const auto m = dls::test::small_cost();
+  pol::group_load eight, sixteen;
+  for (int i = 0; i < 8; ++i) eight.add(20);
+  for (int i = 0; i < 16; ++i) sixteen.add(20);
+  const double one = pol::expected_step_s(m, 1, eight, 8, 4.0, 8192);
+  BOOST_TEST(pol::held_step_s(m, 1, eight, 8, 4.0, 8192, 8) == one);
+  BOOST_TEST(pol::held_step_s(m, 1, sixteen, 8, 4.0, 8192, 8) == 2 * one, boost::test_tools::tolerance(1e-12));
+
+  const auto q = dls::test::small_quality();
+  const auto sched = policy_named("deadline").sched;
+  std::vector<pol::request_view> queued{dls::test::fresh_request(1, 0.1, 10.0), dls::test::fresh_request(2, 0.2, 10.0)};
+  pol::admission_room room;
+  room.slots = 4;
+  room.kv_tokens = 5;  // less than one canvas
+  BOOST_TEST(pol::admit(queued, room, 1.0, sched, q, 1e-3, &m, 1, nullptr).empty());
+  BOOST_TEST((pol::admit_to_group(queued, room, 1.0, sched, q, 1e-3, &m, 1, {}) == std::vector<int>{0}));
+  const std::vector<pol::request_view> busy{dls::test::fresh_request(7, 0.0, 10.0)};
+  BOOST_TEST(pol::admit_to_group(queued, room, 1.0, sched, q, 1e-3, &m, 1, busy).empty());
+}
+
 BOOST_AUTO_TEST_CASE(tau_falls_under_load_but_never_for_a_pinned_request_nor_below_a_floor) {
   const auto m = dls::test::small_cost();
   const auto q = dls::test::small_quality();

@@ -247,7 +247,7 @@ void engine::start_step(int gi) {
     room.kv_tokens = g.kv_free;
     std::vector<int> picked;
     stats_.batch_policy_s += timed([&] {
-      picked = policy::admit(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cost_, g.tp, &g.active);
+      picked = policy::admit_to_group(g.queue, room, now_, sched_, cl_.quality, g.step_s, &cost_, g.tp, g.active);
     });
     if (!picked.empty()) {
       std::vector<bool> taken(g.queue.size(), false);
@@ -270,8 +270,8 @@ void engine::start_step(int gi) {
     if (g.draining) maybe_regroup(g.node);
     return;
   }
-  g.step_s = policy::expected_step_s(cost_, g.tp, g.load, cl_.block_len, spb(g.tau_cap),
-                                     cl_.token_budget);
+  g.step_s = policy::held_step_s(cost_, g.tp, g.load, cl_.block_len, spb(g.tau_cap), cl_.token_budget,
+                                 cl_.max_batch);
   const bool needs_risk = mcfg_.mode == policy::migration_mode::deadline;
   if ((thr_.per_request || thr_.load_cap || needs_risk) &&
       (g.dirty || now_ - g.last_control >= cl_.control_interval_s))
