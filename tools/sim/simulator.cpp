@@ -1,5 +1,6 @@
 #include "sim/simulator.hpp"
 
+#include "policies/group_step.hpp"
 #include "policies/placement.hpp"
 #include "policies/predict.hpp"
 #include "sim/engine.hpp"
@@ -114,9 +115,8 @@ void engine::on_arrival(std::uint32_t id) {
   // With contention modelled, the deadline is derived as a live group derives it on receipt:
   // from the profile plus the group's moving estimate of each step's excess (cost_).
   if (cl_.control_plane.contention.enabled())
-    rt_[id].deadline_s = in.arrival_s + cfg_.slo_scale * policy::isolated_latency_s(cost_, cl_.quality, in.prompt_len,
-                                                                                   in.gen_len, cl_.block_len,
-                                                                                   cl_.ref_tau, 1);
+    rt_[id].deadline_s = policy::slo_deadline_s(in.arrival_s, cfg_.slo_scale, cost_, cl_.quality, in.prompt_len,
+                                                in.gen_len, cl_.block_len, cl_.ref_tau);
   r.deadline_s = rt_[id].deadline_s;
   r.tau = cl_.ref_tau;
   r.prompt_len = in.prompt_len;
@@ -608,8 +608,8 @@ run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& 
 }
 
 double request_deadline_s(const sim_cluster& c, const sim_request& r, double slo_scale) {
-  return r.arrival_s + slo_scale * policy::isolated_latency_s(c.cost, c.quality, r.prompt_len, r.gen_len,
-                                                              c.block_len, c.ref_tau, 1);
+  return policy::slo_deadline_s(r.arrival_s, slo_scale, c.cost, c.quality, r.prompt_len, r.gen_len, c.block_len,
+                                c.ref_tau);
 }
 
 double cluster_capacity_rps(const sim_cluster& c, const std::vector<policy::length_class>& mix) {
