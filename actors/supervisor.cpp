@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <chrono>
 #include <deque>
@@ -35,6 +36,7 @@ using wal_synced_atom = caf::atom_constant<caf::atom("wal_synced")>;
 struct group_slot {
   rt::group_info info;
   int held = 0;  // requests it holds (running and queued), as it last reported plus those sent since
+  uint64_t prompt_bytes = 0, prompt_tokens = 0;  // prompts it tokenized, as it last reported
   bool draining = false;
   // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
   // grace in SLO windows, its lowest tau against its reference; and the requests refused here
@@ -93,6 +95,17 @@ constexpr auto pending_limit = std::chrono::seconds(120);
 // Arrivals kept for the forecast's length mix: enough for a stable mix of 16 classes, small
 // enough to send every reconfiguration interval.
 constexpr std::size_t arrivals_kept = 4096;
+
+// The tokens per prompt byte the groups measured while tokenizing (1 until they report any):
+// the head keeps its arrivals' prompt lengths in bytes, and the forecast wants tokens.
+double tokens_per_prompt_byte(const supervisor_state& st) {
+  uint64_t bytes = 0, tokens = 0;
+  for (const auto& [name, g] : st.groups) {
+    bytes += g.prompt_bytes;
+    tokens += g.prompt_tokens;
+  }
+  return bytes > 0 ? static_cast<double>(tokens) / static_cast<double>(bytes) : 1.0;
+}
 
 group_slot* pick_group(supervisor_state& st) {
   std::vector<policy::placement_view> views;
@@ -228,7 +241,8 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
     st.by_client[client_key] = id;
     st.client_of[id] = client_key;
   }
-  // The head does not tokenize: the prompt's bytes stand for its tokens in the forecast.
+  // The head does not tokenize: the prompt's bytes are kept, and the reconfigurer gets them as
+  // tokens at the ratio the groups measured (tokens_per_prompt_byte).
   st.arrivals.push_back({std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count(),
                          static_cast<int>(spec.prompt.size()),
                          spec.gen_length > 0 ? spec.gen_length : st.defaults.decode.gen_length});
@@ -467,6 +481,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (it == self->state.groups.end()) return;
         auto& g = it->second;
         g.held = load.queued;
+        g.prompt_bytes = load.prompt_bytes;
+        g.prompt_tokens = load.prompt_tokens;
         g.sheds = load.sheds;
         g.backlog_s = load.backlog_s;
         g.grace = load.shed_grace;
@@ -527,9 +543,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;
         std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
+        const double per_byte = tokens_per_prompt_byte(st);
         for (const auto& a : st.arrivals) {
           out.push_back(a.t_s);
-          out.push_back(a.prompt_len);
+          out.push_back(std::round(a.prompt_len * per_byte));
           out.push_back(a.gen_len);
         }
         return {std::move(out), st.policy};

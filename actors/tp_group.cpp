@@ -114,6 +114,7 @@ struct group_state {
   caf::response_promise drain_rp;
   // Measured totals for `bench-runtime` and the directory.
   uint64_t steps = 0;
+  uint64_t prompt_bytes = 0, prompt_tokens = 0;  // prompts tokenized here (group_load)
   double wall_seconds = 0;    // from sending a step to the last worker's reply
   double engine_seconds = 0;  // the slowest rank's time inside engine::step
   double predicted_seconds = 0;  // the profile's time for the same steps (with a profile)
@@ -233,6 +234,8 @@ void report_load(group_ptr self) {
   rt::group_load l;
   l.work = work;
   l.queued = static_cast<int32_t>(st.queue.size());
+  l.prompt_bytes = st.prompt_bytes;
+  l.prompt_tokens = st.prompt_tokens;
   l.steps = st.steps;
   l.step_wall_s = st.wall_seconds;
   l.idle_with_work_s = st.idle_with_work_seconds;
@@ -1216,6 +1219,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           gpu::canvas c;
           if (item.canvas.empty()) {
             auto prompt = st.setup.tokenizer->encode(item.prompt);
+            st.prompt_bytes += item.prompt.size();
+            st.prompt_tokens += prompt.size();
             auto p = params_for(st.setup.defaults, item);
             if (static_cast<int64_t>(prompt.size()) + int64_t{p.gen_length} > int64_t{cfg.max_seq})
               throw std::invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) plus gen_length " +

@@ -41,6 +41,9 @@ struct group_load {
   // The data plane: KV caches this group sent, imported, and refused (then rebuilt).
   uint64_t kv_sent = 0, kv_imported = 0, kv_refused = 0;
   uint64_t snapshots_to_peer = 0;  // recovery snapshots sent to the node's keeper (ucx.snapshots: peer)
+  // Prompts the group tokenized since it started, in bytes and in tokens: the head, which does
+  // not tokenize, turns the prompt bytes of its arrivals into tokens at this ratio.
+  uint64_t prompt_bytes = 0, prompt_tokens = 0;
   // Downtimes of the migrations into the group by how they came (canvas, rebuild, transfer,
   // handover): canvas rows and ms from the source's stop to the end of the first step here
   // (what a mid-block move costs, a rebuild's refresh included) and to its start (when the
@@ -62,6 +65,8 @@ struct group_load {
     }
     return {{"queue", queued},
             {"queued_tokens", work},
+            {"prompt_bytes", prompt_bytes},
+            {"prompt_tokens", prompt_tokens},
             {"steps", steps},
             {"step_wall_s", step_wall_s},
             {"engine_s", engine_s},
@@ -98,7 +103,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.idle_with_work_s, x.policy_s,
            x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
-           x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer,
+           x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer, x.prompt_bytes, x.prompt_tokens,
            x.downtime_rows, x.downtime_ms, x.downtime_start_ms);
 }
 

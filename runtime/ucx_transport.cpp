@@ -5,6 +5,7 @@
 #include "runtime/ucx_frame.hpp"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -280,6 +281,19 @@ ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(ucx_handles
   ev.events = EPOLLIN;
   if (epfd < 0 || ::epoll_ctl(epfd, EPOLL_CTL_ADD, efd, &ev) != 0) fail("epoll on the worker's event fd", UCS_ERR_IO_ERROR);
   pool = std::make_shared<ucx_buffer_pool>(ctx, idle_receive_bytes);
+  // The transport's threads take no process signals (they inherit a full mask): a handler the
+  // program installs runs on one of its own threads, never in the middle of UCX's progress or a
+  // hash, where it could find malloc's lock held. (A test framework's SIGCHLD handler that
+  // longjmp'd out of the hashing thread deadlocked a test run on that lock.)
+  struct signals_blocked {
+    sigset_t old;
+    signals_blocked() {
+      sigset_t all;
+      sigfillset(&all);
+      ::pthread_sigmask(SIG_SETMASK, &all, &old);
+    }
+    ~signals_blocked() { ::pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+  } blocked;
   // Named so that `top -H`, perf and gdb tell the data plane's threads from the engine's.
   thread = std::thread([this] {
     ::pthread_setname_np(::pthread_self(), "ucx-progress");

@@ -45,6 +45,20 @@ BOOST_AUTO_TEST_CASE(twenty_concurrent_requests_on_two_nodes) {
   // Least-queued placement spreads a burst over both nodes.
   BOOST_TEST(nodes_used.size() == 2u);
 
+  // The groups count the prompts they tokenized, in bytes and tokens: the head turns its
+  // arrivals' bytes into tokens for the reconfiguration forecast at their ratio (one token a
+  // byte for the shipped model's character vocabulary).
+  std::size_t prompt_bytes = 0;
+  for (const auto& p : problems) prompt_bytes += p.prompt.size();
+  BOOST_TEST(dls::test::eventually(30, [&] {
+    std::size_t bytes = 0, tokens = 0;
+    for (const auto& g : c.json_cli({"actors", "--kind", "tp_group"})) {
+      bytes += g["details"].value("prompt_bytes", std::size_t{0});
+      tokens += g["details"].value("prompt_tokens", std::size_t{0});
+    }
+    return bytes == prompt_bytes && tokens == prompt_bytes;
+  }));
+
   auto actors = c.json_cli({"actors"});
   std::map<std::string, std::multiset<std::string>> where;  // kind -> nodes
   for (auto& a : actors) where[a["kind"]].insert(a["node"].get<std::string>());

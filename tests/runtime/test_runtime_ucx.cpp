@@ -24,6 +24,9 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <vector>
+#include <thread>
+#include <fstream>
 #include <sstream>
 
 namespace rt = dls::runtime;
@@ -211,6 +214,33 @@ BOOST_AUTO_TEST_CASE(the_tcp_segment_reaches_ucx) {
   BOOST_TEST(big > (500u << 10));
   BOOST_TEST(big < (512u << 10));
   BOOST_TEST(ucx_own < (16u << 10));
+}
+
+// The transport's threads block every signal, so a process's handlers (the program's stop
+// signal, a test framework's SIGCHLD) never run on them in the middle of UCX or a hash.
+BOOST_AUTO_TEST_CASE(the_transport_threads_take_no_signals) {
+  rt::ucx_transport t(local("tcp"));
+  auto blocked_masks = [] {
+    std::vector<unsigned long long> masks;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name != "ucx-progress" && name != "ucx-hash") continue;
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);)
+        if (line.rfind("SigBlk:", 0) == 0) masks.push_back(std::stoull(line.substr(7), nullptr, 16));
+    }
+    return masks;
+  };
+  // Each thread names itself as it starts: wait (bounded) until both have.
+  auto masks = blocked_masks();
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       masks.size() < 2 && std::chrono::steady_clock::now() < until; masks = blocked_masks())
+    std::this_thread::yield();
+  BOOST_REQUIRE_EQUAL(masks.size(), 2u);
+  for (auto m : masks)
+    for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGALRM}) BOOST_TEST((m >> (sig - 1) & 1ull) == 1ull, "signal " << sig);
 }
 
 namespace {
