@@ -168,18 +168,9 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
     enqueue(g, r);
     return;
   }
-  r.group = dst;
-  if (static_cast<int>(d.active.size()) < cl_.max_active && d.kv_free >= r.canvas_len()) {
-    d.load.add(r.canvas_len());
-    d.kv_free -= r.canvas_len();
-    d.active.push_back(r);
-    d.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
-    d.dirty = true;
-    touch(dst);
-    start_step(dst);
-  } else {
-    enqueue(dst, r);
-  }
+  // It joins the queue and is admitted by the group's next decision, as a live group takes a
+  // migrated request (actors/tp_group.cpp, join_queue).
+  enqueue(dst, r);
 }
 
 // -- reconfiguration --------------------------------------------------------------------------
