@@ -57,8 +57,6 @@ struct req_rt {
   std::uint8_t stream = 0;     // co-running: 1 in the running refresh step, 2 in the running reuse step
   int leave_to = -1;
   policy::transfer_cost leave_cost;
-  policy::marginal_cost marg;
-  int marg_tp = 0;
   rng draw{1};
 };
 
@@ -155,7 +153,7 @@ class engine {
   std::vector<policy::partition> boot_layout();
   void maybe_regroup(int node);
   void on_regroup_done(int node);
-  void refresh_marginals(policy::request_view& r, int tp);
+  policy::batch_totals group_reference(const sim_group& g) const;
   // Steps per refresh step at tau: the refresh fraction the step-cost predictions take.
   double spb(double tau) const { return cl_.quality.steps_per_refresh(cl_.block_len, tau); }
 
@@ -168,7 +166,6 @@ class engine {
   policy::reconfig_config rcfg_;
   policy::migration_config mcfg_;
   bool co_run_ = false;             // two step streams per group (cluster co_run model)
-  policy::batch_totals ref_batch_;
   double now_ = 0;
   std::uint64_t seq_ = 0;
   std::size_t next_arrival_ = 0;

@@ -7,6 +7,7 @@
 #include "sim/trace.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 
 namespace dls::sim::detail {
@@ -22,15 +23,14 @@ void engine::control(int gi) {
     all.insert(all.end(), g.active.begin(), g.active.end());
     all.insert(all.end(), g.queue.begin(), g.queue.end());
     std::vector<policy::marginal_cost> marg(all.size());
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      refresh_marginals(all[i], g.tp);
-      marg[i] = rt_[all[i].id].marg;
-    }
+    const auto ref = group_reference(g);
+    for (std::size_t i = 0; i < all.size(); ++i)
+      marg[i] = policy::marginal_step_cost(cost_, g.tp, ref, all[i].canvas_len(), all[i].block_len);
     std::vector<double> tau;
     policy::cap_result cap;
     stats_.control_policy_s += timed([&] {
       const policy::arrival_demand* demand =
-          thr_.load_cap ? &g.arrivals.update(now_, cost_, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_)
+          thr_.load_cap ? &g.arrivals.update(now_, cost_, g.tp, ref, cl_.block_len, cl_.quality, thr_)
                         : nullptr;
       cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_, demand);
     });

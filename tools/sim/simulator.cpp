@@ -48,7 +48,6 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   co_run_ = p.co_run && c.co_run.model != policy::co_run_model::off;
 
   rt_.resize(in.size());
-  double mean_canvas = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     const auto& r = in[i];
     if (i > 0 && r.arrival_s < in[i - 1].arrival_s)
@@ -57,11 +56,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
     rt_[i].answer_blocks = r.answer_blocks;
     std::uint64_t s = cfg.seed * 0x9e3779b97f4a7c15ULL + i;
     rt_[i].draw = rng(splitmix64(s));
-    mean_canvas += r.prompt_len + r.gen_len;
   }
-  mean_canvas = in.empty() ? 1024 : mean_canvas / static_cast<double>(in.size());
-  ref_batch_ = policy::saturated_batch(static_cast<int>(mean_canvas), c.block_len, c.token_budget,
-                                       spb(c.ref_tau));
   nodes_.resize(c.node_devices.size());
   // Policies that reconfigure choose their boot layout from the forecast (sim_control.cpp);
   // the others keep the cluster file's layout.
@@ -162,9 +157,22 @@ void engine::enter_control_plane(std::uint32_t id) {
   push(*server + cp.request_s, ev::reach_group, id);
 }
 
+// The group's reference batch for marginal costs, as a live group builds it (decide_step): a
+// token-budget-full batch of its current requests' mean canvas (not the whole run's, which the
+// simulator used to read ahead of time).
+policy::batch_totals engine::group_reference(const sim_group& g) const {
+  double sum = g.load.sum_canvas, n = g.load.requests;
+  for (const auto& r : g.queue) {
+    sum += r.canvas_len();
+    n += 1;
+  }
+  const int mean = n > 0 ? static_cast<int>(sum / n) : cl_.block_len;
+  return policy::saturated_batch(mean, cl_.block_len, cl_.token_budget, spb(cl_.ref_tau));
+}
+
 double engine::predicted_utilization(sim_group& g) {
   if (sched_.order != policy::queue_order::least_slack || !sched_.slack_budget) return 0.0;  // no deferrals to weigh
-  const auto& demand = g.arrivals.update(now_, cost_, g.tp, ref_batch_, cl_.block_len, cl_.quality, thr_);
+  const auto& demand = g.arrivals.update(now_, cost_, g.tp, group_reference(g), cl_.block_len, cl_.quality, thr_);
   return policy::predicted_utilization(demand, g.tau_cap);
 }
 
@@ -189,12 +197,6 @@ void engine::enqueue(int gi, const policy::request_view& r) {
   start_step(gi);
 }
 
-void engine::refresh_marginals(policy::request_view& r, int tp) {
-  auto& rt = rt_[r.id];
-  if (rt.marg_tp == tp) return;
-  rt.marg = policy::marginal_step_cost(cl_.cost, tp, ref_batch_, r.canvas_len(), r.block_len);
-  rt.marg_tp = tp;
-}
 
 int engine::plan_steps(req_rt& rt, int masks, double tau) {
   // A whole block with measured step counts at this tau draws from them: their spread, not
