@@ -76,6 +76,9 @@ struct sim_group {
   std::vector<policy::request_view> active;
   std::vector<policy::request_view> queue;
   policy::load_forecast arrivals;  // requests that joined lately, for the tau cap (threshold.hpp)
+  // The accuracy budget's running state for the requests this group holds, as each live group
+  // keeps its own (actors/tp_group.cpp): a request enters it on joining and leaves it on going.
+  policy::accuracy_ledger ledger;
   policy::group_load load;
   std::vector<int> batch;      // indices into `active` of the running step
   std::vector<double> shares;  // layer share of each batch entry (layer-split refresh)
@@ -162,7 +165,7 @@ class engine {
   run_config cfg_;
   policy::scheduler_config sched_;
   policy::threshold_config thr_;
-  policy::accuracy_ledger ledger_;  // the accuracy budget's running state (tau control)
+  policy::accuracy_ledger ledger_;  // settings of each group's ledger (budget, tau_ref)
   policy::reconfig_config rcfg_;
   policy::migration_config mcfg_;
   bool co_run_ = false;             // two step streams per group (cluster co_run model)

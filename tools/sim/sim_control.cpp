@@ -32,7 +32,7 @@ void engine::control(int gi) {
       const policy::arrival_demand* demand =
           thr_.load_cap ? &g.arrivals.update(now_, cost_, g.tp, ref, cl_.block_len, cl_.quality, thr_)
                         : nullptr;
-      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &ledger_, demand);
+      cap = policy::control_group(all, marg, now_, cl_.quality, g.step_s, thr_, tau, &g.ledger, demand);
     });
     ++stats_.control_decisions;
     g.tau_cap = cap.cap;
@@ -120,6 +120,7 @@ void engine::tick_migration() {
 
 void engine::depart(int gi, std::size_t idx) {
   auto r = groups_[static_cast<std::size_t>(gi)].active[idx];
+  groups_[static_cast<std::size_t>(gi)].ledger.leave(r, cl_.quality);
   remove_active(gi, idx);
   send_away(r);
 }
@@ -127,6 +128,7 @@ void engine::depart(int gi, std::size_t idx) {
 void engine::depart_queued(int gi, std::size_t idx) {
   auto& q = groups_[static_cast<std::size_t>(gi)].queue;
   auto r = q[idx];
+  groups_[static_cast<std::size_t>(gi)].ledger.leave(r, cl_.quality);
   q.erase(q.begin() + static_cast<std::ptrdiff_t>(idx));
   send_away(r);
 }
@@ -260,6 +262,7 @@ void engine::tick_reconfig() {
       g.draining = true;
       touch(gid);
       requeue.insert(requeue.end(), g.queue.begin(), g.queue.end());
+      for (const auto& r : g.queue) g.ledger.leave(r, cl_.quality);
       g.queue.clear();
     }
     for (const auto& r : requeue) {  // not started yet: place them elsewhere

@@ -77,6 +77,8 @@ int engine::make_group(int node, int tp) {
   g.tau_cap = thr_.tau_max;
   g.arrivals.cfg.window_s = cl_.cap_forecast_s;
   g.arrivals.refresh_s = cl_.cap_forecast_refresh_s;
+  g.ledger.budget = ledger_.budget;
+  g.ledger.tau_ref = ledger_.tau_ref;
   groups_.push_back(std::move(g));
   nodes_[static_cast<std::size_t>(node)].groups.push_back(groups_.back().id);
   touch(groups_.back().id);
@@ -117,7 +119,6 @@ void engine::on_arrival(std::uint32_t id) {
   r.prompt_len = in.prompt_len;
   r.gen_len = in.gen_len;
   r.block_len = cl_.block_len;
-  ledger_.enter(r, cl_.quality);
   ++in_system_;
   const int g = pick_group();
   if ((in.reject_on_miss || cl_.reject_on_miss) && g >= 0) {
@@ -132,7 +133,6 @@ void engine::on_arrival(std::uint32_t id) {
       rt_[id].rejected = true;
       ++stats_.rejected;
       if (stats_.first_rejection.empty()) stats_.first_rejection = why;
-      ledger_.leave(r, cl_.quality);
       --in_system_;
       return;
     }
@@ -191,6 +191,7 @@ void engine::enqueue(int gi, const policy::request_view& r) {
   g.actor_s += cl_.control_plane.group_s;
   g.queue.push_back(r);
   g.queue.back().group = gi;
+  g.ledger.enter(g.queue.back(), cl_.quality);
   g.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
   g.dirty = true;
   touch(gi);
@@ -234,7 +235,7 @@ void engine::start_step(int gi) {
       const double limit = r.arrival_s + cl_.drop_wait_factor * (r.deadline_s - r.arrival_s);
       if (now_ <= limit) return false;
       rt_[r.id].dropped = true;
-      ledger_.leave(r, cl_.quality);
+      g.ledger.leave(r, cl_.quality);
       --in_system_;
       return true;
     });
@@ -342,7 +343,7 @@ void engine::commit(policy::request_view& r) {
   const int every = cl_.quality.refresh_interval;
   r.next_kind = every > 0 && r.steps_in_block % every == 0 ? policy::step_kind::refresh : policy::step_kind::reuse;
   rt.tokens += c;
-  r.tau_low = rt.tau_low = ledger_.commit(r, c, r.tau, cl_.quality);
+  r.tau_low = rt.tau_low = groups_[static_cast<std::size_t>(r.group)].ledger.commit(r, c, r.tau, cl_.quality);
   rt.steps += 1;
   if (r.masks_left_in_block <= 0) {
     r.blocks_done += 1;
@@ -354,7 +355,7 @@ void engine::commit(policy::request_view& r) {
 
 void engine::finish_request(const policy::request_view& r) {
   rt_[r.id].finish_s = now_;
-  ledger_.finish();
+  groups_[static_cast<std::size_t>(r.group)].ledger.finish();
   --in_system_;
 }
 
