@@ -64,15 +64,6 @@ std::vector<refusal> reject_unreachable(const group_snapshot& g, const group_pol
   return out;
 }
 
-// The mean canvas of the group's active and queued requests: the shape of its reference batch.
-int mean_canvas_of(const group_snapshot& g) {
-  double sum = 0;
-  for (const auto& r : g.active) sum += r.canvas_len();
-  for (const auto& r : g.queued) sum += r.canvas_len();
-  const auto n = g.active.size() + g.queued.size();
-  return n ? static_cast<int>(sum / static_cast<double>(n)) : 0;
-}
-
 group_load load_of(const std::vector<request_view>& reqs) {
   group_load l;
   for (const auto& r : reqs) l.add(r.canvas_len());
@@ -122,7 +113,12 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   std::optional<batch_totals> ref;
   auto reference = [&](int block) -> const batch_totals& {
     if (!ref)
-      ref = saturated_batch(mean_canvas_of(g), block, p.sched.token_budget, q.steps_per_refresh(block, p.thr.tau_max));
+    {
+      auto held = load_of(g.active);
+      for (const auto& r : g.queued) held.add(r.canvas_len());
+      ref = group_reference_batch(held.sum_canvas, held.requests, block, p.sched.token_budget,
+                                  q.steps_per_refresh(block, p.thr.tau_max));
+    }
     return *ref;
   };
   const arrival_demand* demand = nullptr;

@@ -72,6 +72,12 @@ double held_step_s(const step_cost_model& m, int tp, group_load g, int block_len
   return stretch * expected_step_s(m, tp, g, block_len, steps_per_block, token_budget);
 }
 
+batch_totals group_reference_batch(double sum_canvas, double requests, int block_len, double token_budget,
+                                   double steps_per_block) {
+  const int mean = requests > 0 ? static_cast<int>(sum_canvas / requests) : block_len;
+  return saturated_batch(mean, block_len, token_budget, steps_per_block);
+}
+
 double isolated_latency_s(const step_cost_model& m, const quality_model& q, int prompt_len,
                           int gen_len, int block_len, double tau, int tp) {
   const int canvas = prompt_len + gen_len;

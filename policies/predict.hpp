@@ -54,6 +54,12 @@ struct marginal_cost {
 marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref,
                                  int canvas_len, int block_len);
 
+/// A group's reference batch for marginal costs, live (decide_step) and simulated: a
+/// token-budget-full batch of the mean canvas of the `requests` it holds (canvas sum
+/// `sum_canvas`), one block's canvas when it holds none.
+batch_totals group_reference_batch(double sum_canvas, double requests, int block_len, double token_budget,
+                                   double steps_per_block);
+
 /// A token-budget-full reference batch of mean-length requests, for marginal costs.
 batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,
                              double steps_per_block);

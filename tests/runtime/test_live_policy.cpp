@@ -155,6 +155,12 @@ BOOST_AUTO_TEST_CASE(a_group_decision_stretches_its_step_and_never_idles_with_wo
   const double one = pol::expected_step_s(m, 1, eight, 8, 4.0, 8192);
   BOOST_TEST(pol::held_step_s(m, 1, eight, 8, 4.0, 8192, 8) == one);
   BOOST_TEST(pol::held_step_s(m, 1, sixteen, 8, 4.0, 8192, 8) == 2 * one, boost::test_tools::tolerance(1e-12));
+  // The marginal costs' reference: a full batch of the held requests' mean canvas, or of one
+  // block when the group holds none.
+  const auto ref = pol::group_reference_batch(sixteen.sum_canvas, sixteen.requests, 8, 8192, 4.0);
+  BOOST_TEST(ref.requests == pol::saturated_batch(20, 8, 8192, 4.0).requests);
+  BOOST_TEST(ref.key_rows == pol::saturated_batch(20, 8, 8192, 4.0).key_rows);
+  BOOST_TEST(pol::group_reference_batch(0, 0, 8, 8192, 4.0).key_rows == pol::saturated_batch(8, 8, 8192, 4.0).key_rows);
 
   const auto q = dls::test::small_quality();
   const auto sched = policy_named("deadline").sched;

@@ -7,7 +7,6 @@
 #include "sim/trace.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 
 namespace dls::sim::detail {

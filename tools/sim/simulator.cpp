@@ -166,8 +166,7 @@ policy::batch_totals engine::group_reference(const sim_group& g) const {
     sum += r.canvas_len();
     n += 1;
   }
-  const int mean = n > 0 ? static_cast<int>(sum / n) : cl_.block_len;
-  return policy::saturated_batch(mean, cl_.block_len, cl_.token_budget, spb(cl_.ref_tau));
+  return policy::group_reference_batch(sum, n, cl_.block_len, cl_.token_budget, spb(cl_.ref_tau));
 }
 
 double engine::predicted_utilization(sim_group& g) {
