@@ -152,6 +152,10 @@ rt::head_actor::behavior_type endpoint(rt::head_actor::pointer self, caf::actor 
         if (!is_admin(credential)) return refused("permission denied: regrouping needs the admin token");
         return forward<std::string>(self, reconfigurer, slow, rt::regroup_atom::value, std::move(spec));
       },
+      [=](rt::provision_atom, std::vector<double>& history, const std::string& credential) -> caf::result<std::string> {
+        if (!is_admin(credential)) return refused("permission denied: provisioning regroups nodes and needs the admin token");
+        return forward<std::string>(self, reconfigurer, slow, rt::provision_atom::value, std::move(history));
+      },
       [=](rt::await_atom) -> caf::result<std::string> {
         if (!is_client()) return refused("not authenticated: present a cluster token to the gate first");
         return forward<std::string>(self, core, slow, rt::await_atom::value);

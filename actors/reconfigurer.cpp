@@ -22,8 +22,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 
 namespace dls::actors {
@@ -148,6 +150,70 @@ std::string degrees_text(const std::vector<int>& d) {
   return "{" + s + "}";
 }
 
+// The step-cost and quality models the optimizer plans with, read once from the cluster
+// file; "" when they are there, else why not.
+std::string load_models(reconfigurer_state& st) {
+  if (st.cost && st.quality) return {};
+  try {
+    if (st.cfg.scheduler.profile_text.empty()) throw std::invalid_argument("no step-cost profile");
+    st.cost = policy::parse_step_cost_profile(st.cfg.scheduler.profile_text);
+    st.quality = st.cfg.scheduler.quality_text.empty()
+                     ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
+                     : policy::parse_quality_curve(st.cfg.scheduler.quality_text);
+    st.quality->refresh_interval = st.cfg.engine.decode.refresh_period();
+  } catch (const std::exception& e) {
+    st.cost.reset();
+    st.quality.reset();
+    return e.what();
+  }
+  return {};
+}
+
+// The forecast's settings from the cluster file (the keys the simulator reads too).
+policy::forecast_config forecast_settings(const reconfigurer_state& st) {
+  const auto& rc = st.cfg.reconfigure;
+  policy::forecast_config fc;
+  fc.window_s = rc.window_ms / 1e3;
+  fc.subwindow_s = rc.forecast_subwindow_ms / 1e3;
+  fc.quantile = rc.forecast_quantile;
+  fc.block_len = st.cfg.engine.decode.block_length;
+  return fc;
+}
+
+// The optimizer's settings from the cluster file; `horizon_s`: how long the plan's gain is
+// counted against a regroup's cost.
+policy::reconfig_config planner_settings(const reconfigurer_state& st, double horizon_s) {
+  const auto& rc = st.cfg.reconfigure;
+  policy::reconfig_config rcfg;
+  rcfg.slo_scale = st.cfg.scheduler.slo_scale;
+  rcfg.ref_tau = st.cfg.engine.decode.threshold;
+  policy::threshold_config levels;
+  levels.tau_max = st.cfg.engine.decode.threshold;
+  levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.decode.threshold);
+  levels.tau_step = st.cfg.scheduler.tau_step;
+  levels.accuracy_budget = st.cfg.scheduler.accuracy_budget;
+  rcfg.tau_levels = policy::planning_tau_levels(levels, *st.quality);
+  rcfg.regroup_s = rc.regroup_ms / 1e3;
+  rcfg.attainment_target = rc.attainment_target;
+  rcfg.utilization_max = rc.utilization_max;
+  rcfg.capacity_units = rc.capacity_units;
+  rcfg.horizon_s = horizon_s;
+  rcfg.nodes_at_once = 1;  // one node at a time (auto_tick, provision)
+  rcfg.max_batch = st.cfg.engine.max_batch;
+  rcfg.token_budget = st.cfg.scheduler.token_budget;
+  return rcfg;
+}
+
+// Each node's devices, and its TP degrees now (largest first, as the optimizer writes them).
+void layout_now(reconfigurer_state& st, std::vector<int>& devices, std::vector<policy::partition>& current) {
+  for (const auto& n : st.cfg.nodes) {
+    devices.push_back(n.devices.slots());
+    auto p = st.layout[n.name];
+    std::sort(p.begin(), p.end(), std::greater<int>());
+    current.push_back(p);
+  }
+}
+
 // One automatic look at the load: forecast, optimizer, and at most one node regrouped.
 void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   auto& st = self->state;
@@ -167,39 +233,14 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             std::vector<policy::arrival_record> arrivals;
             for (std::size_t i = 1; i + 2 < v.size(); i += 3)
               arrivals.push_back({v[i], static_cast<int>(v[i + 1]), static_cast<int>(v[i + 2])});
-            policy::forecast_config fc_cfg;
-            fc_cfg.window_s = rc.window_ms / 1e3;
-            fc_cfg.subwindow_s = rc.forecast_subwindow_ms / 1e3;
-            fc_cfg.quantile = rc.forecast_quantile;
-            fc_cfg.block_len = st.cfg.engine.decode.block_length;
-            const auto fc = policy::forecast_from_arrivals(arrivals, v[0], fc_cfg);
+            const auto fc = policy::forecast_from_arrivals(arrivals, v[0], forecast_settings(st));
             if (fc.mix.empty()) return;  // nothing seen yet: no basis for a plan
             std::vector<int> devices;
             std::vector<policy::partition> current;
-            for (const auto& n : st.cfg.nodes) {
-              devices.push_back(n.devices.slots());
-              auto p = st.layout[n.name];
-              std::sort(p.begin(), p.end(), std::greater<int>());
-              current.push_back(p);
-            }
-            policy::reconfig_config rcfg;
-            rcfg.slo_scale = st.cfg.scheduler.slo_scale;
-            rcfg.ref_tau = st.cfg.engine.decode.threshold;
-            policy::threshold_config levels;
-            levels.tau_max = st.cfg.engine.decode.threshold;
-            levels.tau_min = std::min(st.cfg.scheduler.tau_min, st.cfg.engine.decode.threshold);
-            levels.tau_step = st.cfg.scheduler.tau_step;
-            levels.accuracy_budget = st.cfg.scheduler.accuracy_budget;
-            rcfg.tau_levels = policy::planning_tau_levels(levels, *st.quality);
-            rcfg.regroup_s = rc.regroup_ms / 1e3;
-            rcfg.attainment_target = rc.attainment_target;
-            rcfg.utilization_max = rc.utilization_max;
-            rcfg.capacity_units = rc.capacity_units;
+            layout_now(st, devices, current);
             // A forecast is evidence for as long as the history it comes from (reconfig.hpp).
-            rcfg.horizon_s = std::min({rc.min_dwell_ms / 1e3, rc.window_ms / 1e3, v[0] - arrivals.front().t_s});
-            rcfg.nodes_at_once = 1;  // one node at a time (below)
-            rcfg.max_batch = st.cfg.engine.max_batch;
-            rcfg.token_budget = st.cfg.scheduler.token_budget;
+            const auto rcfg = planner_settings(
+                st, std::min({rc.min_dwell_ms / 1e3, rc.window_ms / 1e3, v[0] - arrivals.front().t_s}));
             const auto plan = policy::optimize_layout(devices, current, fc, *st.cost, *st.quality, rcfg);
             if (!plan.switch_layout || plan.nodes.size() != current.size()) return;
             const auto now = clock_type::now();
@@ -239,22 +280,110 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
           [](caf::error& e) { rt::log_line("reconfigurer", "auto: could not read the load: " + to_string(e)); });
 }
 
+// A provisioning in progress: the nodes still to regroup (each with its layout before) and the
+// answer being built.
+struct provision_run {
+  json reason, answer;
+  std::vector<std::pair<policy::partition, rt::regroup_spec>> todo;
+  std::function<void(std::string)> done;
+};
+
+// Regroups the next node of `run`, one at a time as the automatic regroups (capacity drops by
+// at most one node), and answers once all are done or one failed.
+void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std::shared_ptr<provision_run> run) {
+  if (run->todo.empty()) return run->done(run->answer.dump());
+  auto [from, spec] = run->todo.front();
+  run->todo.erase(run->todo.begin());
+  run_regroup(self, core, supervisor, spec, [=, from = from, spec = spec](std::string text) {
+    auto& st = self->state;
+    auto result = json::parse(text, nullptr, false);
+    const bool ok = result.is_object() && result.value("ok", false);
+    auto r = run->reason;
+    r["node"] = spec.node;
+    r["from"] = from;
+    r["to"] = spec.groups;
+    r["ok"] = ok;
+    if (!ok) r["error"] = result.is_object() ? result.value("error", text) : text;
+    st.decisions.push_back(r);
+    if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
+    publish(self, core, false);
+    if (ok) {
+      run->answer["regrouped"].push_back(spec.node);
+    } else {
+      run->answer["ok"] = false;
+      run->answer["error"] = "node '" + spec.node + "' did not regroup: " + r["error"].get<std::string>();
+      run->todo.clear();
+    }
+    provision_next(self, core, supervisor, run);
+  });
+}
+
+// Provisioning from history (`dilaserve provision`): the layout the optimizer plans for the
+// aggregate statistics of a history of arrivals (policy::provisioning_forecast, the simulator's
+// boot layout), from scratch rather than against today's layout, then each node that differs
+// regrouped in turn as `reconfigure` does. `flat` holds (seconds, prompt tokens, answer tokens)
+// triples.
+void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const std::vector<double>& flat,
+               std::function<void(std::string)> done) {
+  auto& st = self->state;
+  if (st.busy) return done(fail("another reconfiguration is running"));
+  if (flat.empty() || flat.size() % 3 != 0)
+    return done(fail("a history is (seconds, prompt tokens, answer tokens) per arrival, at least one arrival"));
+  std::vector<policy::arrival_record> history;
+  history.reserve(flat.size() / 3);
+  for (std::size_t i = 0; i < flat.size(); i += 3) {
+    const double t = flat[i], p = flat[i + 1], g = flat[i + 2];
+    // A token count beyond 2^30 is no model's; it would only overflow the planner's ints.
+    constexpr double max_tokens = 1 << 30;
+    if (!std::isfinite(t) || !(p >= 0 && p <= max_tokens) || !(g >= 1 && g <= max_tokens))
+      return done(fail("arrival " + std::to_string(i / 3 + 1) +
+                       " of the history needs a finite time, prompt tokens >= 0 and answer tokens >= 1"));
+    history.push_back({t, static_cast<int>(p), static_cast<int>(g)});
+  }
+  std::stable_sort(history.begin(), history.end(),
+                   [](const policy::arrival_record& a, const policy::arrival_record& b) { return a.t_s < b.t_s; });
+  if (auto why = load_models(st); !why.empty()) return done(fail("cannot plan a layout: " + why));
+  const auto fc = policy::provisioning_forecast(history, forecast_settings(st));
+  std::vector<int> devices;
+  std::vector<policy::partition> current;
+  layout_now(st, devices, current);
+  const auto plan = policy::optimize_layout(devices, {}, fc, *st.cost, *st.quality,
+                                            planner_settings(st, st.cfg.reconfigure.min_dwell_ms / 1e3));
+  if (plan.nodes.size() != devices.size()) return done(fail("the optimizer found no layout for these devices"));
+  json reason{{"provisioned_from", history.size()},
+              {"forecast_rps", fc.arrival_rate},
+              {"mean_rps", fc.mean_rate},
+              {"capacity_rps", plan.capacity_rps},
+              {"predicted_latency_s", plan.latency_score},
+              {"feasible", plan.feasible},
+              {"burst", plan.burst},
+              {"tau", plan.tau}};
+  auto run = std::make_shared<provision_run>();
+  run->reason = reason;
+  run->answer = reason;
+  run->answer["ok"] = true;
+  run->answer["layout"] = json::object();
+  run->answer["regrouped"] = json::array();
+  run->done = std::move(done);
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const auto& node = st.cfg.nodes[i].name;
+    run->answer["layout"][node] = plan.nodes[i];
+    if (plan.nodes[i] != current[i])
+      run->todo.push_back({current[i], rt::regroup_spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())}});
+  }
+  rt::log_line("reconfigurer", "provision: " + run->answer.dump());
+  provision_next(self, core, supervisor, run);
+}
+
 caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::cluster_config cfg) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   for (const auto& n : st.cfg.nodes) st.layout[n.name].assign(n.groups.begin(), n.groups.end());
   if (st.cfg.reconfigure.automatic) {
-    try {
-      if (st.cfg.scheduler.profile_text.empty()) throw std::invalid_argument("no step-cost profile");
-      st.cost = policy::parse_step_cost_profile(st.cfg.scheduler.profile_text);
-      st.quality = st.cfg.scheduler.quality_text.empty()
-                       ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
-                       : policy::parse_quality_curve(st.cfg.scheduler.quality_text);
-      st.quality->refresh_interval = st.cfg.engine.decode.refresh_period();
+    if (auto why = load_models(st); why.empty())
       self->send(self, rt::beat_atom::value);
-    } catch (const std::exception& e) {
-      rt::log_line("reconfigurer", std::string("reconfigure: auto is off: ") + e.what());
-    }
+    else
+      rt::log_line("reconfigurer", "reconfigure: auto is off: " + why);
   }
   rt::actor_info row{0, "reconfigurer", "reconfigurer", "head", static_cast<int32_t>(::getpid()), "ALIVE", 0,
                      R"({"busy":false})"};
@@ -268,6 +397,12 @@ caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervis
         if (!sender_is_local(self, "reconfigurer")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto rp = self->make_response_promise();
         run_regroup(self, core, supervisor, std::move(spec), [rp](std::string text) mutable { rp.deliver(std::move(text)); });
+        return rp;
+      },
+      [=](rt::provision_atom, std::vector<double>& history) -> caf::result<caf::message> {
+        if (!sender_is_local(self, "reconfigurer")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
+        auto rp = self->make_response_promise();
+        provision(self, core, supervisor, history, [rp](std::string text) mutable { rp.deliver(std::move(text)); });
         return rp;
       },
       // The automatic interval: a message to itself.

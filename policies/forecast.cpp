@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace dls::policy {
 
@@ -59,6 +60,18 @@ forecast forecast_from_arrivals(const std::vector<arrival_record>& arrivals, dou
     shapes.push_back({arrivals[i].prompt_len, arrivals[i].gen_len});
   f.mix = length_mix(std::move(shapes), cfg.max_classes, cfg.block_len);
   return f;
+}
+
+forecast provisioning_forecast(const std::vector<arrival_record>& history, const forecast_config& cfg) {
+  if (history.empty()) return {};
+  auto whole = cfg;
+  // The span from the first arrival to the last, each inside it (an arrival exactly one window
+  // old would fall out of forecast_from_arrivals' window).
+  const double eps = 1e-9;
+  whole.window_s = std::max(cfg.subwindow_s, history.back().t_s - history.front().t_s) + 2 * eps;
+  whole.max_mix_arrivals =
+      static_cast<int>(std::min<std::size_t>(history.size(), static_cast<std::size_t>(std::numeric_limits<int>::max())));
+  return forecast_from_arrivals(history, history.back().t_s + eps, whole);
 }
 
 }  // namespace dls::policy

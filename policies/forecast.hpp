@@ -43,4 +43,11 @@ std::vector<length_class> length_mix(std::vector<request_shape> shapes, int clas
 /// `arrivals` in time order, all at or before `now_s`. An empty mix when nothing arrived yet.
 forecast forecast_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s, const forecast_config& cfg);
 
+/// The forecast a deployment provisions its first layout from: a history of its own traffic
+/// (`history` in time order) taken whole, as forecast_from_arrivals takes its window: the burst
+/// quantile over sub-windows of the whole span, the mean rate over it, and the length mix of
+/// every arrival. Only these aggregates enter; no single arrival time does. Both the live
+/// `dilaserve provision` and the simulator's boot layout plan from it. Empty when `history` is.
+forecast provisioning_forecast(const std::vector<arrival_record>& history, const forecast_config& cfg);
+
 }  // namespace dls::policy

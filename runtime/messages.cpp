@@ -26,7 +26,8 @@ void add_message_types(caf::actor_system_config& cfg) {
       .add_message_type<head_actor>("dls_head_actor")
       .add_message_type<gate_actor>("dls_gate_actor")
       .add_message_type<step_histogram>("dls_step_histogram")
-      .add_message_type<group_load>("dls_group_load");
+      .add_message_type<group_load>("dls_group_load")
+      .add_message_type<std::vector<double>>("dls_doubles");  // provision: arrival triples
 }
 
 }  // namespace dls::runtime

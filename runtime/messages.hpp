@@ -32,6 +32,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using actors_atom = caf::atom_constant<caf::atom("actors")>;
 using submit_atom = caf::atom_constant<caf::atom("submit")>;
 using regroup_atom = caf::atom_constant<caf::atom("regroup")>;
+using provision_atom = caf::atom_constant<caf::atom("provision")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using await_atom = caf::atom_constant<caf::atom("await")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
@@ -501,6 +502,10 @@ using head_actor = caf::typed_actor<
     caf::replies_to<status_atom>::with<std::string>,
     caf::replies_to<actors_atom>::with<std::vector<actor_info>>,
     caf::replies_to<regroup_atom, regroup_spec, std::string>::with<std::string>,  // + the admin token
+    // Plans every node's layout from a history of arrivals, flattened (seconds, prompt tokens,
+    // answer tokens) triples, and regroups the nodes that differ; + the admin token. Answers
+    // JSON {ok, error | layout, regrouped, forecast_rps, ...}.
+    caf::replies_to<provision_atom, std::vector<double>, std::string>::with<std::string>,
     caf::replies_to<await_atom>::with<std::string>,
     caf::replies_to<shutdown_atom, std::string>::with<std::string>,               // + the admin token
     caf::replies_to<policy_atom, std::string, std::string>::with<std::string>,    // name + the admin token

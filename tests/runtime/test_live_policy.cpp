@@ -400,6 +400,33 @@ BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when
   BOOST_TEST(pol::forecast_from_arrivals({}, 1.0, cfg).mix.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_provisioning_forecast_takes_the_whole_history) {
+  // Ten quiet seconds (one arrival a second), then a second of 30: the burst quantile over the
+  // whole span sees the busy second, the mean rate is the span's, and the mix holds every
+  // arrival, the first included, however many there are.
+  std::vector<pol::arrival_record> h;
+  for (int i = 0; i < 10; ++i) h.push_back({static_cast<double>(i), 100, 8});
+  for (int i = 0; i < 30; ++i) h.push_back({10.0 + i / 30.0, 400, 40});
+  pol::forecast_config cfg;
+  cfg.subwindow_s = 1.0;
+  cfg.quantile = 0.95;
+  cfg.block_len = 8;
+  cfg.max_classes = 40;
+  cfg.max_mix_arrivals = 5;  // a running forecast's limit; the provisioning one takes them all
+  const auto f = pol::provisioning_forecast(h, cfg);
+  const double span = 10.0 + 29.0 / 30.0;
+  BOOST_TEST(f.mean_rate == 40.0 / span, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(f.arrival_rate > 25.0);  // the busy second, not the mean of about 3.6 per second
+  double weight = 0, short_weight = 0;
+  for (const auto& c : f.mix) {
+    weight += c.weight;
+    if (c.prompt_len == 100) short_weight += c.weight;
+  }
+  BOOST_TEST(weight == 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(short_weight == 10.0 / 40.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(pol::provisioning_forecast({}, cfg).mix.empty());
+}
+
 BOOST_AUTO_TEST_CASE(the_length_mix_is_equal_count_classes_in_whole_blocks) {
   std::vector<pol::request_shape> s;
   for (int i = 0; i < 6; ++i) s.push_back({100 + i, 8});   // short answers

@@ -273,3 +273,66 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   BOOST_TEST(st["reconfigurer"].value("policy", "") == "reconfig-only");
   BOOST_TEST(st["reconfigurer"].value("policy_reconfigures", false));
 }
+
+BOOST_AUTO_TEST_CASE(provision_plans_the_layout_from_a_history_and_regroups_to_it) {
+  // The same hand-written profile: one TP 2 group is the faster for a lone request, two TP 1
+  // groups serve more requests per second. A quiet history keeps the node whole, a busy one
+  // splits it, whatever the policy set and with the reconfigurer in manual mode.
+  dls::test::scratch_dir files;
+  const auto profile = dls::test::write_two_degree_profile(files, 0.0005);
+  cluster c("local.yaml", 0,
+            "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +
+                "}\nreconfigure: {mode: manual, regroup_ms: 0}\n");
+  auto degrees = [&] {
+    std::multiset<int> d;
+    const auto st = c.json_cli({"status"});
+    for (auto& g : st["groups"]) d.insert(g["degree"].get<int>());
+    return d;
+  };
+  BOOST_REQUIRE((degrees() == std::multiset<int>{2}));
+  auto history = [&](const std::string& name, int n, double span_s) {
+    const auto path = files.file(name);
+    std::ofstream out(path);
+    out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    for (int i = 0; i < n; ++i) out << span_s * i / std::max(1, n - 1) << ",16,48\n";
+    return path;
+  };
+  auto busy = c.cli({"provision", "--history", history("busy.csv", 4000, 1.0), "--json"});
+  BOOST_REQUIRE_MESSAGE(busy.rc == 0, busy.err + busy.out);
+  auto j = json::parse(busy.out);
+  BOOST_TEST(j["ok"].get<bool>());
+  BOOST_TEST((j["layout"]["node0"] == json::array({1, 1})), j.dump());
+  BOOST_TEST((j["regrouped"] == json::array({"node0"})));
+  BOOST_TEST(j["provisioned_from"].get<int>() == 4000);
+  BOOST_TEST((degrees() == std::multiset<int>{1, 1}));
+  // The decision is listed with its reason, as the automatic ones are.
+  const auto st = c.json_cli({"status"});
+  const auto& last = st["reconfigurer"]["decisions"].back();
+  BOOST_TEST(last["provisioned_from"].get<int>() == 4000);
+  BOOST_TEST((last["to"] == json::array({1, 1})));
+  BOOST_TEST(last["ok"].get<bool>());
+  // The same history again: nothing to regroup.
+  auto again = c.json_cli({"provision", "--history", history("busy.csv", 4000, 1.0)});
+  BOOST_TEST(again["regrouped"].empty());
+  // A quiet history merges the node back; requests are still served.
+  auto quiet = c.json_cli({"provision", "--history", history("quiet.csv", 3, 20.0)});
+  BOOST_TEST((quiet["layout"]["node0"] == json::array({2})), quiet.dump());
+  BOOST_TEST((degrees() == std::multiset<int>{2}));
+  auto p = dls::test::eval_problems(1);
+  auto r = c.cli({"submit", "--prompt", p[0].prompt, "--json"});
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+  BOOST_TEST(json::parse(r.out)["ok"].get<bool>());
+  // Bad histories get one line naming the problem, and change nothing.
+  const auto empty = files.file("empty.csv");
+  std::ofstream(empty) << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  auto e = c.cli({"provision", "--history", empty});
+  BOOST_TEST(e.rc != 0);
+  BOOST_TEST(e.err.find("empty.csv") != std::string::npos, e.err);
+  const auto bad = files.file("bad.csv");
+  std::ofstream(bad) << "TIMESTAMP,ContextTokens,GeneratedTokens\n0,16,48\n1,sixteen,48\n";
+  auto b = c.cli({"provision", "--history", bad});
+  BOOST_TEST(b.rc != 0);
+  BOOST_TEST(b.err.find("bad.csv") != std::string::npos, b.err);
+  BOOST_TEST(std::count(b.err.begin(), b.err.end(), '\n') <= 1, b.err);
+  BOOST_TEST((degrees() == std::multiset<int>{2}));
+}

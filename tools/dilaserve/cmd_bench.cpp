@@ -58,6 +58,9 @@ struct bench_options {
   double timeout_s = 120;
   bool json_out = false;
   std::string out;
+  // Policy sets with reconfiguration start each run in the layout `provision` plans from the
+  // run's own arrivals (their aggregate statistics), as the simulator boots them.
+  bool provision = true;
 };
 
 // The cluster file behind this run: --cluster's, or the one `up` recorded; empty for a bare
@@ -154,6 +157,24 @@ void restore_layout(rt::cluster_session& s, const std::map<std::string, std::vec
                    degrees_text(degrees).c_str(), degrees_text(now[node]).c_str(), next_policy.c_str());
     }
   }
+}
+
+// `provision` with a run's arrivals as the history: the layout planned from their aggregate
+// statistics, as the simulator boots a reconfiguring policy (docs/performance.md). Returns the
+// nodes regrouped.
+std::vector<std::string> provision_for_run(rt::cluster_session& s, const std::vector<double>& history) {
+  caf::scoped_actor self{s.system()};
+  std::string text, failure;
+  self->request(s.head(), std::chrono::minutes(5), rt::provision_atom::value, history, s.credential())
+      .receive([&](std::string& t) { text = std::move(t); },
+               [&](const caf::error& e) { failure = s.system().render(e); });
+  auto j = json::parse(text, nullptr, false);
+  if (!failure.empty() || !j.is_object() || !j.value("ok", false))
+    throw std::runtime_error("cannot provision the run's layout: " +
+                             (failure.empty() ? (j.is_object() ? j.value("error", text) : text) : failure));
+  std::vector<std::string> nodes;
+  for (auto& n : j["regrouped"]) nodes.push_back(n.get<std::string>());
+  return nodes;
 }
 
 struct client_figures {
@@ -332,6 +353,18 @@ int run_bench(const bench_options& o) {
 
   set_policy(session, "static");
   const auto initial_layout = layout_of(head_status(session));
+  // Each request's prompt tokens and answer length, for the runs' provisioning histories.
+  std::vector<std::pair<int, int>> shapes;
+  if (o.provision && cfg) {
+    const auto tok = dls::gpu::load_tokenizer(cfg->model_path);
+    for (const auto& r : reqs) {
+      const auto& p = problems[r.problem];
+      shapes.push_back({static_cast<int>(tok->encode(p.prompt).size()),
+                        p.gen_length > 0 ? p.gen_length : cfg->engine.decode.gen_length});
+    }
+  } else if (o.provision && !o.json_out) {
+    std::printf("no cluster file to tokenize with: reconfiguring policies start from the running layout\n");
+  }
   if (o.warmup > 0) replay({burst(static_cast<std::size_t>(o.warmup)), 0.0, o.timeout_s, tick});
   double capacity = o.capacity;
   if (capacity <= 0) {
@@ -361,6 +394,16 @@ int run_bench(const bench_options& o) {
     for (const auto& pname : o.policies) {
       set_policy(session, pname);
       restore_layout(session, initial_layout, pname);
+      if (!shapes.empty() && dls::policy::make_policy_set(pname).reconfigure) {
+        std::vector<double> history;
+        for (std::size_t i = 0; i < reqs.size(); ++i) {
+          history.push_back(reqs[i].t * time_scale);
+          history.push_back(shapes[i].first);
+          history.push_back(shapes[i].second);
+        }
+        for (const auto& node : provision_for_run(session, history))
+          std::fprintf(stderr, "bench: node %s provisioned for %s at load %.2f\n", node.c_str(), pname.c_str(), load);
+      }
       bar.advance(0, pname + " load " + std::to_string(load).substr(0, 4));
       const auto before = head_status(session);
       const auto t0 = std::chrono::steady_clock::now();
@@ -475,6 +518,9 @@ dls::cli::register_command reg{"bench", [](CLI::App& app) {
   sub->add_option("--timeout", o->timeout_s, "seconds to wait for answers after a run's last arrival")
       ->check(dls::cli::positive);
   sub->add_flag("--json", o->json_out, "print {\"results\": [...]} only (dilaserve sim's schema)");
+  sub->add_flag("!--no-provision", o->provision,
+                "start policy sets with reconfiguration from the file's layout instead of the one `provision` plans "
+                "from the run's arrivals");
   sub->add_option("--out", o->out, "directory for results.csv, requests.csv (every request), results.json, client.csv, SVG plots and (with a cluster file) "
                   "arrivals.csv, the requests as a trace for `dilaserve sim`");
   auto* http = sub->get_option("--http");

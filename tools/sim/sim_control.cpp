@@ -196,18 +196,20 @@ policy::forecast engine::rate_forecast(std::size_t from, std::size_t to, double 
 }
 
 // Boot layout of a reconfiguring policy: a real deployment sizes its first layout from a
-// provisioning forecast (history), not from arrivals it has not seen. The simulator's stand-in
-// is the workload's aggregate statistics: the same burst quantile and mean rate as the running
-// forecast, taken over the whole run, and the whole run's length mix (16 classes). No single
-// arrival time enters the decision; from then on every forecast uses seen arrivals only.
+// provisioning forecast of its history (`dilaserve provision`), not from arrivals it has not
+// seen. The simulator's stand-in for that history is the workload itself, through the same
+// policy::provisioning_forecast: its aggregate statistics only, no single arrival time. From
+// then on every forecast uses seen arrivals only.
 std::vector<policy::partition> engine::boot_layout() {
   if (in_.empty()) return cl_.initial_layout;
-  const double span = std::max(cl_.forecast_subwindow_s, in_.back().arrival_s - in_.front().arrival_s);
-  auto fc = rate_forecast(0, in_.size(), span, in_.back().arrival_s + 1e-9);
-  std::vector<canvas_shape> shapes;
-  shapes.reserve(in_.size());
-  for (const auto& r : in_) shapes.push_back({r.prompt_len, r.gen_len});
-  fc.mix = length_mix(shapes, 16, cl_.block_len);
+  std::vector<policy::arrival_record> history;
+  history.reserve(in_.size());
+  for (const auto& r : in_) history.push_back({r.arrival_s, r.prompt_len, r.gen_len});
+  policy::forecast_config cfg;
+  cfg.subwindow_s = cl_.forecast_subwindow_s;
+  cfg.quantile = cl_.forecast_quantile;
+  cfg.block_len = cl_.block_len;
+  const auto fc = policy::provisioning_forecast(history, cfg);
   const auto plan = policy::optimize_layout(cl_.node_devices, {}, fc, cl_.cost, cl_.quality, rcfg_);
   return plan.nodes.size() == cl_.node_devices.size() ? plan.nodes : cl_.initial_layout;
 }
