@@ -294,10 +294,10 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
           "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 600000, window_ms: 1000, regroup_ms: 0}\n");
   const auto state = dir.file("state");
   down_at_exit guard{state};
-  // From the file's layout (--no-provision): the reconfigurer splits the node during the run.
+  // From the file's layout (no --provision): the reconfigurer splits the node during the run.
   auto r = dls::test::run_cli({"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration",
                                "300", "--capacity", "200", "--load", "2", "--warmup", "4", "--policies",
-                               "reconfig-only,static", "--json", "--no-provision"});
+                               "reconfig-only,static", "--json"});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(r.err.find("provisioned") == std::string::npos, r.err);
   const auto results = json::parse(r.out).at("results");
@@ -309,8 +309,8 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
   BOOST_TEST(results[1].at("reconfigurations").get<int>() == 0, results[1].dump());
 }
 
-// By default a policy set that reconfigures starts its run in the layout `provision` plans from
-// the run's arrivals (as the simulator boots it); the next policy's run starts from the file's.
+// With --provision a policy set that reconfigures starts its run in the layout `provision` plans
+// from the run's arrivals (as the simulator boots it); the next policy's run starts from the file's.
 BOOST_AUTO_TEST_CASE(a_reconfiguring_policy_starts_in_the_layout_provisioned_for_its_run) {
   dls::test::scratch_dir dir;
   const auto profile = dls::test::write_two_degree_profile(dir, 0.05);  // TP 2 slow: plan two TP 1 groups
@@ -322,7 +322,7 @@ BOOST_AUTO_TEST_CASE(a_reconfiguring_policy_starts_in_the_layout_provisioned_for
   down_at_exit guard{state};
   auto r = dls::test::run_cli({"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration",
                                "300", "--capacity", "200", "--load", "2", "--warmup", "4", "--policies",
-                               "reconfig-only,static", "--json"});
+                               "reconfig-only,static", "--json", "--provision"});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(r.err.find("bench: node node0 provisioned for reconfig-only at load 2.00") != std::string::npos, r.err);
   BOOST_TEST(r.err.find("bench: node node0 put back to groups 2 (was 1,1) before static") != std::string::npos, r.err);

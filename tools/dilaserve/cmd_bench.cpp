@@ -58,9 +58,10 @@ struct bench_options {
   double timeout_s = 120;
   bool json_out = false;
   std::string out;
-  // Policy sets with reconfiguration start each run in the layout `provision` plans from the
-  // run's own arrivals (their aggregate statistics), as the simulator boots them.
-  bool provision = true;
+  // --provision: policy sets with reconfiguration start each run in the layout `provision`
+  // plans from the run's own arrivals (their aggregate statistics), as the simulator boots
+  // them. Off by default: on this 2-core host it measured worse (docs/performance.md).
+  bool provision = false;
 };
 
 // The cluster file behind this run: --cluster's, or the one `up` recorded; empty for a bare
@@ -518,9 +519,9 @@ dls::cli::register_command reg{"bench", [](CLI::App& app) {
   sub->add_option("--timeout", o->timeout_s, "seconds to wait for answers after a run's last arrival")
       ->check(dls::cli::positive);
   sub->add_flag("--json", o->json_out, "print {\"results\": [...]} only (dilaserve sim's schema)");
-  sub->add_flag("!--no-provision", o->provision,
-                "start policy sets with reconfiguration from the file's layout instead of the one `provision` plans "
-                "from the run's arrivals");
+  sub->add_flag("--provision", o->provision,
+                "start each run of a policy set with reconfiguration in the layout `dilaserve provision` plans from "
+                "the run's arrivals, as the simulator boots it (default: the file's layout)");
   sub->add_option("--out", o->out, "directory for results.csv, requests.csv (every request), results.json, client.csv, SVG plots and (with a cluster file) "
                   "arrivals.csv, the requests as a trace for `dilaserve sim`");
   auto* http = sub->get_option("--http");
