@@ -139,8 +139,9 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
 // `delta_s` sooner, and loses what batching saves the request, its step alone minus `delta_s`:
 // extra group time that delays every request still there when it runs later, if the group is
 // busy then. `delayed` is the expected number of those (form_batch). `own_wait` is what the
-// deferral costs the request itself where only its latency is left to win (a late one: it waits
-// out this step). Worth it only where the riders gain more than everyone loses.
+// deferral costs the request itself where only its latency is left to win (a late one: form_batch
+// passes the larger of the step it waits out and how far past its deadline it already is).
+// Worth it only where the riders gain more than everyone loses.
 bool worth_deferring(const step_cost_model& cost, int tp, const step_item& item, double delta_s, std::size_t riders,
                      double delayed, double own_wait) {
   batch_totals alone;
@@ -203,7 +204,8 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
       const double limit = refresh && refreshes > 0 ? std::min(budget, cfg.refresh_join_growth * step) : budget;
       if (!out.empty() && next - step > limit &&
           (busy <= 0 ||
-           worth_deferring(*cost, tp, item, next - step, out.size(), busy * present, k.late ? step : 0.0))) {
+           worth_deferring(*cost, tp, item, next - step, out.size(), busy * present,
+                           k.late ? std::max(step, now - r.deadline_s) : 0.0))) {
         totals.remove(item);
         if (cfg.refresh_split <= 0 || !refresh) continue;
         // The longest whole number of layer ranges that fits, found by bisection (the step time

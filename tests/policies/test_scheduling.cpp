@@ -186,6 +186,30 @@ BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_lose
   BOOST_TEST(out.size() == 4u);
 }
 
+BOOST_AUTO_TEST_CASE(a_missed_request_waits_only_until_its_lateness_outweighs_the_riders_gain) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.005, 1e-5);  // 5 ms + 10 us per query row
+  policy::scheduler_config cfg;
+  // At 1 s: A, an urgent reuse step (5.32 ms alone, 0.18 ms of slack after it); B, a missed
+  // 4,096-row refresh that adds 40.96 ms. With both present on a busy group, deferring B saves
+  // the rider 40.96 ms and costs the two present 5 ms each plus what waiting costs B itself:
+  // how far past its deadline it already is (at least the step it waits out).
+  std::vector<policy::request_view> a{in_reuse(test::request(1, 0, 1.0055, 16, 32)),
+                                      test::request(2, 0, 0.99, 4064, 32)};
+  std::vector<int> out;
+  // 10 ms late: 40.96 > 10 + 10, so it waits this step.
+  policy::form_batch(a, 1.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 1.0);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+  // 50 ms late: 40.96 < 10 + 50, so it joins whatever the rider's slack.
+  a[1].deadline_s = 0.95;
+  policy::form_batch(a, 1.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 1.0);
+  BOOST_TEST(out == std::vector<int>({0, 1}), tt::per_element());
+  // On time, the same refresh waits: only a late request's own wait counts.
+  a[1].deadline_s = 10.0;
+  policy::form_batch(a, 1.0, cfg, q, 0.0, out, &cost, 1, nullptr, 0, 1.0);
+  BOOST_TEST(out == std::vector<int>({0}), tt::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(a_refresh_that_does_not_fit_joins_with_the_layers_that_do) {
   auto q = test::two_step_quality();
   auto cost = test::flat_cost(0.001, 1e-5);  // 1 ms + 10 us per query row

@@ -149,6 +149,31 @@ BOOST_AUTO_TEST_CASE(sim_bound_bounds_each_variant_of_a_suite_workload) {
     BOOST_TEST_REQUIRE(bound.count("long-prompt/" + v) == 1u, w);
     BOOST_TEST(row["slo_attainment"].get<double>() <= bound["long-prompt/" + v] + 1e-9, w);
   }
+  // requests.csv: every request of every run, whose on-time share is each row's attainment.
+  std::ifstream csv(dir.path() + "/requests.csv");
+  std::string header;
+  std::getline(csv, header);
+  BOOST_TEST(header ==
+             "workload,on_miss,policy,load,slo_scale,index,arrival_s,prompt_len,gen_len,slo_window_s,latency_s,"
+             "queued_s,in_steps_s,alone_s,steps,slo_met,rejected");
+  std::map<std::string, std::pair<int, int>> met;  // workload/policy -> (on time, requests)
+  for (std::string line; std::getline(csv, line);) {
+    std::vector<std::string> f;
+    std::istringstream cells(line);
+    for (std::string c; std::getline(cells, c, ',');) f.push_back(c);
+    BOOST_TEST_REQUIRE(f.size() == 17u, line);
+    auto& m = met[f[0] + "/" + f[2]];
+    m.first += f[15] == "1";
+    m.second += 1;
+    BOOST_TEST(std::stod(f[10]) >= std::stod(f[12]) - 1e-9, line);  // latency covers its time in steps
+  }
+  BOOST_TEST_REQUIRE(met.size() == 6u);
+  for (const auto& row : rows) {
+    const auto& m = met[row["workload"].get<std::string>() + "/" + row["policy"].get<std::string>()];
+    BOOST_TEST(m.second == 300);
+    BOOST_TEST(static_cast<double>(m.first) / m.second == row["slo_attainment"].get<double>(),
+               boost::test_tools::tolerance(1e-9));
+  }
   expect_one_line_error({"sim-bound", "--cluster", sim_cluster, "--workload", wl, "--trace", wl}, 2, "excludes");
   expect_one_line_error({"sim-bound", "--cluster", sim_cluster}, 1, "give --trace FILE or --workload FILE");
   expect_one_line_error({"sim-bound", "--cluster", sim_cluster, "--workload", wl, "--rate", "5"}, 2, "excludes");

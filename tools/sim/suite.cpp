@@ -53,9 +53,11 @@ std::vector<result_row> run_suite(const sim_cluster& c, const std::vector<worklo
               rc.seed = cfg.seed;
               const std::string what = label + " " + pname + " load " + std::to_string(load).substr(0, 4);
               if (cfg.progress) rc.progress = [&](double f) { cfg.progress(done, total, f, what); };
-              auto row = summarize(simulate(c, reqs, rc), pname, load, slo);
+              const auto res = simulate(c, reqs, rc);
+              auto row = summarize(res, pname, load, slo);
               row.workload = label;
               row.on_miss = reject ? "reject" : "serve";
+              if (cfg.each_run) cfg.each_run(row, reqs, res);
               out.push_back(std::move(row));
               ++done;
               if (cfg.progress) cfg.progress(done, total, 0.0, what);

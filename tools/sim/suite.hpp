@@ -22,6 +22,9 @@ struct suite_config {
   std::size_t requests = 0;   // > 0: every workload cut or repeated to this many requests
   /// Called with (runs done, runs in all, fraction of the current run, what runs).
   std::function<void(std::size_t, std::size_t, double, const std::string&)> progress;
+  /// Called after each run with its row (workload, on_miss, policy, load and SLO scale set), the
+  /// requests it replayed and their outcomes (same order).
+  std::function<void(const result_row&, const std::vector<sim_request>&, const run_result&)> each_run;
 };
 
 /// The requests of one variant at `load` x the cluster's capacity for its mix, sorted by
