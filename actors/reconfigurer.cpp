@@ -214,6 +214,27 @@ void layout_now(reconfigurer_state& st, std::vector<int>& devices, std::vector<p
   }
 }
 
+// Why the optimizer chose a layout, as `status` lists each decision.
+json plan_reason(const policy::forecast& fc, const policy::reconfig_plan& plan) {
+  return json{{"forecast_rps", fc.arrival_rate}, {"mean_rps", fc.mean_rate},     {"capacity_rps", plan.capacity_rps},
+              {"predicted_latency_s", plan.latency_score}, {"feasible", plan.feasible}, {"burst", plan.burst},
+              {"tau", plan.tau}};
+}
+
+// Records a decision's outcome (`reason` plus ok and, on failure, the error of the regroup's
+// answer `text`) among the last ones `status` lists; returns whether the regroup succeeded.
+bool log_decision(reconf_ptr self, const caf::actor& core, json reason, const std::string& text) {
+  auto& st = self->state;
+  auto result = json::parse(text, nullptr, false);
+  const bool ok = result.is_object() && result.value("ok", false);
+  reason["ok"] = ok;
+  if (!ok) reason["error"] = result.is_object() ? result.value("error", text) : text;
+  st.decisions.push_back(reason);
+  if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
+  publish(self, core, false);
+  return ok;
+}
+
 // One automatic look at the load: forecast, optimizer, and at most one node regrouped.
 void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   auto& st = self->state;
@@ -250,30 +271,16 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
               auto since = st.changed_at.find(node);
               if (since != st.changed_at.end() && now - since->second < std::chrono::milliseconds(rc.min_dwell_ms))
                 continue;  // hysteresis in time
-              json reason{{"node", node},
-                          {"from", current[i]},
-                          {"to", plan.nodes[i]},
-                          {"forecast_rps", fc.arrival_rate},
-                          {"mean_rps", fc.mean_rate},
-                          {"capacity_rps", plan.capacity_rps},
-                          {"predicted_latency_s", plan.latency_score},
-                          {"current_latency_s", plan.current_score},
-                          {"feasible", plan.feasible},
-                          {"burst", plan.burst},
-                          {"tau", plan.tau}};
+              auto reason = plan_reason(fc, plan);
+              reason["node"] = node;
+              reason["from"] = current[i];
+              reason["to"] = plan.nodes[i];
+              reason["current_latency_s"] = plan.current_score;
               rt::log_line("reconfigurer", "auto: node '" + node + "' " + degrees_text(current[i]) + " -> " +
                                                degrees_text(plan.nodes[i]) + " because " + reason.dump());
               rt::regroup_spec spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())};
-              run_regroup(self, core, supervisor, spec, [=](std::string text) {
-                auto& st = self->state;
-                auto r = reason;
-                auto result = json::parse(text, nullptr, false);
-                r["ok"] = result.is_object() && result.value("ok", false);
-                if (!r["ok"].get<bool>() && result.is_object()) r["error"] = result.value("error", "");
-                st.decisions.push_back(r);
-                if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
-                publish(self, core, false);
-              });
+              run_regroup(self, core, supervisor, spec,
+                          [=](std::string text) { log_decision(self, core, reason, text); });
               return;  // one node at a time: capacity drops by at most one node while it drains
             }
           },
@@ -295,23 +302,15 @@ void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std
   auto [from, spec] = run->todo.front();
   run->todo.erase(run->todo.begin());
   run_regroup(self, core, supervisor, spec, [=, from = from, spec = spec](std::string text) {
-    auto& st = self->state;
-    auto result = json::parse(text, nullptr, false);
-    const bool ok = result.is_object() && result.value("ok", false);
     auto r = run->reason;
     r["node"] = spec.node;
     r["from"] = from;
     r["to"] = spec.groups;
-    r["ok"] = ok;
-    if (!ok) r["error"] = result.is_object() ? result.value("error", text) : text;
-    st.decisions.push_back(r);
-    if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
-    publish(self, core, false);
-    if (ok) {
+    if (log_decision(self, core, r, text)) {
       run->answer["regrouped"].push_back(spec.node);
     } else {
       run->answer["ok"] = false;
-      run->answer["error"] = "node '" + spec.node + "' did not regroup: " + r["error"].get<std::string>();
+      run->answer["error"] = "node '" + spec.node + "' did not regroup: " + self->state.decisions.back().value("error", text);
       run->todo.clear();
     }
     provision_next(self, core, supervisor, run);
@@ -350,14 +349,8 @@ void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const st
   const auto plan = policy::optimize_layout(devices, {}, fc, *st.cost, *st.quality,
                                             planner_settings(st, st.cfg.reconfigure.min_dwell_ms / 1e3));
   if (plan.nodes.size() != devices.size()) return done(fail("the optimizer found no layout for these devices"));
-  json reason{{"provisioned_from", history.size()},
-              {"forecast_rps", fc.arrival_rate},
-              {"mean_rps", fc.mean_rate},
-              {"capacity_rps", plan.capacity_rps},
-              {"predicted_latency_s", plan.latency_score},
-              {"feasible", plan.feasible},
-              {"burst", plan.burst},
-              {"tau", plan.tau}};
+  auto reason = plan_reason(fc, plan);
+  reason["provisioned_from"] = history.size();
   auto run = std::make_shared<provision_run>();
   run->reason = reason;
   run->answer = reason;

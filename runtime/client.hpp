@@ -6,9 +6,12 @@
 #include "runtime/transport.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dls::runtime {
 
@@ -52,6 +55,18 @@ class cluster_session {
   const cluster_address& address() const { return where_; }
   /// The token this session authenticated with: admin calls (regroup, shutdown) carry it.
   const std::string& credential() const { return where_.token; }
+  /// Sends `xs...` to the head and waits up to `timeout` for its text answer (the JSON the
+  /// admin calls reply); throws std::runtime_error("WHAT failed: ...") when none comes.
+  template <class Duration, class... Ts>
+  std::string ask_text(const std::string& what, Duration timeout, Ts&&... xs) {
+    caf::scoped_actor self{*sys_};
+    std::string text, failure;
+    self->request(head_, timeout, std::forward<Ts>(xs)...)
+        .receive([&](std::string& s) { text = std::move(s); },
+                 [&](const caf::error& e) { failure = sys_->render(e); });
+    if (!failure.empty()) throw std::runtime_error(what + " failed: " + failure);
+    return text;
+  }
 
  private:
   cluster_address where_;

@@ -281,23 +281,36 @@ BOOST_AUTO_TEST_CASE(bad_input_is_refused_before_a_cluster_starts) {
   BOOST_TEST(!fs::exists(state));
 }
 
+// local.yaml with a hand-written profile in which a TP 2 step is slow (so the optimizer plans
+// two TP 1 groups for node0 as soon as it has arrivals to plan for) and `reconfigure` as given.
+std::string slow_tp2_config(const dls::test::scratch_dir& dir, const std::string& reconfigure) {
+  const auto profile = dls::test::write_two_degree_profile(dir, 0.05);
+  return dls::test::write_test_config(dir, "local.yaml", 0,
+                                      "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " +
+                                          profile + "}\nreconfigure: " + reconfigure + "\n");
+}
+
+// A bench of a reconfiguring set, then `static`, at twice a fixed capacity.
+std::vector<std::string> reconfiguring_bench(const std::string& config, const std::string& state,
+                                             const std::vector<std::string>& extra) {
+  std::vector<std::string> a{"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration", "300",
+                             "--capacity", "200", "--load", "2", "--warmup", "4", "--policies", "reconfig-only,static",
+                             "--json"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
 // A policy set that reconfigures may leave a node regrouped at the end of its run; the bench
 // puts it back before the next policy's run, so that every run starts from the same groups.
 BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
   dls::test::scratch_dir dir;
   // A hand-written profile in which a TP 2 step is slow, so the optimizer splits the node as
   // soon as it has seen arrivals; the dwell keeps it split until the bench puts it back.
-  const auto profile = dls::test::write_two_degree_profile(dir, 0.05);
-  const auto config = dls::test::write_test_config(
-      dir, "local.yaml", 0,
-      "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +
-          "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 600000, window_ms: 1000, regroup_ms: 0}\n");
+  const auto config = slow_tp2_config(dir, "{mode: auto, interval_ms: 200, min_dwell_ms: 600000, window_ms: 1000, regroup_ms: 0}");
   const auto state = dir.file("state");
   down_at_exit guard{state};
   // From the file's layout (no --provision): the reconfigurer splits the node during the run.
-  auto r = dls::test::run_cli({"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration",
-                               "300", "--capacity", "200", "--load", "2", "--warmup", "4", "--policies",
-                               "reconfig-only,static", "--json"});
+  auto r = dls::test::run_cli(reconfiguring_bench(config, state, {}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(r.err.find("provisioned") == std::string::npos, r.err);
   const auto results = json::parse(r.out).at("results");
@@ -313,16 +326,10 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
 // from the run's arrivals (as the simulator boots it); the next policy's run starts from the file's.
 BOOST_AUTO_TEST_CASE(a_reconfiguring_policy_starts_in_the_layout_provisioned_for_its_run) {
   dls::test::scratch_dir dir;
-  const auto profile = dls::test::write_two_degree_profile(dir, 0.05);  // TP 2 slow: plan two TP 1 groups
-  const auto config = dls::test::write_test_config(
-      dir, "local.yaml", 0,
-      "scheduler: {policy: static, quality: quality/tiny-llada.json, profile: " + profile +
-          "}\nreconfigure: {mode: manual, regroup_ms: 0}\n");
+  const auto config = slow_tp2_config(dir, "{mode: manual, regroup_ms: 0}");  // the plan: two TP 1 groups
   const auto state = dir.file("state");
   down_at_exit guard{state};
-  auto r = dls::test::run_cli({"bench", "--cluster", config, "--state-dir", state, "--trace", trace, "--duration",
-                               "300", "--capacity", "200", "--load", "2", "--warmup", "4", "--policies",
-                               "reconfig-only,static", "--json", "--provision"});
+  auto r = dls::test::run_cli(reconfiguring_bench(config, state, {"--provision"}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(r.err.find("bench: node node0 provisioned for reconfig-only at load 2.00") != std::string::npos, r.err);
   BOOST_TEST(r.err.find("bench: node node0 put back to groups 2 (was 1,1) before static") != std::string::npos, r.err);

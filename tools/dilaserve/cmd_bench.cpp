@@ -164,15 +164,11 @@ void restore_layout(rt::cluster_session& s, const std::map<std::string, std::vec
 // statistics, as the simulator boots a reconfiguring policy (docs/performance.md). Returns the
 // nodes regrouped.
 std::vector<std::string> provision_for_run(rt::cluster_session& s, const std::vector<double>& history) {
-  caf::scoped_actor self{s.system()};
-  std::string text, failure;
-  self->request(s.head(), std::chrono::minutes(5), rt::provision_atom::value, history, s.credential())
-      .receive([&](std::string& t) { text = std::move(t); },
-               [&](const caf::error& e) { failure = s.system().render(e); });
+  const auto text = s.ask_text("provisioning the run's layout", std::chrono::minutes(5), rt::provision_atom::value,
+                               history, s.credential());
   auto j = json::parse(text, nullptr, false);
-  if (!failure.empty() || !j.is_object() || !j.value("ok", false))
-    throw std::runtime_error("cannot provision the run's layout: " +
-                             (failure.empty() ? (j.is_object() ? j.value("error", text) : text) : failure));
+  if (!j.is_object() || !j.value("ok", false))
+    throw std::runtime_error("cannot provision the run's layout: " + (j.is_object() ? j.value("error", text) : text));
   std::vector<std::string> nodes;
   for (auto& n : j["regrouped"]) nodes.push_back(n.get<std::string>());
   return nodes;

@@ -6,7 +6,6 @@
 #include "runtime/client.hpp"
 #include "sim/trace.hpp"
 
-#include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -49,12 +48,8 @@ int run_provision(const provision_options& o) {
     flat.push_back(std::max(1, r.generated_tokens));
   }
   rt::cluster_session session(o.cluster.find());
-  caf::scoped_actor self{session.system()};
-  std::string text, failure;
-  self->request(session.head(), std::chrono::minutes(10), rt::provision_atom::value, flat, session.credential())
-      .receive([&](std::string& s) { text = std::move(s); },
-               [&](const caf::error& e) { failure = session.system().render(e); });
-  if (!failure.empty()) throw std::runtime_error("provision failed: " + failure);
+  const auto text =
+      session.ask_text("provision", std::chrono::minutes(10), rt::provision_atom::value, flat, session.credential());
   auto j = json::parse(text, nullptr, false);
   if (!j.is_object()) throw std::runtime_error("provision: the head answered something that is not JSON");
   if (o.json_out) std::cout << text << "\n";

@@ -3,7 +3,6 @@
 #include "dilaserve/command_registry.hpp"
 #include "runtime/client.hpp"
 
-#include <caf/scoped_actor.hpp>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -42,12 +41,8 @@ std::vector<int32_t> parse_groups(const std::string& text) {
 int run_reconfigure(const reconfigure_options& o) {
   rt::regroup_spec spec{o.node, parse_groups(o.groups)};
   rt::cluster_session session(o.cluster.find());
-  caf::scoped_actor self{session.system()};
-  std::string text, failure;
-  self->request(session.head(), std::chrono::minutes(10), rt::regroup_atom::value, spec, session.credential())
-      .receive([&](std::string& s) { text = std::move(s); },
-               [&](const caf::error& e) { failure = session.system().render(e); });
-  if (!failure.empty()) throw std::runtime_error("reconfigure failed: " + failure);
+  const auto text =
+      session.ask_text("reconfigure", std::chrono::minutes(10), rt::regroup_atom::value, spec, session.credential());
   auto j = json::parse(text);
   if (o.json_out) std::cout << text << "\n";
   if (!j.value("ok", false)) {
