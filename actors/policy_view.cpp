@@ -139,6 +139,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   ctx->knobs.accuracy_budget = s.accuracy_budget;
   ctx->knobs.cap_forecast_s = s.cap_forecast_ms / 1e3;
   ctx->knobs.cap_forecast_refresh_s = s.cap_forecast_refresh_ms / 1e3;
+  ctx->knobs.control_interval_s = s.control_interval_ms / 1e3;
   ctx->knobs.refuse_overload = s.refuse_overload;
   ctx->knobs.reject_on_miss = s.reject_on_miss;
   ctx->slo_scale = s.slo_scale;

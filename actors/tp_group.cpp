@@ -186,11 +186,6 @@ int64_t unix_now_us() {
       .count();
 }
 
-// Between changes of its requests a group re-runs the tau controller at most this often: the
-// simulator's control interval, a few steps of a large model and many of the shipped one,
-// while slack changes by little more than the steps taken meanwhile.
-constexpr double control_interval_s = 0.02;
-
 // Weight of one step's residual in the overhead average: about the last 20 steps count, so a
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
@@ -984,7 +979,7 @@ void run_step(group_ptr self) {
   const double cpu_policy = thread_cpu_s();
   const double now = now_s(st);
   st.view.draining = st.draining;
-  const bool control_due = st.dirty || now - st.last_control_s >= control_interval_s;
+  const bool control_due = st.dirty || now - st.last_control_s >= ctx.knobs.control_interval_s;
   // The queued requests matter to this decision only if one may be admitted or taus change.
   const auto& active = st.running;
   const auto& queued = st.waiting;

@@ -22,7 +22,7 @@ const std::set<std::string>& engine_keys() {
 const std::set<std::string>& scheduler_keys() {
   static const std::set<std::string> keys{"token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget",
                                           "on_overload",  "on_miss",    "profile", "quality", "cap_forecast_ms",
-                                          "cap_forecast_refresh_ms"};
+                                          "cap_forecast_refresh_ms", "control_interval_ms"};
   return keys;
 }
 
@@ -169,6 +169,9 @@ scheduler_settings parse_scheduler(const yaml_checker& c, const YAML::Node& n, c
   if (n["cap_forecast_refresh_ms"])
     s.cap_forecast_refresh_ms =
         static_cast<int>(c.integer(n["cap_forecast_refresh_ms"], "scheduler.cap_forecast_refresh_ms", 1, 86400000));
+  if (n["control_interval_ms"])
+    s.control_interval_ms =
+        static_cast<int>(c.integer(n["control_interval_ms"], "scheduler.control_interval_ms", 1, 86400000));
   if (n["on_overload"])
     s.refuse_overload = c.one_of(n["on_overload"], "scheduler.on_overload", {"queue", "refuse"}) == "refuse";
   if (n["on_miss"]) s.reject_on_miss = c.one_of(n["on_miss"], "scheduler.on_miss", {"serve", "reject"}) == "reject";

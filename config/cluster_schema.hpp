@@ -59,6 +59,10 @@ struct scheduler_settings {
   // (policies/threshold.hpp), recomputed at most every cap_forecast_refresh_ms.
   int cap_forecast_ms = 2000;
   int cap_forecast_refresh_ms = 500;
+  // Between changes of its requests a group re-runs tau control at most this often (ms): a
+  // few steps of a large model and many of the shipped one, while slack changes by little
+  // more than the steps taken meanwhile. Every change of its requests runs it at once.
+  int control_interval_ms = 20;
   bool refuse_overload = false; // on_overload: refuse (shed what cannot finish in time) | queue
   bool reject_on_miss = false;  // on_miss: reject (refuse at once what cannot meet its deadline) | serve
   std::string profile_path;    // a `dilaserve profile` file; empty: `up` measures one

@@ -36,6 +36,8 @@ struct group_knobs {
   /// it predicts from and how often it is recomputed (seconds).
   double cap_forecast_s = 2.0;
   double cap_forecast_refresh_s = 0.5;
+  /// Tau control between changes of the group's requests at most this often (seconds).
+  double control_interval_s = 0.02;
 };
 
 struct group_policy {

@@ -143,6 +143,17 @@ BOOST_AUTO_TEST_CASE(the_control_plane_delays_requests_on_its_way_to_a_group_by_
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_simulator_reads_the_tau_control_interval_from_the_shared_scheduler_key) {
+  const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
+  (void)hand_cluster();  // writes flat.yaml and q.yaml there
+  BOOST_TEST(sim::parse_cluster(one_gpu_cluster("flat.yaml"), dir.string()).control_interval_s == 0.02);
+  BOOST_TEST(sim::parse_cluster(one_gpu_cluster("flat.yaml", ", control_interval_ms: 50"), dir.string())
+                 .control_interval_s == 0.05);
+  // The simulator-only section it replaces is refused.
+  BOOST_CHECK_THROW(sim::parse_cluster(one_gpu_cluster("flat.yaml") + "control: {interval_ms: 20}\n", dir.string()),
+                    std::exception);
+}
+
 BOOST_AUTO_TEST_CASE(the_group_handles_each_arrival_before_its_next_step_by_the_hand_computed_times) {
   // The hand cluster (10 ms a step, two steps a block) whose group spends 3 ms on each request
   // that reaches it before its next step. A at 0: handled 0-3, steps 3-13 and 13-23. B at 15 ms

@@ -158,3 +158,10 @@ BOOST_AUTO_TEST_CASE(dreams_engine_keys_parse_strictly) {
               "engine: schedule dream_linear sets how many a quota, margin or entropy step commits; the threshold "
               "rule chooses its own count");
 }
+
+BOOST_AUTO_TEST_CASE(the_tau_control_interval_is_a_scheduler_key) {
+  BOOST_TEST(rt::parse_cluster_config(good, "good.yaml", "/tmp").scheduler.control_interval_ms == 20);
+  const auto cfg = rt::parse_cluster_config(std::string(good) + "scheduler: {control_interval_ms: 50}\n", "good.yaml", "/tmp");
+  BOOST_TEST(cfg.scheduler.control_interval_ms == 50);
+  check_error(std::string(good) + "scheduler: {control_interval_ms: 0}\n", "9:34", "scheduler.control_interval_ms");
+}

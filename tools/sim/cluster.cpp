@@ -112,7 +112,7 @@ void parse_reconfigure_extras(const yaml_checker& c, const YAML::Node& r, sim_cl
 sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, const std::string& file_label) {
   const yaml_checker c(file_label);
   const YAML::Node root = c.load(text);
-  c.check_keys(root, {"name", "nodes", "engine", "max_canvas", "scheduler", "reconfigure", "co_run", "links", "control",
+  c.check_keys(root, {"name", "nodes", "engine", "max_canvas", "scheduler", "reconfigure", "co_run", "links",
                       "control_plane", "migration"},
                "the top level");
   sim_cluster out;
@@ -146,6 +146,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.threshold.accuracy_budget = s.accuracy_budget;
   out.cap_forecast_s = seconds(s.cap_forecast_ms);
   out.cap_forecast_refresh_s = seconds(s.cap_forecast_refresh_ms);
+  out.control_interval_s = seconds(s.control_interval_ms);
   if (s.refuse_overload) c.fail(sched["on_overload"], "scheduler.on_overload: refuse is not modelled by the simulator");
   parse_scheduler_extras(c, sched, out);
 
@@ -175,10 +176,6 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.link.kv_bytes_per_token =
       out.cost.memory.kv_bytes_per_token > 0 ? out.cost.memory.kv_bytes_per_token : out.link.kv_bytes_per_token;
 
-  if (const auto ctl = root["control"]) {
-    c.check_keys(ctl, {"interval_ms"}, "control");
-    read_ms(c, ctl, "interval_ms", "control", out.control_interval_s);
-  }
 
   if (const auto cp = root["control_plane"]) {
     c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "group_ms", "contention"}, "control_plane");

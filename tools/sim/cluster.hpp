@@ -87,7 +87,7 @@ struct sim_cluster {
     bool modelled() const { return request_s > 0 || cpu_s > 0; }
   } control_plane;
 
-  double control_interval_s = 0.02;    // tau controller per group, at most this often
+  double control_interval_s = 0.02;    // scheduler.control_interval_ms: tau control per group at most this often
   double cap_forecast_s = 2.0;         // the tau cap's forecast: the group's arrivals this far back
   double cap_forecast_refresh_s = 0.5; // ... recomputed at most this often
   double migration_interval_s = 0.1;
