@@ -243,7 +243,7 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   if (st.busy || !st.cost || !st.quality) return;
   self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
       .then(
-          [=](const std::vector<double>& v, const std::string& policy_name) {
+          [=](const std::vector<double>& v, const std::string& policy_name, const std::map<std::string, int32_t>& held) {
             auto& st = self->state;
             if (policy_name != st.policy) {
               st.policy = policy_name;
@@ -265,12 +265,21 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             const auto plan = policy::optimize_layout(devices, current, fc, *st.cost, *st.quality, rcfg);
             if (!plan.switch_layout || plan.nodes.size() != current.size()) return;
             const auto now = clock_type::now();
+            std::vector<policy::drain_candidate> candidates(current.size());
             for (std::size_t i = 0; i < current.size(); ++i) {
               const auto& node = st.cfg.nodes[i].name;
-              if (plan.nodes[i] == current[i]) continue;
               auto since = st.changed_at.find(node);
-              if (since != st.changed_at.end() && now - since->second < std::chrono::milliseconds(rc.min_dwell_ms))
-                continue;  // hysteresis in time
+              candidates[i].changes = plan.nodes[i] != current[i];
+              // Hysteresis in time: a node keeps a layout for min_dwell_ms.
+              candidates[i].may_change = since == st.changed_at.end() ||
+                                         now - since->second >= std::chrono::milliseconds(rc.min_dwell_ms);
+              auto h = held.find(node);
+              candidates[i].held = h == held.end() ? 0 : static_cast<std::size_t>(std::max(0, h->second));
+            }
+            // One node at a time: capacity drops by at most one node while it drains.
+            for (const int k : policy::nodes_to_drain(candidates, 1)) {
+              const auto i = static_cast<std::size_t>(k);
+              const auto& node = st.cfg.nodes[i].name;
               auto reason = plan_reason(fc, plan);
               reason["node"] = node;
               reason["from"] = current[i];
@@ -281,7 +290,6 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
               rt::regroup_spec spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())};
               run_regroup(self, core, supervisor, spec,
                           [=](std::string text) { log_decision(self, core, reason, text); });
-              return;  // one node at a time: capacity drops by at most one node while it drains
             }
           },
           [](caf::error& e) { rt::log_line("reconfigurer", "auto: could not read the load: " + to_string(e)); });

@@ -536,10 +536,10 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                                        " groups");
         return json{{"ok", true}, {"policy", name}, {"previous", before}, {"groups", st.groups.size()}}.dump();
       },
-      // The reconfigurer's view of the load, [now, t, prompt, gen, t, prompt, gen, ...], and the
+      // The reconfigurer's view of the load, [now, t, prompt, gen, t, prompt, gen, ...], the
       // policy set the groups run (it regroups only for a set with reconfiguration, as the
-      // simulator does).
-      [=](rt::load_atom) -> caf::result<std::vector<double>, std::string> {
+      // simulator does) and the requests each node's groups hold (it drains the emptiest first).
+      [=](rt::load_atom) -> caf::result<std::vector<double>, std::string, std::map<std::string, int32_t>> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;
         std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
@@ -549,7 +549,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           out.push_back(std::round(a.prompt_len * per_byte));
           out.push_back(a.gen_len);
         }
-        return {std::move(out), st.policy};
+        std::map<std::string, int32_t> held;
+        for (const auto& [name, g] : st.groups) held[g.info.node] += g.held;
+        return {std::move(out), st.policy, std::move(held)};
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));

@@ -471,4 +471,17 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
   return fallback;
 }
 
+std::vector<int> nodes_to_drain(const std::vector<drain_candidate>& nodes, int at_once) {
+  std::vector<std::pair<std::size_t, int>> ready;  // (held, node): ties go to the earlier node
+  for (std::size_t n = 0; n < nodes.size(); ++n)
+    if (nodes[n].changes && nodes[n].may_change) ready.push_back({nodes[n].held, static_cast<int>(n)});
+  std::sort(ready.begin(), ready.end());
+  std::vector<int> out;
+  for (const auto& [held, n] : ready) {
+    if (static_cast<int>(out.size()) >= at_once) break;
+    out.push_back(n);
+  }
+  return out;
+}
+
 }  // namespace dls::policy

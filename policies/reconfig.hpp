@@ -121,4 +121,19 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
                               const step_cost_model& m, const quality_model& q,
                               const reconfig_config& cfg);
 
+/// A node as the choice of which to drain sees it: whether the plan changes its layout, whether
+/// it may change now (not regrouping already, its layout older than the minimum dwell), and the
+/// requests its groups hold (running and queued).
+struct drain_candidate {
+  bool changes = false;
+  bool may_change = true;
+  std::size_t held = 0;
+};
+
+/// Which nodes to drain now for a plan, as indices into `nodes`: those that change and may,
+/// the emptiest first (the fewest requests to wait for or move), at most `at_once`. Capacity
+/// then drops by at most `at_once` nodes while they drain. The live reconfigurer drains one
+/// at a time; the simulator up to `reconfigure.max_fraction` of its nodes.
+std::vector<int> nodes_to_drain(const std::vector<drain_candidate>& nodes, int at_once);
+
 }  // namespace dls::policy

@@ -8,6 +8,7 @@
 #include "actors/policy_view.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/forecast.hpp"
+#include "policies/reconfig.hpp"
 #include "live_decision_fixture.hpp"
 #include "policies/group_step.hpp"
 #include "policies/placement.hpp"
@@ -425,6 +426,16 @@ BOOST_AUTO_TEST_CASE(a_provisioning_forecast_takes_the_whole_history) {
   BOOST_TEST(weight == 1.0, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(short_weight == 10.0 / 40.0, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(pol::provisioning_forecast({}, cfg).mix.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_emptiest_changing_nodes_drain_first) {
+  // Nodes 0-4: changes and may (12 held), unchanged (0), changes but within its dwell (0),
+  // changes and may (3), changes and may (3: the tie goes to the earlier node).
+  std::vector<pol::drain_candidate> n{{true, true, 12}, {false, true, 0}, {true, false, 0}, {true, true, 3}, {true, true, 3}};
+  BOOST_TEST(pol::nodes_to_drain(n, 1) == std::vector<int>({3}), boost::test_tools::per_element());
+  BOOST_TEST(pol::nodes_to_drain(n, 2) == std::vector<int>({3, 4}), boost::test_tools::per_element());
+  BOOST_TEST(pol::nodes_to_drain(n, 10) == std::vector<int>({3, 4, 0}), boost::test_tools::per_element());
+  BOOST_TEST(pol::nodes_to_drain(n, 0).empty());
 }
 
 BOOST_AUTO_TEST_CASE(the_length_mix_is_equal_count_classes_in_whole_blocks) {

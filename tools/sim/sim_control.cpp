@@ -236,25 +236,19 @@ void engine::tick_reconfig() {
 
   // Drain at most a fraction of the nodes at once, the emptiest first, so capacity never
   // drops by more than that fraction while regrouping.
-  std::vector<std::pair<std::size_t, int>> changed;  // (outstanding, node)
+  std::vector<policy::drain_candidate> candidates(nodes_.size());
   int busy_nodes = 0;
   for (std::size_t n = 0; n < nodes_.size(); ++n) {
-    if (!nodes_[n].target.empty() || nodes_[n].regrouping) {
-      ++busy_nodes;
-      continue;
-    }
-    if (!plan.switch_layout || plan.nodes.size() <= n || plan.nodes[n] == nodes_[n].layout) continue;
-    if (now_ - nodes_[n].last_change_s < cl_.min_dwell_s) continue;  // hysteresis in time
-    std::size_t outstanding = 0;
+    auto& c = candidates[n];
+    const bool busy = !nodes_[n].target.empty() || nodes_[n].regrouping;
+    busy_nodes += busy ? 1 : 0;
+    c.changes = plan.switch_layout && plan.nodes.size() > n && plan.nodes[n] != nodes_[n].layout;
+    c.may_change = !busy && now_ - nodes_[n].last_change_s >= cl_.min_dwell_s;  // hysteresis in time
     for (int gid : nodes_[n].groups)
-      outstanding += groups_[static_cast<std::size_t>(gid)].active.size() +
-                     groups_[static_cast<std::size_t>(gid)].queue.size();
-    changed.push_back({outstanding, static_cast<int>(n)});
+      c.held += groups_[static_cast<std::size_t>(gid)].active.size() + groups_[static_cast<std::size_t>(gid)].queue.size();
   }
-  std::sort(changed.begin(), changed.end());
   const int limit = std::max(1, static_cast<int>(cl_.max_reconfig_fraction * nodes_.size())) - busy_nodes;
-  for (int k = 0; k < limit && k < static_cast<int>(changed.size()); ++k) {
-    const int n = changed[static_cast<std::size_t>(k)].second;
+  for (const int n : policy::nodes_to_drain(candidates, limit)) {
     auto& node = nodes_[static_cast<std::size_t>(n)];
     node.target = plan.nodes[static_cast<std::size_t>(n)];
     std::vector<policy::request_view> requeue;
