@@ -3,8 +3,10 @@
 // workers and resumes every request from its canvas. It regroups on command
 // (`dilaserve reconfigure`) and, with `reconfigure: auto`, when its periodic call to the
 // optimizer (policy::optimize_layout over the forecast of policy::forecast_from_arrivals)
-// says a node's layout should change; the optimizer's hysteresis and a minimum dwell per
-// node keep it from flapping.
+// says a node's layout should change (the emptiest such node first, policy::nodes_to_drain);
+// the optimizer's hysteresis and a minimum dwell per node keep it from flapping. On
+// `dilaserve provision` it plans every node's layout from a history of arrivals
+// (policy::provisioning_forecast) and regroups the nodes that differ, one at a time.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
