@@ -235,21 +235,34 @@ ds::result_row summarize(const std::vector<dls::cli::replay_outcome>& outs, cons
 // them) and the tokens decoded (DecodedTokens: a decode ends with the block in which the
 // answer's EOS is committed, so a short answer under a long gen_length decodes one block), the
 // latter from the answers of the first run (`first`).
-void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_request>& reqs,
-                    const std::vector<dls::gpu::eval_problem>& problems, const rt::cluster_config& cfg,
-                    const std::vector<dls::cli::replay_outcome>& first) {
+// Each request's prompt tokens (the model's tokenizer) and canvas answer length.
+std::vector<std::pair<int, int>> request_shapes(const std::vector<dls::cli::bench_request>& reqs,
+                                                const std::vector<dls::gpu::eval_problem>& problems,
+                                                const rt::cluster_config& cfg) {
   const auto tok = dls::gpu::load_tokenizer(cfg.model_path);
+  std::vector<std::pair<int, int>> out;
+  out.reserve(reqs.size());
+  for (const auto& r : reqs) {
+    const auto& p = problems[r.problem];
+    out.push_back({static_cast<int>(tok->encode(p.prompt).size()),
+                   p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length});
+  }
+  return out;
+}
+
+void write_arrivals(const std::string& path, const std::vector<dls::cli::bench_request>& reqs,
+                    const std::vector<std::pair<int, int>>& shapes,
+                    const std::vector<dls::cli::replay_outcome>& first) {
   std::ofstream out(path);
   out << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n";
   for (std::size_t i = 0; i < reqs.size(); ++i) {
-    const auto& p = problems[reqs[i].problem];
-    const int gen = p.gen_length > 0 ? p.gen_length : cfg.engine.decode.gen_length;
+    const int gen = shapes[i].second;
     // The canvas holds all of gen; the decode ends with the block of the answer's EOS, and the
     // tokens an answer reports are those its canvas committed: whole blocks up to that one.
     // Without an answer, the whole canvas.
     const int decoded =
         i < first.size() && first[i].ok && first[i].tokens > 0 ? std::clamp(first[i].tokens, 1, gen) : gen;
-    out << reqs[i].t << ',' << tok->encode(p.prompt).size() << ',' << gen << ',' << decoded << '\n';
+    out << reqs[i].t << ',' << shapes[i].first << ',' << gen << ',' << decoded << '\n';
   }
   if (!out) throw std::runtime_error("cannot write " + path);
 }
@@ -350,16 +363,11 @@ int run_bench(const bench_options& o) {
 
   set_policy(session, "static");
   const auto initial_layout = layout_of(head_status(session));
-  // Each request's prompt tokens and answer length, for the runs' provisioning histories.
+  // Each request's prompt tokens and answer length: the runs' provisioning histories and
+  // arrivals.csv.
   std::vector<std::pair<int, int>> shapes;
-  if (o.provision && cfg) {
-    const auto tok = dls::gpu::load_tokenizer(cfg->model_path);
-    for (const auto& r : reqs) {
-      const auto& p = problems[r.problem];
-      shapes.push_back({static_cast<int>(tok->encode(p.prompt).size()),
-                        p.gen_length > 0 ? p.gen_length : cfg->engine.decode.gen_length});
-    }
-  } else if (o.provision && !o.json_out) {
+  if (cfg) shapes = request_shapes(reqs, problems, *cfg);
+  if (o.provision && !cfg && !o.json_out) {
     std::printf("no cluster file to tokenize with: reconfiguring policies start from the running layout\n");
   }
   if (o.warmup > 0) replay({burst(static_cast<std::size_t>(o.warmup)), 0.0, o.timeout_s, tick});
@@ -391,7 +399,7 @@ int run_bench(const bench_options& o) {
     for (const auto& pname : o.policies) {
       set_policy(session, pname);
       restore_layout(session, initial_layout, pname);
-      if (!shapes.empty() && dls::policy::make_policy_set(pname).reconfigure) {
+      if (o.provision && !shapes.empty() && dls::policy::make_policy_set(pname).reconfigure) {
         std::vector<double> history;
         for (std::size_t i = 0; i < reqs.size(); ++i) {
           history.push_back(reqs[i].t * time_scale);
@@ -449,7 +457,7 @@ int run_bench(const bench_options& o) {
     ds::write_results_csv(o.out + "/results.csv", results);
     ds::write_requests_csv(o.out + "/requests.csv", request_log);
     std::ofstream(o.out + "/results.json") << ds::results_json(results).dump(2) << "\n";
-    if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, problems, *cfg, first_outs);
+    if (cfg) write_arrivals(o.out + "/arrivals.csv", reqs, shapes, first_outs);
     // What the loads were relative to, for a replay of arrivals.csv in the simulator.
     std::ofstream(o.out + "/bench.json") << json{{"capacity_rps", capacity},
                                                  {"capacity_measured", o.capacity <= 0},
