@@ -277,14 +277,17 @@ void lose_head(agent_ptr self, const std::string& why, bool head_alive) {
   self->quit();
 }
 
-// Drains every group (requests pause at refresh boundaries), regroups the workers and
-// resumes every request from its canvas on the new groups. Replies with the new
-// groups and the measured times.
+// Drains every group, regroups the workers and resumes on the new groups, from its canvas,
+// every request the groups still held. A draining group hands each request that reaches its
+// refresh boundary to the supervisor, which places it on another node's group (or keeps it
+// until these new groups are up); what is left when its requests inside a block have reached
+// theirs comes back here. Replies with the new groups and the measured times.
 void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
   auto& st = self->state;
   auto t0 = clock_type::now();
   auto old = st.groups;
   auto items = std::make_shared<std::vector<rt::work_item>>();
+  auto handed_back = std::make_shared<int32_t>(0);  // requests the groups handed to the supervisor
   auto left = std::make_shared<std::size_t>(old.size());
   auto resume = [=]() mutable {
     auto& st = self->state;
@@ -311,7 +314,10 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
     auto ms = [](clock_type::time_point a, clock_type::time_point b) {
       return std::chrono::duration<double, std::milli>(b - a).count();
     };
-    json stats{{"moved", items->size()}, {"drain_ms", ms(t0, t_drained)}, {"regroup_ms", ms(t_drained, clock_type::now())}};
+    json stats{{"moved", items->size() + static_cast<std::size_t>(*handed_back)},
+               {"handed_back", *handed_back},
+               {"drain_ms", ms(t0, t_drained)},
+               {"regroup_ms", ms(t_drained, clock_type::now())}};
     rp.deliver(groups, stats.dump());
   };
   if (old.empty()) {
@@ -321,8 +327,9 @@ void regroup(agent_ptr self, rt::regroup_spec spec, caf::response_promise rp) {
   for (auto& g : old) {
     self->request(g.handle, std::chrono::minutes(5), rt::drain_atom::value)
         .then(
-            [=](std::vector<rt::work_item>& drained) mutable {
+            [=](std::vector<rt::work_item>& drained, int32_t handed) mutable {
               for (auto& i : drained) items->push_back(std::move(i));
+              *handed_back += handed;
               if (--*left == 0) resume();
             },
             [=](caf::error& e) mutable {

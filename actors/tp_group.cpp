@@ -106,6 +106,11 @@ struct group_state {
   bool stepping = false;
   bool draining = false;
   bool drained = false;
+  // Draining: evictions of requests handed back at their refresh boundary still on their way
+  // (the drain ends only after them), whether the drain waits for them, and how many went.
+  int handing_back = 0;
+  bool drain_after_hand_back = false;
+  int32_t handed_back = 0;
   bool holding = false;  // the fault hook DILASERVE_HOLD_AFTER_SNAPSHOT stopped its steps
   // DILASERVE_STEP_LOG=DIR: every step as a line of DIR/<group>.csv (common/step_log.hpp), to
   // set against the simulator's steps; the step in flight waits in `step_now`.
@@ -383,6 +388,10 @@ std::vector<rt::work_item> take_pending(group_state& st) {
 void finish_drain(group_ptr self) {
   auto& st = self->state;
   if (st.drained) return;
+  if (st.handing_back > 0) {  // their canvases must reach the supervisor before this group ends
+    st.drain_after_hand_back = true;
+    return;
+  }
   st.drained = true;
   std::vector<uint64_t> ids(st.order.begin(), st.order.end());
   // Rank 0's canvases travel; the other ranks drop theirs.
@@ -404,7 +413,7 @@ void finish_drain(group_ptr self) {
     st.order.clear();
     st.running.clear();
     st.waiting.clear();
-    st.drain_rp.deliver(caf::make_message(std::move(items)));
+    st.drain_rp.deliver(caf::make_message(std::move(items), st.handed_back));
   }, [=](caf::error& e) {
     // Without rank 0's canvases these requests cannot move: end them explicitly.
     auto& st = self->state;
@@ -415,8 +424,65 @@ void finish_drain(group_ptr self) {
     st.order.clear();
     st.running.clear();
     st.waiting.clear();
-    st.drain_rp.deliver(caf::make_message(take_pending(st)));
+    st.drain_rp.deliver(caf::make_message(take_pending(st), st.handed_back));
   });
+}
+
+// A draining group hands every request at its refresh boundary back to the supervisor as a
+// canvas (its KV cache would be recomputed by that refresh anyway), which places it on a
+// group of another node, or keeps it until this node's new groups are up. Only the requests
+// inside a block step on here (decide_step), so the drain ends once they reach their
+// boundaries, and no request waits out the regroup on this node while another node can take
+// it. The simulator drains the same way (tools/sim/sim_control.cpp, leave_at_boundaries).
+void hand_back_at_boundaries(group_ptr self) {
+  auto& st = self->state;
+  std::vector<uint64_t> ids;
+  for (auto id : st.order)
+    if (auto& q = st.queue.at(id); q.live.progress.next_refresh && !q.leave) ids.push_back(id);
+  if (ids.empty()) return;
+  auto leaving = std::make_shared<std::map<uint64_t, queued_request>>();
+  for (auto id : ids) {
+    auto it = st.queue.find(id);
+    st.ledger.leave(view_of(it->second.live), st.setup.policy->quality);
+    for (auto* list : {&st.running, &st.waiting})
+      list->erase(std::remove(list->begin(), list->end(), &it->second), list->end());
+    leaving->emplace(id, std::move(it->second));
+    st.queue.erase(it);
+    note_end(st, id, "handed back (drain)");
+  }
+  st.order.erase(std::remove_if(st.order.begin(), st.order.end(), [&](uint64_t id) { return leaving->count(id) > 0; }),
+                 st.order.end());
+  st.dirty = true;
+  // Rank 0's canvases travel; the other ranks drop theirs.
+  step_order o{ids};
+  for (std::size_t r = 1; r < st.setup.workers.size(); ++r) self->send(st.setup.workers[r], drop_atom::value, o);
+  ++st.handing_back;
+  auto settled = [=] {
+    auto& st = self->state;
+    if (--st.handing_back == 0 && st.drain_after_hand_back) finish_drain(self);
+  };
+  self->request(st.setup.workers[0], step_timeout, evict_atom::value, o)
+      .then(
+          [=](canvas_bundle& b) {
+            auto& st = self->state;
+            for (auto& [id, bytes] : b.canvases) {
+              auto it = leaving->find(id);
+              if (it == leaving->end()) continue;
+              auto item = meta_now(st, it->second);
+              item.canvas.assign(bytes.begin(), bytes.end());
+              self->send(st.setup.supervisor, rt::drain_atom::value, std::move(item));
+              ++st.handed_back;
+              leaving->erase(it);
+            }
+            for (auto& [id, q] : *leaving)  // rank 0 had no canvas for it: end it explicitly
+              self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, std::string("lost during regroup: no canvas"));
+            settled();
+          },
+          [=](caf::error& e) {
+            for (auto& [id, q] : *leaving)
+              self->send(q.meta.request, rt::failed_atom::value, q.meta.epoch, "lost during regroup: " + to_string(e));
+            settled();
+          });
 }
 
 // A migrated request's first step here ended: the move's downtime, on the system clock both
@@ -974,6 +1040,7 @@ void run_step(group_ptr self) {
   auto& st = self->state;
   if (st.stepping) return;
   if (!st.draining) start_migrations(self);
+  else hand_back_at_boundaries(self);
   const auto& ctx = *st.setup.policy;
   auto t_policy = clock_type::now();
   const double cpu_policy = thread_cpu_s();
@@ -1003,6 +1070,8 @@ void run_step(group_ptr self) {
   if (need_queued) {
     snap.fresh = std::move(st.fresh);
     st.fresh.clear();
+  } else {
+    snap.unlisted_queued = queued.size();
   }
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
   // Shedding waited for tau to come down: the requests it did not examine stay new for it (a

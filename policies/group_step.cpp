@@ -189,9 +189,14 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
   d.step_s = step_s;
   // Candidates: every active request, or while draining only those inside a block.
   std::vector<request_view> cand;
+  std::vector<std::size_t> cand_index;  // where each candidate is in g.active
   cand.reserve(g.active.size());
-  for (const auto& r : g.active)
-    if (!g.group.draining || r.next_kind == step_kind::reuse) cand.push_back(r);
+  cand_index.reserve(g.active.size());
+  for (std::size_t i = 0; i < g.active.size(); ++i)
+    if (!g.group.draining || g.active[i].next_kind == step_kind::reuse) {
+      cand.push_back(g.active[i]);
+      cand_index.push_back(i);
+    }
   // The deferrals of the slack budget are weighed by how busy the group is predicted to be.
   double utilization = 0;
   if (cost && g.load && p.sched.order == queue_order::least_slack && p.sched.slack_budget && !g.active.empty()) {
@@ -200,9 +205,14 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     utilization = predicted_utilization(*demand, d.tau_cap);
   }
   std::vector<int> batch;
-  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size(), utilization);
+  form_batch(cand, g.now_s, p.sched, q, step_s, batch, cost, tp, nullptr, g.queued.size() + g.unlisted_queued,
+             utilization);
   d.batch.reserve(batch.size());
-  for (int i : batch) d.batch.push_back(cand[static_cast<std::size_t>(i)].id);
+  d.batch_index.reserve(batch.size());
+  for (int i : batch) {
+    d.batch.push_back(cand[static_cast<std::size_t>(i)].id);
+    d.batch_index.push_back(cand_index[static_cast<std::size_t>(i)]);
+  }
   return d;
 }
 

@@ -75,6 +75,9 @@ struct group_snapshot {
   /// The group's recent arrivals (caller-owned running state, see threshold.hpp): the tau cap
   /// counts the work they predict. Null: the cap sees the work present only.
   load_forecast* load = nullptr;
+  /// Queued requests the caller left out of `queued` (a decision that can neither admit nor
+  /// change taus need not see them): the batch still counts them as waiting.
+  std::size_t unlisted_queued = 0;
 };
 
 /// A request the group refuses (load shedding, policies/overload.hpp), with a one-line reason.
@@ -86,6 +89,7 @@ struct refusal {
 struct step_decision {
   std::vector<std::uint64_t> admitted;  // ids moved from queued to active, in admission order
   std::vector<std::uint64_t> batch;     // ids of the active requests that step now
+  std::vector<std::size_t> batch_index; // the same requests, as indices into the snapshot's active list
   double tau_cap = 0.9;
   double step_s = 0;                    // expected step time of the group after admission
   int infeasible = 0;                   // prefixes the cap could not rescue (0 without tau control)

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "fixtures.hpp"
+#include "policies/group_step.hpp"
 #include "policies/predict.hpp"
 #include "policies/scheduler.hpp"
 #include "policies/threshold.hpp"
@@ -153,6 +154,25 @@ BOOST_AUTO_TEST_CASE(a_saturated_group_defers_only_what_batching_does_not_pay_fo
   a[1] = test::request(2, 0, 10.0, 4064, 32);
   policy::form_batch(a, 0.0, cfg, q, 0.0, out, &cost, 1, nullptr, 3);
   BOOST_TEST(out == std::vector<int>({0, 2, 3}), tt::per_element());
+}
+
+// A live group that can neither admit nor change taus leaves its queue out of the snapshot;
+// its step decision still counts those requests as waiting, as the simulator's does.
+BOOST_AUTO_TEST_CASE(a_step_decision_counts_the_queued_requests_it_does_not_list) {
+  auto q = test::two_step_quality();
+  auto cost = test::flat_cost(0.005, 1e-5);
+  policy::group_policy p;  // least slack with the slack budget, no tau control
+  policy::group_snapshot g;
+  g.control_due = false;
+  g.active = urgent_reuse_and_three_refreshes();
+  auto d = policy::decide_step(g, p, &cost, q);
+  BOOST_TEST(d.batch == std::vector<uint64_t>({1}), tt::per_element());
+  BOOST_TEST(d.batch_index == std::vector<std::size_t>({0}), tt::per_element());
+  g.active = urgent_reuse_and_three_refreshes();
+  g.unlisted_queued = 3;
+  d = policy::decide_step(g, p, &cost, q);
+  BOOST_TEST(d.batch.size() == 4u);
+  BOOST_TEST(d.batch_index == std::vector<std::size_t>({0, 1, 2, 3}), tt::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_busy_group_defers_only_what_gains_more_than_everyone_loses) {

@@ -473,6 +473,25 @@ BOOST_AUTO_TEST_CASE(every_request_finishes_or_is_dropped_exactly_once) {
   }
 }
 
+// A group of the simulator makes its step decision as a live group does, in one call of
+// policy::decide_step, which runs tau control inside it when due; only the simulator-only step
+// paths (layer-split refreshes, co-running) call the policy's parts one by one and time tau
+// control apart.
+BOOST_AUTO_TEST_CASE(the_simulators_groups_decide_each_step_as_a_live_group_does) {
+  auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
+  c.node_devices = {2};
+  c.initial_layout = {{1, 1}};
+  const auto reqs = sample_requests(1.5, c, 200);
+  const auto live = run(c, reqs, "dilaserve");
+  BOOST_TEST(live.stats.batch_decisions > 0u);
+  BOOST_TEST(live.stats.control_decisions > 0u);
+  BOOST_TEST(live.stats.control_policy_s == 0.0);
+  c.refresh_split = 32;
+  const auto split = run(c, reqs, "dilaserve");
+  BOOST_TEST(split.stats.control_decisions > 0u);
+  BOOST_TEST(split.stats.control_policy_s > 0.0);
+}
+
 BOOST_AUTO_TEST_CASE(split_refreshes_commit_only_when_their_last_layers_run) {
   // A small two-GPU cluster under a burst: dilaserve splits refreshes into layer ranges.
   auto c = sim::load_cluster(src + "/configs/sim/llada8b-h100x64.yaml");
@@ -534,6 +553,33 @@ BOOST_AUTO_TEST_CASE(reconfiguration_drains_and_regroups_a_quiet_node) {
   for (const auto& o : r.requests) BOOST_TEST((o.finish_s >= o.arrival_s && !o.dropped));
   // Static never regroups.
   BOOST_TEST(run(c, reqs, "static").stats.reconfigurations == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_draining_nodes_requests_leave_at_their_refresh_boundary_for_another_node) {
+  // Two quiet nodes that both want TP 8, drained one at a time: the requests the first one
+  // holds move on as canvases at their refresh boundaries to the other node (reconfig-only
+  // has no migration of its own), as a live draining group hands them to the supervisor; on
+  // the lone node above they wait and go over to its new group instead.
+  auto [c, reqs] = quiet_node_workload();
+  for (auto& r : reqs) r.gen_len = 128;  // four blocks: a request meets refresh boundaries on its way
+  c.boot_from_forecast = false;
+  c.node_devices = {8, 8};
+  c.initial_layout = {policy::partition(8, 1), policy::partition(8, 1)};
+  c.max_reconfig_fraction = 0.25;  // one node of two at a time
+  const auto two = run(c, reqs, "reconfig-only");
+  BOOST_TEST(two.stats.reconfigurations >= 2u);
+  BOOST_TEST(two.stats.migrations > 0u);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    BOOST_TEST((two.requests[i].finish_s >= reqs[i].arrival_s && !two.requests[i].dropped));
+    BOOST_TEST(two.requests[i].tokens == reqs[i].gen_len);
+  }
+  auto [c1, reqs1] = quiet_node_workload();
+  for (auto& r : reqs1) r.gen_len = 128;
+  c1.boot_from_forecast = false;
+  const auto one = run(c1, reqs1, "reconfig-only");
+  BOOST_TEST(one.stats.reconfigurations >= 1u);
+  BOOST_TEST(one.stats.migrations == 0u);
+  for (std::size_t i = 0; i < reqs1.size(); ++i) BOOST_TEST(one.requests[i].tokens == reqs1[i].gen_len);
 }
 
 BOOST_AUTO_TEST_CASE(reconfiguring_policies_boot_in_the_forecast_layout) {

@@ -355,6 +355,7 @@ BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their
   const auto d = pol::decide_step(g, policy_named("dilaserve", 8), &m, q);
   BOOST_TEST(d.admitted.empty());
   BOOST_TEST((d.batch == std::vector<uint64_t>{2}));
+  BOOST_TEST((d.batch_index == std::vector<std::size_t>{1}));  // where it is in the active list
 }
 
 BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_definition) {

@@ -1,6 +1,6 @@
-// Test 2 of issue 3: splitting a TP=2 group into two TP=1 groups and merging it back
-// while requests run loses nothing and changes no answer (temperature 0): requests
-// pause at a refresh boundary and move as canvases.
+// Splitting a TP=2 group into two TP=1 groups and merging it back while requests run loses
+// nothing and changes no answer (temperature 0): requests leave the draining groups at a
+// refresh boundary and move as canvases, to another node when there is one.
 #define BOOST_TEST_MODULE test_runtime_reconfigure
 #include <boost/test/unit_test.hpp>
 
@@ -85,4 +85,48 @@ BOOST_AUTO_TEST_CASE(bad_regroup_requests_are_refused) {
   auto malformed = c.cli({"reconfigure", "--node", "node0", "--groups", "1,x"});
   BOOST_TEST(malformed.rc == 1);
   BOOST_TEST(malformed.err.find("must be positive sizes") != std::string::npos, malformed.err);
+}
+
+// A draining node hands each request at its refresh boundary to the supervisor, which places
+// it on the other node's groups instead of holding it through the regroup; answers unchanged.
+BOOST_AUTO_TEST_CASE(a_draining_node_hands_requests_at_their_boundary_to_another_node) {
+  auto problems = dls::test::eval_problems(24);
+  BOOST_REQUIRE_EQUAL(problems.size(), 24u);
+  auto expected = dls::test::reference_answers("local.yaml", problems);
+
+  // node0 (one TP=2 group) is paused while the burst is placed on both nodes and the split
+  // is on its way, so node0 drains with requests it has not stepped yet.
+  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000);
+  auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  auto pid0 = c.pid_of("node0");
+  ::kill(pid0, SIGSTOP);
+  auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
+  // Every request accepted, node1 done with its share, node0's still waiting for it.
+  bool accepted = dls::test::eventually(15, [&] {
+    auto n = c.json_cli({"status"})["requests"];
+    return n["in_flight"].get<int>() + n["finished"].get<int>() == 24 && n["in_flight"].get<int>() >= 1;
+  });
+  auto split_cmd = c.cli_background({"reconfigure", "--node", "node0", "--groups", "1,1", "--json"});
+  bool sent = accepted && dls::test::eventually(15, [&] { return reconfigurer_busy(c); });
+  ::kill(pid0, SIGCONT);
+  BOOST_REQUIRE(accepted);
+  BOOST_REQUIRE(sent);
+  auto split_out = split_cmd.wait();
+  BOOST_REQUIRE_MESSAGE(split_out.rc == 0, split_out.err + split_out.out);
+  auto split = json::parse(split_out.out);
+  BOOST_TEST_MESSAGE("split: " << split.dump());
+  BOOST_REQUIRE(split["ok"].get<bool>());
+  BOOST_TEST(split["node_stats"]["handed_back"].get<int>() >= 1);
+
+  auto r = submit.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  auto results = json::parse(r.out)["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), 24u);
+  int to_node1 = 0;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(results[i]["ok"].get<bool>());
+    BOOST_TEST(results[i]["text"].get<std::string>() == expected[i], "request " << i);
+    to_node1 += results[i]["moves"].get<int>() > 0 && results[i]["node"].get<std::string>() == "node1";
+  }
+  BOOST_TEST(to_node1 >= 1);
 }

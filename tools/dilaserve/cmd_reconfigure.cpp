@@ -53,7 +53,8 @@ int run_reconfigure(const reconfigure_options& o) {
     std::cout << "node " << o.node << " regrouped in " << j["total_ms"].get<double>() << " ms";
     if (j["node_stats"].is_object())
       std::cout << " (drain " << j["node_stats"].value("drain_ms", 0.0) << " ms, "
-                << j["node_stats"].value("moved", 0) << " requests moved as canvases)";
+                << j["node_stats"].value("moved", 0) << " requests moved as canvases, "
+                << j["node_stats"].value("handed_back", 0) << " of them placed anew by the supervisor)";
     std::cout << "\n";
     for (auto& g : j["groups"]) std::cout << "  " << g["name"].get<std::string>() << " degree " << g["degree"] << "\n";
   }

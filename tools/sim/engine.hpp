@@ -2,6 +2,7 @@
 // Internal state of one simulation run (simulator.cpp: events and steps; sim_control.cpp:
 // tau control, migration and reconfiguration ticks). Not part of the public interface.
 #include "policies/co_run.hpp"
+#include "policies/group_step.hpp"
 #include "sim/rng.hpp"
 #include "sim/simulator.hpp"
 
@@ -128,6 +129,7 @@ class engine {
   void enter_control_plane(std::uint32_t id);
   void enqueue(int g, const policy::request_view& r);
   void start_step(int g);
+  void run_batch(int g);  // starts the step of g.batch (with g.shares)
   void on_step_done(int g);
   void settle(int g);
   // co-running (simulator.cpp)
@@ -145,6 +147,8 @@ class engine {
   int make_group(int node, int tp);
   // sim_control.cpp
   void control(int g);
+  void decide_as_live(int g);
+  void leave_at_boundaries(int g);
   void tick_migration();
   void on_migrate_arrive(std::uint32_t id, int dst);
   void depart(int g, std::size_t idx);
@@ -165,6 +169,7 @@ class engine {
   run_config cfg_;
   policy::scheduler_config sched_;
   policy::threshold_config thr_;
+  policy::group_policy live_policy_;  // sched_ and thr_ as a live group holds them (decide_step)
   policy::accuracy_ledger ledger_;  // settings of each group's ledger (budget, tau_ref)
   policy::reconfig_config rcfg_;
   policy::migration_config mcfg_;
@@ -192,6 +197,7 @@ class engine {
   std::vector<policy::request_view> pending_in_flight_;  // migrating, keyed by id
   run_stats stats_;
   std::vector<int> scratch_;
+  std::vector<std::pair<std::uint64_t, double>> tau_before_;  // decide_as_live: (id, tau) inside a block
   std::vector<policy::request_view> candidates_;  // co-running: one stream's candidates
 };
 

@@ -54,6 +54,98 @@ void engine::control(int gi) {
   }
 }
 
+// The step decision of a live group (policy::decide_step, called as actors/tp_group.cpp calls
+// it): admission, tau control when due and the batch, in one call on the group's own lists.
+// What is left here is the simulator's bookkeeping: the memory and load of the admitted
+// requests, the steps left in a block whose tau changed, and migration's at-risk flag.
+// A draining group drains as a live one: decide_step steps only the requests inside a block,
+// and each request that reaches its refresh boundary leaves here as a canvas for the group the
+// placement picks (leave_at_boundaries); with no group to go to it waits there, and the regroup
+// carries it over to the node's new groups (maybe_regroup).
+void engine::decide_as_live(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  g.batch.clear();
+  g.shares.clear();
+  if (g.draining) leave_at_boundaries(gi);
+  if (g.active.empty() && g.queue.empty()) return;
+  const bool tau_control = thr_.per_request || thr_.load_cap;
+  policy::group_snapshot snap;
+  snap.now_s = now_;
+  snap.group.id = g.id;
+  snap.group.node = g.node;
+  snap.group.tp = g.tp;
+  snap.group.draining = g.draining;
+  snap.active.swap(g.active);
+  snap.queued.swap(g.queue);
+  snap.kv_free_tokens = g.kv_free;
+  snap.tau_cap = g.tau_cap;
+  snap.control_due = g.dirty || now_ - g.last_control >= cl_.control_interval_s;
+  snap.ledger = &g.ledger;
+  snap.load = &g.arrivals;
+  // The taus of the active requests inside a block, to re-plan the rest of a block whose tau changes.
+  tau_before_.clear();
+  if (snap.control_due && tau_control)
+    for (const auto& r : snap.active)
+      if (r.steps_in_block > 0) tau_before_.emplace_back(r.id, r.tau);
+  std::sort(tau_before_.begin(), tau_before_.end());
+  policy::step_decision d;
+  stats_.batch_policy_s += timed([&] { d = policy::decide_step(snap, live_policy_, &cost_, cl_.quality); });
+  ++stats_.batch_decisions;
+  g.active.swap(snap.active);
+  g.queue.swap(snap.queued);
+  for (std::size_t i = g.active.size() - d.admitted.size(); i < g.active.size(); ++i) {
+    const auto& r = g.active[i];
+    g.load.add(r.canvas_len());
+    g.kv_free -= r.canvas_len();
+    if (rt_[r.id].admit_s < 0) rt_[r.id].admit_s = now_;
+  }
+  g.tau_cap = d.tau_cap;
+  g.step_s = d.step_s;
+  if (d.controlled) {
+    g.last_control = now_;
+    g.dirty = false;
+    ++stats_.control_decisions;
+    for (const auto& r : g.active) {
+      if (r.steps_in_block <= 0) continue;
+      const auto it = std::lower_bound(tau_before_.begin(), tau_before_.end(), std::make_pair(r.id, -1.0));
+      if (it != tau_before_.end() && it->first == r.id && it->second != r.tau)
+        rt_[r.id].steps_left = plan_steps(rt_[r.id], r.masks_left_in_block, r.tau);
+    }
+    if (mcfg_.mode == policy::migration_mode::deadline) {
+      g.at_risk = false;
+      for (const auto& r : g.active)
+        if (policy::slack_s(r, now_, cl_.quality, g.step_s) < 0) {
+          g.at_risk = true;
+          break;
+        }
+    }
+  }
+  // As a live group: the requests it admitted change its load, so its next decision controls.
+  if (!d.admitted.empty()) g.dirty = true;
+  g.batch.assign(d.batch_index.begin(), d.batch_index.end());
+  for (const int i : g.batch) g.shares.push_back(policy::next_step_item(g.active[static_cast<std::size_t>(i)]).layer_share);
+}
+
+// A draining group's requests at their refresh boundary move on as canvases (their KV cache is
+// stale there anyway), to the group the placement picks, as a live draining group hands them
+// to the supervisor (actors/tp_group.cpp, leave_at_boundaries).
+void engine::leave_at_boundaries(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
+  bool moved = false;
+  for (std::size_t i = g.active.size(); i-- > 0;) {  // descending: swap-removal keeps the rest in reach
+    const auto& r = g.active[i];
+    if (r.next_kind != policy::step_kind::refresh || rt_[r.id].leaving) continue;
+    const int to = pick_group();
+    if (to < 0) break;  // every group drains: it waits for the new layout
+    auto& rt = rt_[r.id];
+    rt.leave_to = to;
+    rt.leave_cost = policy::move_cost(r, groups_[static_cast<std::size_t>(to)].node == g.node, 0.0, cl_.link);
+    depart(gi, i);
+    moved = true;
+  }
+  if (moved) touch(gi);
+}
+
 // -- migration --------------------------------------------------------------------------------
 
 void engine::tick_migration() {
@@ -274,9 +366,26 @@ void engine::tick_reconfig() {
 void engine::maybe_regroup(int n) {
   auto& node = nodes_[static_cast<std::size_t>(n)];
   if (node.target.empty() || node.regrouping) return;
+  // Drained: nothing in a step, nothing queued, and every request left is waiting at its refresh
+  // boundary (groups that decide as live ones) for want of a group to go to.
+  auto paused = [&](const sim_group& g) {
+    if (co_run_ || sched_.refresh_split > 0) return g.active.empty();
+    return std::all_of(g.active.begin(), g.active.end(), [](const policy::request_view& r) {
+      return r.next_kind == policy::step_kind::refresh;
+    });
+  };
   for (int gid : node.groups) {
     const auto& g = groups_[static_cast<std::size_t>(gid)];
-    if (g.busy || g.reuse_busy || !g.active.empty() || !g.queue.empty()) return;
+    if (g.busy || g.reuse_busy || !paused(g) || !g.queue.empty()) return;
+  }
+  // Those requests go over to the new groups, as a live node spreads them once regrouped.
+  for (int gid : node.groups) {
+    auto& g = groups_[static_cast<std::size_t>(gid)];
+    for (const auto& r : g.active) {
+      g.ledger.leave(r, cl_.quality);
+      pending_.push_back(r);
+    }
+    while (!g.active.empty()) remove_active(gid, g.active.size() - 1);
   }
   for (int gid : node.groups) {
     groups_[static_cast<std::size_t>(gid)].alive = false;

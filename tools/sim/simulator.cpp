@@ -46,6 +46,10 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   mcfg_ = c.migration;
   mcfg_.mode = p.migration;
   co_run_ = p.co_run && c.co_run.model != policy::co_run_model::off;
+  live_policy_.name = p.name;
+  live_policy_.sched = sched_;
+  live_policy_.thr = thr_;
+  live_policy_.max_active = c.max_active;
 
   rt_.resize(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -243,6 +247,16 @@ void engine::start_step(int gi) {
       touch(gi);
     }
   }
+  // Whole refreshes in one step stream: the group decides as a live group does, in one call.
+  if (!co_run_ && sched_.refresh_split <= 0) {
+    decide_as_live(gi);
+    if (g.batch.empty()) {  // nothing active, or (draining) all of it waiting at its boundary
+      if (g.draining) maybe_regroup(g.node);
+      return;
+    }
+    run_batch(gi);
+    return;
+  }
   if (!g.queue.empty()) {
     policy::admission_room room;
     room.slots = cl_.max_active - static_cast<int>(g.active.size());
@@ -287,6 +301,11 @@ void engine::start_step(int gi) {
                        g.queue.size(), predicted_utilization(g));
   });
   ++stats_.batch_decisions;
+  run_batch(gi);
+}
+
+void engine::run_batch(int gi) {
+  auto& g = groups_[static_cast<std::size_t>(gi)];
   policy::batch_totals t;
   for (std::size_t j = 0; j < g.batch.size(); ++j)
     t.add(policy::step_item_for(g.active[static_cast<std::size_t>(g.batch[j])], g.shares[j]));

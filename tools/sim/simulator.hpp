@@ -70,6 +70,9 @@ struct run_stats {
   std::uint64_t rejected = 0;             // refused at arrival (on_miss: reject)
   std::string first_rejection;            // the reason given to the first one refused
   std::vector<policy::partition> boot_layout;  // the layout the run started in
+  // batch_*: a group's step decision (with decide_step: admission, tau control when due and the
+  // batch; on the simulator-only paths of layer-split refreshes and co-running: admission and
+  // batch, tau control counted apart in control_*).
   std::uint64_t batch_decisions = 0, control_decisions = 0, migration_decisions = 0,
                 reconfig_decisions = 0;
   double batch_policy_s = 0, control_policy_s = 0, migration_policy_s = 0, reconfig_policy_s = 0;
