@@ -1,12 +1,14 @@
 // The reconfigurer executes a split or merge of one node's devices: the supervisor stops
-// placing there, the node pauses its groups' requests at refresh boundaries, regroups its
-// workers and resumes every request from its canvas. It regroups on command
-// (`dilaserve reconfigure`) and, with `reconfigure: auto`, when its periodic call to the
-// optimizer (policy::optimize_layout over the forecast of policy::forecast_from_arrivals)
-// says a node's layout should change (the emptiest such node first, policy::nodes_to_drain);
-// the optimizer's hysteresis and a minimum dwell per node keep it from flapping. On
-// `dilaserve provision` it plans every node's layout from a history of arrivals
-// (policy::provisioning_forecast) and regroups the nodes that differ, one at a time.
+// placing there, the node's groups hand their requests at refresh boundaries to the
+// supervisor for other nodes, and the node regroups its workers and resumes what it still
+// held from its canvas. It regroups on command (`dilaserve reconfigure`) and, with
+// `reconfigure: auto`, when its periodic call to the optimizer (policy::optimize_layout over
+// the forecast of policy::forecast_from_arrivals) says nodes' layouts should change: the
+// emptiest such nodes first, up to reconfigure.max_fraction of the nodes draining at once
+// (policy::nodes_to_drain, policy::nodes_at_once), as the simulator drains; the optimizer's
+// hysteresis and a minimum dwell per node keep it from flapping. On `dilaserve provision` it
+// plans every node's layout from a history of arrivals (policy::provisioning_forecast) and
+// regroups the nodes that differ, one at a time.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
@@ -29,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace dls::actors {
 
@@ -42,7 +45,12 @@ namespace {
 constexpr std::size_t decisions_kept = 10;
 
 struct reconfigurer_state {
-  bool busy = false;
+  // Nodes being regrouped now: up to reconfigure.max_fraction of them at once by the automatic
+  // regroups (policy::nodes_at_once); a `reconfigure` or a provisioning runs alone.
+  std::set<std::string> regrouping;
+  bool provisioning = false;
+  uint64_t waves = 0;  // automatic looks that drained nodes: a decision's `wave`
+  bool busy() const { return provisioning || !regrouping.empty(); }
   uint64_t dir_id = 0;
   rt::cluster_config cfg;
   std::map<std::string, std::vector<int>> layout;           // each node's TP degrees now
@@ -64,9 +72,10 @@ using reconf_ptr = caf::stateful_actor<reconfigurer_state>*;
 
 // Shows a regroup in progress and the automatic decisions in the directory
 // (`actors --kind reconfigurer`, `status`).
-void publish(reconf_ptr self, const caf::actor& core, bool busy) {
+void publish(reconf_ptr self, const caf::actor& core) {
   auto& st = self->state;
-  json d{{"busy", busy},
+  json d{{"busy", st.busy()},
+         {"regrouping", st.regrouping},
          {"mode", st.cfg.reconfigure.automatic ? "auto" : "manual"},
          {"decisions", st.decisions},
          {"regroups", st.regroups}};
@@ -78,25 +87,28 @@ void publish(reconf_ptr self, const caf::actor& core, bool busy) {
   if (st.dir_id) self->send(core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
 
-// The regroup itself, as `dilaserve reconfigure` asks for it; `done` gets the JSON result.
+// The regroup of one node, as `dilaserve reconfigure` asks for it; `done` gets the JSON
+// result. `alone`: only while no other node regroups (a command); the automatic regroups of
+// one look run side by side.
 void run_regroup(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::regroup_spec spec,
-                 std::function<void(std::string)> done_cb) {
-  if (self->state.busy) {
+                 std::function<void(std::string)> done_cb, bool alone = true) {
+  auto& st0 = self->state;
+  if ((alone && !st0.regrouping.empty()) || st0.regrouping.count(spec.node)) {
     done_cb(fail("another reconfiguration is running"));
     return;
   }
-  self->state.busy = true;
+  st0.regrouping.insert(spec.node);
   auto start = clock_type::now();
   auto done = [=](std::string text) {
     auto& st = self->state;
-    st.busy = false;
+    st.regrouping.erase(spec.node);
     st.last = json::parse(text, nullptr, false);
     if (st.last.is_object() && st.last.value("ok", false)) {
       ++st.regroups;
       st.layout[spec.node].assign(spec.groups.begin(), spec.groups.end());
       st.changed_at[spec.node] = clock_type::now();
     }
-    publish(self, core, false);
+    publish(self, core);
     done_cb(std::move(text));
   };
   auto on_error = [=](caf::error& e) {
@@ -114,7 +126,7 @@ void run_regroup(reconf_ptr self, caf::actor core, caf::actor supervisor, rt::re
             self->request(supervisor, std::chrono::seconds(10), rt::drain_atom::value, spec.node)
                 .then(
                     [=](bool) {
-                      publish(self, core, true);
+                      publish(self, core);
                       self->request(agent, std::chrono::minutes(5), rt::regroup_atom::value, spec)
                           .then(
                               [=](std::vector<rt::group_info>& groups, const std::string& stats) {
@@ -200,7 +212,8 @@ policy::reconfig_config planner_settings(const reconfigurer_state& st, double ho
   rcfg.utilization_max = rc.utilization_max;
   rcfg.capacity_units = rc.capacity_units;
   rcfg.horizon_s = horizon_s;
-  rcfg.nodes_at_once = 1;  // one node at a time (auto_tick, provision)
+  // Nodes that drain together (auto_tick); provisioning regroups them one after another.
+  rcfg.nodes_at_once = policy::nodes_at_once(st.cfg.reconfigure.max_fraction, st.cfg.nodes.size());
   rcfg.max_batch = st.cfg.engine.max_batch;
   rcfg.token_budget = st.cfg.scheduler.token_budget;
   return rcfg;
@@ -233,25 +246,34 @@ bool log_decision(reconf_ptr self, const caf::actor& core, json reason, const st
   if (!ok) reason["error"] = result.is_object() ? result.value("error", text) : text;
   st.decisions.push_back(reason);
   if (st.decisions.size() > decisions_kept) st.decisions.erase(st.decisions.begin());
-  publish(self, core, false);
+  publish(self, core);
   return ok;
 }
 
-// One automatic look at the load: forecast, optimizer, and at most one node regrouped.
+// How many more nodes the automatic regroups may drain now.
+int drain_room(const reconfigurer_state& st) {
+  if (st.provisioning) return 0;
+  return policy::nodes_at_once(st.cfg.reconfigure.max_fraction, st.cfg.nodes.size()) -
+         static_cast<int>(st.regrouping.size());
+}
+
+// One automatic look at the load: forecast, optimizer, and the nodes to regroup, at most
+// reconfigure.max_fraction of them draining at once.
 void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   auto& st = self->state;
   const auto& rc = st.cfg.reconfigure;
   self->delayed_send(self, std::chrono::milliseconds(rc.interval_ms), rt::beat_atom::value);
-  if (st.busy || !st.cost || !st.quality) return;
+  if (drain_room(st) <= 0 || !st.cost || !st.quality) return;
   self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
       .then(
           [=](const std::vector<double>& v, const std::string& policy_name, const std::map<std::string, int32_t>& held) {
             auto& st = self->state;
             if (policy_name != st.policy) {
               st.policy = policy_name;
-              publish(self, core, st.busy);
+              publish(self, core);
             }
-            if (st.busy || v.empty() || !policy::make_policy_set(policy_name).reconfigure) return;
+            const int room = drain_room(st);
+            if (room <= 0 || v.empty() || !policy::make_policy_set(policy_name).reconfigure) return;
             const auto& rc = st.cfg.reconfigure;
             std::vector<policy::arrival_record> arrivals;
             for (std::size_t i = 1; i + 2 < v.size(); i += 3)
@@ -273,13 +295,16 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
               auto since = st.changed_at.find(node);
               candidates[i].changes = plan.nodes[i] != current[i];
               // Hysteresis in time: a node keeps a layout for min_dwell_ms.
-              candidates[i].may_change = since == st.changed_at.end() ||
-                                         now - since->second >= std::chrono::milliseconds(rc.min_dwell_ms);
+              candidates[i].may_change = !st.regrouping.count(node) &&
+                                         (since == st.changed_at.end() ||
+                                          now - since->second >= std::chrono::milliseconds(rc.min_dwell_ms));
               auto h = held.find(node);
               candidates[i].held = h == held.end() ? 0 : static_cast<std::size_t>(std::max(0, h->second));
             }
-            // One node at a time: capacity drops by at most one node while it drains.
-            for (const int k : policy::nodes_to_drain(candidates, 1)) {
+            // Capacity drops by at most max_fraction of the nodes while they drain.
+            const auto drain = policy::nodes_to_drain(candidates, room);
+            if (!drain.empty()) ++st.waves;
+            for (const int k : drain) {
               const auto i = static_cast<std::size_t>(k);
               const auto& node = st.cfg.nodes[i].name;
               auto reason = plan_reason(fc, plan);
@@ -287,11 +312,12 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
               reason["from"] = current[i];
               reason["to"] = plan.nodes[i];
               reason["current_latency_s"] = plan.current_score;
+              reason["wave"] = st.waves;  // decisions of one look drain together
               rt::log_line("reconfigurer", "auto: node '" + node + "' " + degrees_text(current[i]) + " -> " +
                                                degrees_text(plan.nodes[i]) + " because " + reason.dump());
               rt::regroup_spec spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())};
               run_regroup(self, core, supervisor, spec,
-                          [=](std::string text) { log_decision(self, core, reason, text); });
+                          [=](std::string text) { log_decision(self, core, reason, text); }, false);
             }
           },
           [](caf::error& e) { rt::log_line("reconfigurer", "auto: could not read the load: " + to_string(e)); });
@@ -308,7 +334,11 @@ struct provision_run {
 // Regroups the next node of `run`, one at a time as the automatic regroups (capacity drops by
 // at most one node), and answers once all are done or one failed.
 void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std::shared_ptr<provision_run> run) {
-  if (run->todo.empty()) return run->done(run->answer.dump());
+  if (run->todo.empty()) {
+    self->state.provisioning = false;
+    publish(self, core);
+    return run->done(run->answer.dump());
+  }
   auto [from, spec] = run->todo.front();
   run->todo.erase(run->todo.begin());
   run_regroup(self, core, supervisor, spec, [=, from = from, spec = spec](std::string text) {
@@ -335,7 +365,7 @@ void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std
 void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const std::vector<double>& flat,
                std::function<void(std::string)> done) {
   auto& st = self->state;
-  if (st.busy) return done(fail("another reconfiguration is running"));
+  if (st.busy()) return done(fail("another reconfiguration is running"));
   if (flat.empty() || flat.size() % 3 != 0)
     return done(fail("a history is (seconds, prompt tokens, answer tokens) per arrival, at least one arrival"));
   std::vector<policy::arrival_record> history;
@@ -375,6 +405,7 @@ void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const st
       run->todo.push_back({current[i], rt::regroup_spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())}});
   }
   rt::log_line("reconfigurer", "provision: " + run->answer.dump());
+  st.provisioning = true;
   provision_next(self, core, supervisor, run);
 }
 
@@ -392,13 +423,17 @@ caf::behavior reconfigurer(reconf_ptr self, caf::actor core, caf::actor supervis
                      R"({"busy":false})"};
   self->request(core, std::chrono::seconds(10), rt::register_atom::value, row).then([=](uint64_t id) {
     self->state.dir_id = id;
-    publish(self, core, false);
+    publish(self, core);
   });
   return {
       [=](rt::regroup_atom, rt::regroup_spec& spec) -> caf::result<caf::message> {
         // Only the head's endpoint (which checked the admin token) asks for a regroup.
         if (!sender_is_local(self, "reconfigurer")) return caf::make_error(caf::sec::runtime_error, std::string("not local"));
         auto rp = self->make_response_promise();
+        if (self->state.provisioning) {
+          rp.deliver(fail("another reconfiguration is running"));
+          return rp;
+        }
         run_regroup(self, core, supervisor, std::move(spec), [rp](std::string text) mutable { rp.deliver(std::move(text)); });
         return rp;
       },

@@ -29,7 +29,8 @@ const std::set<std::string>& scheduler_keys() {
 const std::set<std::string>& reconfigure_keys() {
   static const std::set<std::string> keys{"interval_ms",       "min_dwell_ms",    "window_ms",
                                           "regroup_ms",        "attainment_target", "utilization_max",
-                                          "capacity_units",    "forecast_subwindow_ms", "forecast_quantile"};
+                                          "capacity_units",    "forecast_subwindow_ms", "forecast_quantile",
+                                          "max_fraction"};
   return keys;
 }
 
@@ -218,6 +219,7 @@ reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& 
     r.forecast_subwindow_ms =
         static_cast<int>(c.integer(n["forecast_subwindow_ms"], "reconfigure.forecast_subwindow_ms", 1, 86400000));
   if (n["forecast_quantile"]) r.forecast_quantile = c.real(n["forecast_quantile"], "reconfigure.forecast_quantile", 0, 1);
+  if (n["max_fraction"]) r.max_fraction = c.real(n["max_fraction"], "reconfigure.max_fraction", 0, 1);
   return r;
 }
 

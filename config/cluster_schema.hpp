@@ -93,13 +93,16 @@ struct reconfigure_settings {
   // counts as a burst and not as the window's mean.
   int forecast_subwindow_ms = 500;  // ms
   double forecast_quantile = 0.9;   // fraction
+  // Nodes that drain for a regroup at once, as a fraction of the cluster's nodes (at least
+  // one): capacity drops by at most that much while they drain (policy::nodes_at_once).
+  double max_fraction = 0.25;       // fraction
 };
 
 // The keys each section shares; a file passes these plus its own to the parsers below.
 const std::set<std::string>& node_keys();         // name, devices, groups
 const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch, cache, refresh_interval
 const std::set<std::string>& scheduler_keys();    // token_budget, max_active, tau_*, ...
-const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms, ...
+const std::set<std::string>& reconfigure_keys();  // interval_ms, min_dwell_ms, window_ms, regroup_ms, max_fraction, ...
 
 /// `nodes:`, a non-empty list with unique names. `whole`: every node's groups use all its
 /// devices (the simulator's reconfiguration partitions whole nodes).

@@ -471,6 +471,10 @@ reconfig_plan optimize_layout(const std::vector<int>& node_devices,
   return fallback;
 }
 
+int nodes_at_once(double max_fraction, std::size_t nodes) {
+  return std::max(1, static_cast<int>(max_fraction * static_cast<double>(nodes)));
+}
+
 std::vector<int> nodes_to_drain(const std::vector<drain_candidate>& nodes, int at_once) {
   std::vector<std::pair<std::size_t, int>> ready;  // (held, node): ties go to the earlier node
   for (std::size_t n = 0; n < nodes.size(); ++n)

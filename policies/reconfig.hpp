@@ -132,8 +132,11 @@ struct drain_candidate {
 
 /// Which nodes to drain now for a plan, as indices into `nodes`: those that change and may,
 /// the emptiest first (the fewest requests to wait for or move), at most `at_once`. Capacity
-/// then drops by at most `at_once` nodes while they drain. The live reconfigurer drains one
-/// at a time; the simulator up to `reconfigure.max_fraction` of its nodes.
+/// then drops by at most `at_once` nodes while they drain.
 std::vector<int> nodes_to_drain(const std::vector<drain_candidate>& nodes, int at_once);
+
+/// How many of `nodes` nodes may drain at once (`reconfigure.max_fraction` of them, at least
+/// one): the live reconfigurer and the simulator both drain and plan with it.
+int nodes_at_once(double max_fraction, std::size_t nodes);
 
 }  // namespace dls::policy

@@ -152,6 +152,11 @@ BOOST_AUTO_TEST_CASE(the_simulator_reads_the_tau_control_interval_from_the_share
   // The simulator-only section it replaces is refused.
   BOOST_CHECK_THROW(sim::parse_cluster(one_gpu_cluster("flat.yaml") + "control: {interval_ms: 20}\n", dir.string()),
                     std::exception);
+  // The share of nodes that drain at once is the running cluster's key too.
+  BOOST_TEST(sim::parse_cluster(one_gpu_cluster("flat.yaml"), dir.string()).max_reconfig_fraction == 0.25);
+  auto text = one_gpu_cluster("flat.yaml");
+  text.replace(text.find("min_dwell_ms: 60000}"), 20, "min_dwell_ms: 60000, max_fraction: 0.5}");
+  BOOST_TEST(sim::parse_cluster(text, dir.string()).max_reconfig_fraction == 0.5);
 }
 
 BOOST_AUTO_TEST_CASE(the_group_handles_each_arrival_before_its_next_step_by_the_hand_computed_times) {

@@ -437,6 +437,11 @@ BOOST_AUTO_TEST_CASE(the_emptiest_changing_nodes_drain_first) {
   BOOST_TEST(pol::nodes_to_drain(n, 2) == std::vector<int>({3, 4}), boost::test_tools::per_element());
   BOOST_TEST(pol::nodes_to_drain(n, 10) == std::vector<int>({3, 4, 0}), boost::test_tools::per_element());
   BOOST_TEST(pol::nodes_to_drain(n, 0).empty());
+  // How many drain at once: reconfigure.max_fraction of the nodes, at least one.
+  BOOST_TEST(pol::nodes_at_once(0.25, 2) == 1);
+  BOOST_TEST(pol::nodes_at_once(0.25, 8) == 2);
+  BOOST_TEST(pol::nodes_at_once(1.0, 2) == 2);
+  BOOST_TEST(pol::nodes_at_once(0.0, 5) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(the_length_mix_is_equal_count_classes_in_whole_blocks) {

@@ -159,6 +159,13 @@ BOOST_AUTO_TEST_CASE(dreams_engine_keys_parse_strictly) {
               "rule chooses its own count");
 }
 
+BOOST_AUTO_TEST_CASE(the_share_of_nodes_draining_at_once_is_a_reconfigure_key) {
+  BOOST_TEST(rt::parse_cluster_config(good, "good.yaml", "/tmp").reconfigure.max_fraction == 0.25);
+  const auto cfg = rt::parse_cluster_config(std::string(good) + "reconfigure: {mode: auto, max_fraction: 0.5}\n", "good.yaml", "/tmp");
+  BOOST_TEST(cfg.reconfigure.max_fraction == 0.5);
+  check_error(std::string(good) + "reconfigure: {max_fraction: 1.5}\n", "9:29", "reconfigure.max_fraction");
+}
+
 BOOST_AUTO_TEST_CASE(the_tau_control_interval_is_a_scheduler_key) {
   BOOST_TEST(rt::parse_cluster_config(good, "good.yaml", "/tmp").scheduler.control_interval_ms == 20);
   const auto cfg = rt::parse_cluster_config(std::string(good) + "scheduler: {control_interval_ms: 50}\n", "good.yaml", "/tmp");

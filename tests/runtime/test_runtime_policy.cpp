@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <set>
 
 using dls::test::cluster;
@@ -272,6 +273,45 @@ BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   BOOST_TEST(merge.contains("predicted_latency_s"));
   BOOST_TEST(st["reconfigurer"].value("policy", "") == "reconfig-only");
   BOOST_TEST(st["reconfigurer"].value("policy_reconfigures", false));
+}
+
+// Two nodes that both want to split under a burst, with reconfigure.max_fraction letting all
+// of them drain at once: one automatic look starts both regroups (one wave), as the simulator
+// drains up to that share of its nodes.
+BOOST_AUTO_TEST_CASE(nodes_drain_together_up_to_the_configured_share) {
+  dls::test::scratch_dir files;
+  const auto profile = dls::test::write_two_degree_profile(files, 0.0005);
+  cluster c("local-2node.yaml", 0,
+            "nodes: [{name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [2]},"
+            " {name: node1, host: 127.0.0.1, devices: {kind: cpu, count: 2}, groups: [2]}]\n"
+            "scheduler: {policy: reconfig-only, quality: quality/tiny-llada.json, profile: " + profile +
+                "}\nreconfigure: {mode: auto, interval_ms: 200, min_dwell_ms: 60000, window_ms: 1000, "
+                "regroup_ms: 0, max_fraction: 1.0}\n");
+  std::vector<dls::test::problem> burst;
+  for (auto& p : dls::test::eval_problems(800))
+    if (p.gen_length == 48) burst.push_back(p);
+  const auto first = burst;
+  for (int k = 0; k < 2; ++k) burst.insert(burst.end(), first.begin(), first.end());
+  auto prompts = dls::test::write_prompts(c.scratch(), burst);
+  auto bg = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "120"});
+  // Both splits logged, from one look at the load.
+  auto splits = [&] {
+    std::map<std::string, json> by_node;
+    try {
+      const auto st = c.json_cli({"status"});
+      for (const auto& d : st["reconfigurer"]["decisions"])
+        if (d.value("to", json()) == json::array({1, 1}) && d.value("ok", false)) by_node[d.value("node", "")] = d;
+    } catch (const std::exception&) {
+    }
+    return by_node;
+  };
+  BOOST_TEST(dls::test::eventually(60, [&] { return splits().size() == 2; }));
+  const auto s = splits();
+  BOOST_REQUIRE_EQUAL(s.size(), 2u);
+  BOOST_TEST(s.at("node0")["wave"] == s.at("node1")["wave"]);
+  auto r = bg.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  for (const auto& res : json::parse(r.out)["results"]) BOOST_TEST(res["ok"].get<bool>());
 }
 
 BOOST_AUTO_TEST_CASE(provision_plans_the_layout_from_a_history_and_regroups_to_it) {

@@ -44,7 +44,7 @@ const std::set<std::string> sim_scheduler_keys =
                       "oldest_missed_first", "missed_grace", "slack_budget", "drop_wait_factor"}});
 const std::set<std::string> sim_reconfigure_keys =
     config::keys_of({config::reconfigure_keys(),
-                     {"boot_from_forecast", "max_fraction"}});
+                     {"boot_from_forecast"}});
 
 double seconds(int ms) { return ms / 1e3; }
 
@@ -104,7 +104,6 @@ void parse_co_run(const yaml_checker& c, const YAML::Node& cr, sim_cluster& out)
 void parse_reconfigure_extras(const yaml_checker& c, const YAML::Node& r, sim_cluster& out) {
   const std::string ctx = "reconfigure";
   read_bool(c, r, "boot_from_forecast", ctx, out.boot_from_forecast);
-  read_real(c, r, "max_fraction", ctx, 0, 1, out.max_reconfig_fraction);
 }
 
 }  // namespace
@@ -228,6 +227,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.reconfig.capacity_units = r.capacity_units;
   out.forecast_subwindow_s = seconds(r.forecast_subwindow_ms);
   out.forecast_quantile = r.forecast_quantile;
+  out.max_reconfig_fraction = r.max_fraction;
   if (root["reconfigure"]) parse_reconfigure_extras(c, root["reconfigure"], out);
   out.reconfig.ref_tau = out.ref_tau;
   out.reconfig.max_batch = out.max_batch;

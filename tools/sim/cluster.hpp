@@ -97,7 +97,7 @@ struct sim_cluster {
   double forecast_subwindow_s = 0.5;   // rate samples within the window
   double forecast_quantile = 0.9;      // forecast rate = this quantile of the samples
   double regroup_cost_s = 2.0;         // after drain: NCCL re-init and graph capture
-  double max_reconfig_fraction = 0.25; // of nodes draining at once
+  double max_reconfig_fraction = 0.25; // reconfigure.max_fraction: of nodes draining at once
   double min_dwell_s = 60.0;           // a regrouped node keeps its layout at least this long
   double drop_wait_factor = 0.0;       // drop a request still queued after F x its SLO; 0 = never
 

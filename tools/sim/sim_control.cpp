@@ -339,7 +339,7 @@ void engine::tick_reconfig() {
     for (int gid : nodes_[n].groups)
       c.held += groups_[static_cast<std::size_t>(gid)].active.size() + groups_[static_cast<std::size_t>(gid)].queue.size();
   }
-  const int limit = std::max(1, static_cast<int>(cl_.max_reconfig_fraction * nodes_.size())) - busy_nodes;
+  const int limit = policy::nodes_at_once(cl_.max_reconfig_fraction, nodes_.size()) - busy_nodes;
   for (const int n : policy::nodes_to_drain(candidates, limit)) {
     auto& node = nodes_[static_cast<std::size_t>(n)];
     node.target = plan.nodes[static_cast<std::size_t>(n)];

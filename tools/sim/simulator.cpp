@@ -41,7 +41,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   // The switching test charges what the simulator does to a regrouped node.
   rcfg_.regroup_s = c.regroup_cost_s;
   rcfg_.horizon_s = c.min_dwell_s;
-  rcfg_.nodes_at_once = std::max(1, static_cast<int>(c.max_reconfig_fraction * static_cast<double>(c.node_devices.size())));
+  rcfg_.nodes_at_once = policy::nodes_at_once(c.max_reconfig_fraction, c.node_devices.size());
   rcfg_.slo_scale = cfg.slo_scale;
   mcfg_ = c.migration;
   mcfg_.mode = p.migration;
