@@ -93,8 +93,6 @@ migration_input migration_input_of(const std::vector<runtime::group_report>& rep
     s.kv_free_tokens = g.kv_free_tokens;
     s.step_s = g.step_s;
     std::vector<policy::request_view> views;
-    double tau_sum = 0;
-    int block_len = 0;
     for (const auto& r : g.requests) {
       live_request lr;
       lr.id = r.id;
@@ -110,12 +108,8 @@ migration_input migration_input_of(const std::vector<runtime::group_report>& rep
       views.push_back(view_of(lr));
       s.load.add(views.back().canvas_len());
       s.active += r.active;
-      tau_sum += r.tau;
-      block_len = std::max(block_len, int{r.block_len});
-      if (policy::slack_s(views.back(), 0.0, q, g.step_s) < 0) s.at_risk = true;
     }
-    if (!views.empty() && block_len > 0)
-      s.steps_per_block = q.steps_per_refresh(block_len, tau_sum / static_cast<double>(views.size()));
+    policy::set_pace(s, views, 0.0, q);  // deadlines are relative to now here
     in.groups.push_back(s);
     in.requests.push_back(std::move(views));
     in.names.push_back(g.group);

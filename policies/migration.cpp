@@ -1,5 +1,7 @@
 #include "policies/migration.hpp"
 
+#include "policies/scheduler.hpp"
+
 #include <stdexcept>
 #include <string>
 #include <algorithm>
@@ -7,6 +9,19 @@
 #include <limits>
 
 namespace dls::policy {
+
+void set_pace(group_summary& s, const std::vector<request_view>& held, double now, const quality_model& q) {
+  s.at_risk = false;
+  double tau_sum = 0;
+  int block_len = 0;
+  for (const auto& r : held) {
+    tau_sum += r.tau;
+    block_len = std::max(block_len, r.block_len);
+    if (!s.at_risk && slack_s(r, now, q, s.step_s) < 0) s.at_risk = true;
+  }
+  if (!held.empty() && block_len > 0)
+    s.steps_per_block = q.steps_per_refresh(block_len, tau_sum / static_cast<double>(held.size()));
+}
 
 transfer_cost move_cost(const request_view& r, bool same_node, double dst_refresh_extra_s,
                         const link_params& link) {

@@ -94,6 +94,11 @@ struct migration_decision {
   transfer_cost cost;
 };
 
+/// What a group's held requests (running and queued) tell the planner about its pace, as both
+/// callers derive it when they plan: `at_risk` when one of them would miss at the group's
+/// expected step time `s.step_s` from `now`, and `steps_per_block` at their mean tau.
+void set_pace(group_summary& s, const std::vector<request_view>& held, double now, const quality_model& q);
+
 /// `reqs[g]` are the requests group g holds, running and queued (a queued one moves as its
 /// canvas), `groups[g]` its summary (indexed alike). The live migrator and the simulator both
 /// pass them so.

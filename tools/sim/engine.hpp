@@ -69,7 +69,6 @@ struct sim_group {
   bool draining = false;
   bool busy = false;
   bool dirty = true;           // membership changed since the last tau control
-  bool at_risk = false;
   double step_s = 0;           // expected step time (predict.hpp)
   double tau_cap = 0.9;
   double last_control = -1e300;

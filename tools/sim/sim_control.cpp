@@ -44,14 +44,6 @@ void engine::control(int gi) {
         rt_[r.id].steps_left = plan_steps(rt_[r.id], r.masks_left_in_block, r.tau);
     }
   }
-  if (mcfg_.mode == policy::migration_mode::deadline) {
-    g.at_risk = false;
-    for (const auto& r : g.active)
-      if (policy::slack_s(r, now_, cl_.quality, g.step_s) < 0) {
-        g.at_risk = true;
-        break;
-      }
-  }
 }
 
 // The step decision of a live group (policy::decide_step, called as actors/tp_group.cpp calls
@@ -111,14 +103,6 @@ void engine::decide_as_live(int gi) {
       if (it != tau_before_.end() && it->first == r.id && it->second != r.tau)
         rt_[r.id].steps_left = plan_steps(rt_[r.id], r.masks_left_in_block, r.tau);
     }
-    if (mcfg_.mode == policy::migration_mode::deadline) {
-      g.at_risk = false;
-      for (const auto& r : g.active)
-        if (policy::slack_s(r, now_, cl_.quality, g.step_s) < 0) {
-          g.at_risk = true;
-          break;
-        }
-    }
   }
   // As a live group: the requests it admitted change its load, so its next decision controls.
   if (!d.admitted.empty()) g.dirty = true;
@@ -156,7 +140,9 @@ void engine::tick_migration() {
   // live migrator reports them (actors/policy_view.cpp, migration_input_of).
   held_.resize(groups_.size());
   for (auto& g : groups_) {
-    if (!g.alive) continue;
+    // A draining group's requests leave at their refresh boundaries (leave_at_boundaries) and
+    // none may join it: the live migrator is given only the groups not being regrouped.
+    if (!g.alive || g.draining) continue;
     auto& held = held_[static_cast<std::size_t>(g.id)];
     held.assign(g.active.begin(), g.active.end());
     held.insert(held.end(), g.queue.begin(), g.queue.end());
@@ -170,8 +156,7 @@ void engine::tick_migration() {
     s.active = static_cast<int>(g.active.size());
     s.kv_free_tokens = g.kv_free;
     s.step_s = g.step_s;
-    s.steps_per_block = spb(g.tau_cap);
-    s.at_risk = g.at_risk;
+    policy::set_pace(s, held, now_, cl_.quality);
     sums.push_back(s);
     reqs.push_back(&held);
     ids.push_back(g.id);

@@ -288,8 +288,7 @@ void engine::start_step(int gi) {
   }
   g.step_s = policy::held_step_s(cost_, g.tp, g.load, cl_.block_len, spb(g.tau_cap), cl_.token_budget,
                                  cl_.max_batch);
-  const bool needs_risk = mcfg_.mode == policy::migration_mode::deadline;
-  if ((thr_.per_request || thr_.load_cap || needs_risk) &&
+  if ((thr_.per_request || thr_.load_cap) &&
       (g.dirty || now_ - g.last_control >= cl_.control_interval_s))
     control(gi);
   if (co_run_) {
