@@ -87,6 +87,7 @@ BOOST_AUTO_TEST_CASE(strict_requests_that_cannot_be_on_time_are_refused_with_a_r
 
 BOOST_AUTO_TEST_CASE(the_simulator_refuses_strict_requests_and_counts_them_as_misses) {
   // One GPU; a step costs 10 ms + 12 ms per request; one block is two steps at every tau.
+  // Judged at the group's first decision, as a live group judges them (decide_step).
   // A one-block request alone: 2 x 22 = 44 ms, so its deadline is 88 ms (S = 2), and it adds
   // 2 x 12 = 24 ms of saturated work. Ten arrive at 0. The k-th (from 0) finds k accepted ahead
   // of it: accepted while (k + 1) x 24 <= 88 ms, i.e. three; seven are refused.

@@ -52,6 +52,7 @@ struct req_rt {
   double in_steps_s = 0;       // summed length of the steps it was in
   double alone_s = 0;          // ... had each held only its own item
   bool dropped = false;
+  bool judged = false;         // a strict SLO's first group decision has seen it (decide_as_live)
   bool rejected = false;       // refused at arrival (on_miss: reject)
   int answer_blocks = 0;       // sim_request::answer_blocks
   bool leaving = false;        // chosen for migration, leaves at its group's step boundary
@@ -75,6 +76,7 @@ struct sim_group {
   double kv_free = 0;
   std::vector<policy::request_view> active;
   std::vector<policy::request_view> queue;
+  std::vector<std::uint64_t> fresh;  // first placements no decision has seen (group_snapshot::fresh)
   policy::load_forecast arrivals;  // requests that joined lately, for the tau cap (threshold.hpp)
   // The accuracy budget's running state for the requests this group holds, as each live group
   // keeps its own (actors/tp_group.cpp): a request enters it on joining and leaves it on going.
@@ -147,6 +149,7 @@ class engine {
   // sim_control.cpp
   void control(int g);
   void decide_as_live(int g);
+  bool decides_as_live() const { return !co_run_ && sched_.refresh_split <= 0; }
   void leave_at_boundaries(int g);
   void tick_migration();
   void on_migrate_arrive(std::uint32_t id, int dst);

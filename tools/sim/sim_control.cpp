@@ -74,6 +74,19 @@ void engine::decide_as_live(int gi) {
   snap.control_due = g.dirty || now_ - g.last_control >= cl_.control_interval_s;
   snap.ledger = &g.ledger;
   snap.load = &g.arrivals;
+  // Strict requests no decision has seen: decide_step refuses those that cannot meet their
+  // deadline. Their views, for the ledger should they leave.
+  std::vector<policy::request_view> strict;
+  for (const auto id : g.fresh) {
+    rt_[id].judged = true;
+    for (auto it = snap.queued.rbegin(); it != snap.queued.rend(); ++it)
+      if (it->id == id) {
+        strict.push_back(*it);
+        break;
+      }
+  }
+  snap.fresh.swap(g.fresh);
+  g.fresh.clear();
   // The taus of the active requests inside a block, to re-plan the rest of a block whose tau changes.
   tau_before_.clear();
   if (snap.control_due && tau_control)
@@ -85,6 +98,15 @@ void engine::decide_as_live(int gi) {
   ++stats_.batch_decisions;
   g.active.swap(snap.active);
   g.queue.swap(snap.queued);
+  for (const auto& refused : d.rejected) {
+    const auto r = std::find_if(strict.begin(), strict.end(), [&](const policy::request_view& v) { return v.id == refused.id; });
+    g.ledger.leave(*r, cl_.quality);
+    rt_[refused.id].rejected = true;
+    ++stats_.rejected;
+    if (stats_.first_rejection.empty()) stats_.first_rejection = refused.reason;
+    --in_system_;
+  }
+  if (!d.rejected.empty()) touch(gi);
   for (std::size_t i = g.active.size() - d.admitted.size(); i < g.active.size(); ++i) {
     const auto& r = g.active[i];
     g.load.add(r.canvas_len());

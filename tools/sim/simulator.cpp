@@ -125,7 +125,10 @@ void engine::on_arrival(std::uint32_t id) {
   r.block_len = cl_.block_len;
   ++in_system_;
   const int g = pick_group();
-  if ((in.reject_on_miss || cl_.reject_on_miss) && g >= 0) {
+  // Strict SLO: a group that decides as a live one judges it at its first decision
+  // (decide_as_live); the simulator-only step paths judge it here, at placement.
+  r.reject_on_miss = in.reject_on_miss || cl_.reject_on_miss;
+  if (r.reject_on_miss && g >= 0 && !decides_as_live()) {
     // Strict SLO: refuse now, with a reason, what the group it would join cannot finish in time.
     const auto& grp = groups_[static_cast<std::size_t>(g)];
     const double tau_min = thr_.per_request || thr_.load_cap ? thr_.tau_min : cl_.ref_tau;
@@ -194,6 +197,10 @@ void engine::enqueue(int gi, const policy::request_view& r) {
   g.actor_s += cl_.control_plane.group_s;
   g.queue.push_back(r);
   g.queue.back().group = gi;
+  // A strict request's first placement (not a move, a re-placement or a regroup's carry-over)
+  // is judged at the group's next decision, as a live group judges it.
+  if (r.reject_on_miss && !rt_[r.id].judged && rt_[r.id].migrations == 0 && rt_[r.id].admit_s < 0)
+    g.fresh.push_back(r.id);
   g.ledger.enter(g.queue.back(), cl_.quality);
   g.arrivals.record({now_, r.prompt_len, r.gen_len, r.deadline_s - r.arrival_s});
   g.dirty = true;
@@ -248,7 +255,7 @@ void engine::start_step(int gi) {
     }
   }
   // Whole refreshes in one step stream: the group decides as a live group does, in one call.
-  if (!co_run_ && sched_.refresh_split <= 0) {
+  if (decides_as_live()) {
     decide_as_live(gi);
     if (g.batch.empty()) {  // nothing active, or (draining) all of it waiting at its boundary
       if (g.draining) maybe_regroup(g.node);
