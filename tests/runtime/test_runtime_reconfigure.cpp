@@ -8,34 +8,37 @@
 
 #include <signal.h>
 
+using dls::test::background_cli;
 using dls::test::cluster;
 using json = nlohmann::json;
 
 namespace {
-
-int in_flight(const cluster& c) { return c.json_cli({"status"})["requests"]["in_flight"].get<int>(); }
 
 bool reconfigurer_busy(const cluster& c) {
   auto rows = c.json_cli({"actors", "--kind", "reconfigurer"});
   return rows.size() == 1 && rows[0]["details"].value("busy", false);
 }
 
-}  // namespace
+// The submit of `problems` running in the background while node0 was split into two TP=1
+// groups, and the split's answer. node0 is paused while the burst is accepted (every request
+// in flight or, on another node, done) and the split is on its way, so the split certainly
+// meets requests node0 holds: the enqueues and the regroup travel in order over the one
+// head-to-node connection.
+struct split_under_load {
+  background_cli submit;
+  json split;
+};
 
-BOOST_AUTO_TEST_CASE(split_and_merge_while_requests_run) {
-  auto problems = dls::test::eval_problems(40);
-  BOOST_REQUIRE_EQUAL(problems.size(), 40u);
-  auto expected = dls::test::reference_answers("local.yaml", problems);
-
-  // node0 (one TP=2 group) is paused while the burst is accepted and the split is on
-  // its way, so the split certainly meets queued and running requests: the enqueues and
-  // the regroup travel in order over the one head-to-node connection.
-  cluster c("local.yaml", /*dead_after_ms*/ 20000);
+split_under_load split_node0_under_load(const cluster& c, const std::vector<dls::test::problem>& problems) {
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  const int n = static_cast<int>(problems.size());
   auto pid0 = c.pid_of("node0");
   ::kill(pid0, SIGSTOP);
   auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
-  bool accepted = dls::test::eventually(15, [&] { return in_flight(c) == 40; });
+  bool accepted = dls::test::eventually(15, [&] {
+    auto counts = c.json_cli({"status"})["requests"];
+    return counts["in_flight"].get<int>() + counts["finished"].get<int>() == n && counts["in_flight"].get<int>() >= 1;
+  });
   auto split_cmd = c.cli_background({"reconfigure", "--node", "node0", "--groups", "1,1", "--json"});
   bool sent = accepted && dls::test::eventually(15, [&] { return reconfigurer_busy(c); });
   ::kill(pid0, SIGCONT);
@@ -47,6 +50,19 @@ BOOST_AUTO_TEST_CASE(split_and_merge_while_requests_run) {
   BOOST_TEST_MESSAGE("split: " << split.dump());
   BOOST_REQUIRE(split["ok"].get<bool>());
   BOOST_TEST(split["groups"].size() == 2u);
+  return {std::move(submit), std::move(split)};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(split_and_merge_while_requests_run) {
+  auto problems = dls::test::eval_problems(40);
+  BOOST_REQUIRE_EQUAL(problems.size(), 40u);
+  auto expected = dls::test::reference_answers("local.yaml", problems);
+
+  // One node: the requests it held wait at the supervisor and join its new groups.
+  cluster c("local.yaml", /*dead_after_ms*/ 20000);
+  auto [submit, split] = split_node0_under_load(c, problems);
   BOOST_TEST(split["node_stats"]["moved"].get<int>() >= 1);
 
   auto merge = c.json_cli({"reconfigure", "--node", "node0", "--groups", "2"});
@@ -94,28 +110,9 @@ BOOST_AUTO_TEST_CASE(a_draining_node_hands_requests_at_their_boundary_to_another
   BOOST_REQUIRE_EQUAL(problems.size(), 24u);
   auto expected = dls::test::reference_answers("local.yaml", problems);
 
-  // node0 (one TP=2 group) is paused while the burst is placed on both nodes and the split
-  // is on its way, so node0 drains with requests it has not stepped yet.
+  // Two nodes: node1 serves its share of the burst while node0 is paused, and takes node0's.
   cluster c("local-2node.yaml", /*dead_after_ms*/ 20000);
-  auto prompts = dls::test::write_prompts(c.scratch(), problems);
-  auto pid0 = c.pid_of("node0");
-  ::kill(pid0, SIGSTOP);
-  auto submit = c.cli_background({"submit", "--file", prompts, "--json", "--timeout", "180"});
-  // Every request accepted, node1 done with its share, node0's still waiting for it.
-  bool accepted = dls::test::eventually(15, [&] {
-    auto n = c.json_cli({"status"})["requests"];
-    return n["in_flight"].get<int>() + n["finished"].get<int>() == 24 && n["in_flight"].get<int>() >= 1;
-  });
-  auto split_cmd = c.cli_background({"reconfigure", "--node", "node0", "--groups", "1,1", "--json"});
-  bool sent = accepted && dls::test::eventually(15, [&] { return reconfigurer_busy(c); });
-  ::kill(pid0, SIGCONT);
-  BOOST_REQUIRE(accepted);
-  BOOST_REQUIRE(sent);
-  auto split_out = split_cmd.wait();
-  BOOST_REQUIRE_MESSAGE(split_out.rc == 0, split_out.err + split_out.out);
-  auto split = json::parse(split_out.out);
-  BOOST_TEST_MESSAGE("split: " << split.dump());
-  BOOST_REQUIRE(split["ok"].get<bool>());
+  auto [submit, split] = split_node0_under_load(c, problems);
   BOOST_TEST(split["node_stats"]["handed_back"].get<int>() >= 1);
 
   auto r = submit.wait();
