@@ -28,10 +28,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// How often the planner looks: the simulator's migration interval (tools/sim/cluster.hpp).
-// A look costs one message per group and answers within one step of each.
-constexpr auto plan_interval = std::chrono::milliseconds(100);
-
 // A group that does not report within this is left out of that round.
 constexpr auto report_timeout = std::chrono::seconds(2);
 
@@ -42,6 +38,7 @@ struct migrator_state {
   caf::actor core;
   caf::actor supervisor;
   std::shared_ptr<const policy_context> ctx;
+  rt::migration_settings settings;  // the cluster file's `migration:` (the simulator reads it too)
   uint64_t dir_id = 0;
   std::string policy;
   bool busy = false;         // a round is collecting reports
@@ -68,7 +65,7 @@ void publish(mig_ptr self) {
   if (!st.dir_id) return;
   json d{{"policy", st.policy}, {"rounds", st.rounds}, {"planned", st.planned}, {"ordered", st.ordered},
          {"policy_s", st.policy_s}, {"policy_cpu_s", st.policy_cpu_s}, {"recent", st.recent},
-         {"interval_ms", plan_interval.count()}};
+         {"interval_ms", st.settings.interval_ms}};
   if (!st.off_reason.empty()) d["off"] = st.off_reason;
   self->send(st.core, rt::detail_atom::value, st.dir_id, std::string{}, d.dump());
 }
@@ -83,6 +80,8 @@ void plan(mig_ptr self, const std::vector<rt::group_report>& reports, policy::mi
   cfg.mode = mode;
   cfg.token_budget = ctx.knobs.token_budget;
   cfg.max_active = ctx.knobs.max_active;
+  cfg.max_moves = st.settings.max_moves;
+  cfg.imbalance = st.settings.imbalance;
   policy::link_params link;
   if (ctx.cost->memory.kv_bytes_per_token > 0) link.kv_bytes_per_token = ctx.cost->memory.kv_bytes_per_token;
   auto moves = policy::plan_migrations(in.groups, in.request_lists(), 0.0, *ctx.cost, ctx.quality, cfg, link);
@@ -113,7 +112,7 @@ void plan(mig_ptr self, const std::vector<rt::group_report>& reports, policy::mi
 
 void tick(mig_ptr self) {
   auto& st = self->state;
-  self->delayed_send(self, plan_interval, rt::beat_atom::value);
+  self->delayed_send(self, std::chrono::milliseconds(st.settings.interval_ms), rt::beat_atom::value);
   if (st.busy) return;
   st.busy = true;
   self->request(st.supervisor, std::chrono::seconds(10), rt::groups_atom::value)
@@ -157,6 +156,7 @@ caf::behavior migrator(mig_ptr self, caf::actor core, caf::actor supervisor, rt:
   st.core = std::move(core);
   st.supervisor = std::move(supervisor);
   st.policy = cfg.scheduler.policy;
+  st.settings = cfg.migration;
   try {
     st.ctx = make_policy_context(cfg.scheduler, cfg.engine);
   } catch (const std::exception& e) {

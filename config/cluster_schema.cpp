@@ -223,4 +223,14 @@ reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& 
   return r;
 }
 
+migration_settings parse_migration(const yaml_checker& c, const YAML::Node& n) {
+  migration_settings m;
+  c.check_keys(n, {"interval_ms", "max_moves", "imbalance"}, "migration");
+  if (n["interval_ms"])
+    m.interval_ms = static_cast<int>(c.integer(n["interval_ms"], "migration.interval_ms", 1, 86400000));
+  if (n["max_moves"]) m.max_moves = static_cast<int>(c.integer(n["max_moves"], "migration.max_moves", 0, 1 << 20));
+  if (n["imbalance"]) m.imbalance = c.real(n["imbalance"], "migration.imbalance", 1, 1e6);
+  return m;
+}
+
 }  // namespace dls::config

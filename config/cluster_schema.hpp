@@ -98,6 +98,15 @@ struct reconfigure_settings {
   double max_fraction = 0.25;       // fraction
 };
 
+/// `migration:`: how the migration planner runs, live (actors/migrator.cpp) and simulated.
+struct migration_settings {
+  int interval_ms = 100;    // how often the planner looks at the groups (a look costs one
+                            // report per group and answers within one step of each)
+  int max_moves = 16;       // moves per look, which bounds a burst of transfers
+  double imbalance = 1.5;   // `migration` (balance) moves when the busiest group holds this many
+                            // times (+1) the requests of the idlest
+};
+
 // The keys each section shares; a file passes these plus its own to the parsers below.
 const std::set<std::string>& node_keys();         // name, devices, groups
 const std::set<std::string>& engine_keys();       // block_length, threshold, max_batch, cache, refresh_interval
@@ -121,5 +130,8 @@ void set_profile(scheduler_settings& s, const std::string& path);
 
 /// `reconfigure: manual | auto` or a map.
 reconfigure_settings parse_reconfigure(const yaml_checker& c, const YAML::Node& n, const std::set<std::string>& keys);
+
+/// `migration: {interval_ms, max_moves, imbalance}`, the same section for both.
+migration_settings parse_migration(const yaml_checker& c, const YAML::Node& n);
 
 }  // namespace dls::config

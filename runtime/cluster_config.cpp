@@ -203,7 +203,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   checker c(file_label);
   YAML::Node root = c.load(text);
   c.check_keys(root, {"name", "auth", "head", "heartbeat", "nodes", "model", "engine", "limits", "retention",
-                      "scheduler", "reconfigure", "launch", "caf", "http", "ucx"},
+                      "scheduler", "reconfigure", "migration", "launch", "caf", "http", "ucx"},
                "the top level");
   cluster_config cfg;
   cfg.file = file_label;
@@ -278,6 +278,7 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   if (auto sch = root["scheduler"])
     cfg.scheduler = config::parse_scheduler(c, sch, runtime_scheduler_keys, base_dir, cfg.engine.decode.threshold);
   if (auto rc = root["reconfigure"]) cfg.reconfigure = config::parse_reconfigure(c, rc, runtime_reconfigure_keys);
+  if (auto m = root["migration"]) cfg.migration = config::parse_migration(c, m);
 
   if (auto launch = root["launch"]) {
     c.check_keys(launch, {"command"}, "launch");

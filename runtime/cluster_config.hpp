@@ -17,6 +17,7 @@ using config::config_error;
 using config::device_spec;
 using config::engine_defaults;
 using config::node_config;
+using config::migration_settings;
 using config::reconfigure_settings;
 using config::scheduler_settings;
 
@@ -110,6 +111,7 @@ struct cluster_config {
   directory_retention retention;
   scheduler_settings scheduler;
   reconfigure_settings reconfigure;
+  migration_settings migration;
   /// How `up` starts a process on a host other than localhost; {host} and {command}
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";

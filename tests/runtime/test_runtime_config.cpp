@@ -166,6 +166,20 @@ BOOST_AUTO_TEST_CASE(the_share_of_nodes_draining_at_once_is_a_reconfigure_key) {
   check_error(std::string(good) + "reconfigure: {max_fraction: 1.5}\n", "9:29", "reconfigure.max_fraction");
 }
 
+BOOST_AUTO_TEST_CASE(the_migration_planner_reads_the_shared_migration_section) {
+  const auto plain = rt::parse_cluster_config(good, "good.yaml", "/tmp");
+  BOOST_TEST(plain.migration.interval_ms == 100);
+  BOOST_TEST(plain.migration.max_moves == 16);
+  BOOST_TEST(plain.migration.imbalance == 1.5);
+  const auto cfg = rt::parse_cluster_config(std::string(good) + "migration: {interval_ms: 250, max_moves: 4, imbalance: 2}\n",
+                                            "good.yaml", "/tmp");
+  BOOST_TEST(cfg.migration.interval_ms == 250);
+  BOOST_TEST(cfg.migration.max_moves == 4);
+  BOOST_TEST(cfg.migration.imbalance == 2.0);
+  check_error(std::string(good) + "migration: {imbalance: 0.5}\n", "9:24", "migration.imbalance");
+  check_error(std::string(good) + "migration: {moves: 3}\n", "9:13", "moves");
+}
+
 BOOST_AUTO_TEST_CASE(the_tau_control_interval_is_a_scheduler_key) {
   BOOST_TEST(rt::parse_cluster_config(good, "good.yaml", "/tmp").scheduler.control_interval_ms == 20);
   const auto cfg = rt::parse_cluster_config(std::string(good) + "scheduler: {control_interval_ms: 50}\n", "good.yaml", "/tmp");

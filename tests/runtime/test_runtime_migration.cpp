@@ -136,7 +136,9 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_migrations_are_refused_in_one_line) {
-  cluster c("local-2node.yaml");
+  // The planner runs at the cluster file's migration.interval_ms (the simulator's key too).
+  cluster c("local-2node.yaml", 0, "migration: {interval_ms: 250, max_moves: 4}\n");
+  BOOST_TEST(c.json_cli({"status"})["migrator"].value("interval_ms", 0) == 250);
   auto unknown = c.cli({"migrate", "12345", "--to", "node0/g0"});
   BOOST_TEST(unknown.rc == 1);
   BOOST_TEST(unknown.err.find("no request 12345 in flight") != std::string::npos, unknown.err);

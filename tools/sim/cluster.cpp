@@ -59,11 +59,6 @@ void read_int(const yaml_checker& c, const YAML::Node& n, const char* key, const
   if (n && n[key]) out = static_cast<int>(c.integer(n[key], ctx + "." + key, lo, hi));
 }
 
-// A sim-only duration in milliseconds, kept in seconds.
-void read_ms(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, double& out_s) {
-  if (n && n[key]) out_s = seconds(static_cast<int>(c.integer(n[key], ctx + "." + key, 1, 86400000)));
-}
-
 void read_bool(const yaml_checker& c, const YAML::Node& n, const char* key, const std::string& ctx, bool& out) {
   if (n && n[key]) out = c.boolean(n[key], ctx + "." + key);
 }
@@ -234,11 +229,11 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.reconfig.token_budget = out.token_budget;
   out.reconfig.tau_levels = policy::planning_tau_levels(out.threshold, out.quality);
 
-  if (const auto m = root["migration"]) {
-    c.check_keys(m, {"interval_ms", "max_moves", "imbalance"}, "migration");
-    read_ms(c, m, "interval_ms", "migration", out.migration_interval_s);
-    read_int(c, m, "max_moves", "migration", 0, 1 << 20, out.migration.max_moves);
-    read_real(c, m, "imbalance", "migration", 1, 1e6, out.migration.imbalance);
+  if (const auto m = root["migration"]) {  // the running cluster's section, the same parser
+    const auto ms = config::parse_migration(c, m);
+    out.migration_interval_s = seconds(ms.interval_ms);
+    out.migration.max_moves = ms.max_moves;
+    out.migration.imbalance = ms.imbalance;
   }
   out.migration.token_budget = out.token_budget;
   out.migration.max_active = out.max_active;
