@@ -8,7 +8,7 @@
 // (policy::nodes_to_drain, policy::nodes_at_once), as the simulator drains; the optimizer's
 // hysteresis and a minimum dwell per node keep it from flapping. On `dilaserve provision` it
 // plans every node's layout from a history of arrivals (policy::provisioning_forecast) and
-// regroups the nodes that differ, one at a time.
+// regroups the nodes that differ in the same waves.
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
@@ -49,7 +49,7 @@ struct reconfigurer_state {
   // regroups (policy::nodes_at_once); a `reconfigure` or a provisioning runs alone.
   std::set<std::string> regrouping;
   bool provisioning = false;
-  uint64_t waves = 0;  // automatic looks that drained nodes: a decision's `wave`
+  uint64_t waves = 0;  // waves of nodes drained together (automatic looks, provisioning): a decision's `wave`
   bool busy() const { return provisioning || !regrouping.empty(); }
   uint64_t dir_id = 0;
   rt::cluster_config cfg;
@@ -212,7 +212,7 @@ policy::reconfig_config planner_settings(const reconfigurer_state& st, double ho
   rcfg.utilization_max = rc.utilization_max;
   rcfg.capacity_units = rc.capacity_units;
   rcfg.horizon_s = horizon_s;
-  // Nodes that drain together (auto_tick); provisioning regroups them one after another.
+  // Nodes that drain together (auto_tick, provision).
   rcfg.nodes_at_once = policy::nodes_at_once(st.cfg.reconfigure.max_fraction, st.cfg.nodes.size());
   rcfg.max_batch = st.cfg.engine.max_batch;
   rcfg.token_budget = st.cfg.scheduler.token_budget;
@@ -331,30 +331,38 @@ struct provision_run {
   std::function<void(std::string)> done;
 };
 
-// Regroups the next node of `run`, one at a time as the automatic regroups (capacity drops by
-// at most one node), and answers once all are done or one failed.
+// Regroups the next wave of `run`'s nodes, reconfigure.max_fraction of the nodes at once as the
+// automatic regroups (policy::nodes_at_once), and answers once all are done or one failed.
 void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std::shared_ptr<provision_run> run) {
   if (run->todo.empty()) {
     self->state.provisioning = false;
     publish(self, core);
     return run->done(run->answer.dump());
   }
-  auto [from, spec] = run->todo.front();
-  run->todo.erase(run->todo.begin());
-  run_regroup(self, core, supervisor, spec, [=, from = from, spec = spec](std::string text) {
+  const auto at_once = static_cast<std::size_t>(
+      policy::nodes_at_once(self->state.cfg.reconfigure.max_fraction, self->state.cfg.nodes.size()));
+  const auto n = std::min(at_once, run->todo.size());
+  std::vector<std::pair<policy::partition, rt::regroup_spec>> wave(run->todo.begin(), run->todo.begin() + static_cast<std::ptrdiff_t>(n));
+  run->todo.erase(run->todo.begin(), run->todo.begin() + static_cast<std::ptrdiff_t>(n));
+  auto left = std::make_shared<std::size_t>(n);
+  ++self->state.waves;
+  for (const auto& [from, spec] : wave) {
     auto r = run->reason;
     r["node"] = spec.node;
     r["from"] = from;
     r["to"] = spec.groups;
-    if (log_decision(self, core, r, text)) {
-      run->answer["regrouped"].push_back(spec.node);
-    } else {
-      run->answer["ok"] = false;
-      run->answer["error"] = "node '" + spec.node + "' did not regroup: " + self->state.decisions.back().value("error", text);
-      run->todo.clear();
-    }
-    provision_next(self, core, supervisor, run);
-  });
+    r["wave"] = self->state.waves;
+    run_regroup(self, core, supervisor, spec, [=, node = spec.node](std::string text) {
+      if (log_decision(self, core, r, text)) {
+        run->answer["regrouped"].push_back(node);
+      } else if (run->answer.value("ok", true)) {
+        run->answer["ok"] = false;
+        run->answer["error"] = "node '" + node + "' did not regroup: " + self->state.decisions.back().value("error", text);
+        run->todo.clear();
+      }
+      if (--*left == 0) provision_next(self, core, supervisor, run);
+    }, false);
+  }
 }
 
 // Provisioning from history (`dilaserve provision`): the layout the optimizer plans for the
