@@ -312,6 +312,19 @@ BOOST_AUTO_TEST_CASE(nodes_drain_together_up_to_the_configured_share) {
   auto r = bg.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
   for (const auto& res : json::parse(r.out)["results"]) BOOST_TEST(res["ok"].get<bool>());
+  // Provisioning from a quiet history merges both back, in one wave too.
+  const auto quiet = files.file("quiet.csv");
+  std::ofstream(quiet) << "TIMESTAMP,ContextTokens,GeneratedTokens\n0,16,48\n10,16,48\n20,16,48\n";
+  auto merged = c.json_cli({"provision", "--history", quiet});
+  BOOST_TEST(merged["regrouped"].size() == 2u, merged.dump());
+  const auto st = c.json_cli({"status"});
+  const auto& d = st["reconfigurer"]["decisions"];
+  BOOST_REQUIRE_GE(d.size(), 2u);
+  const auto& a = d[d.size() - 2];
+  const auto& b = d[d.size() - 1];
+  BOOST_TEST((a["to"] == json::array({2}) && b["to"] == json::array({2})));
+  BOOST_TEST(a["wave"] == b["wave"]);
+  BOOST_TEST(a["wave"].get<int>() > s.at("node0")["wave"].get<int>());
 }
 
 BOOST_AUTO_TEST_CASE(provision_plans_the_layout_from_a_history_and_regroups_to_it) {
