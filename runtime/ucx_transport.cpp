@@ -730,9 +730,13 @@ void ucx_transport::impl::teardown() {
   // The progress thread has stopped; this thread owns the worker now. Tasks posted after the
   // last pass still run, so every callback is answered.
   run_tasks();
+  // Closed by flushing, not by force: an eager send is done when its buffer may be reused,
+  // not when it has arrived, so a process that stops its transport right after sending
+  // (a node that hands its last snapshots over and exits) would otherwise drop what is still
+  // on the wire. A peer that cannot answer the flush holds the close up by close_grace at most.
   std::vector<ucp_ep_h> open;
   for (auto& [ep, peer] : peer_of) open.push_back(ep);
-  for (auto ep : open) drop_endpoint(ep, true);
+  for (auto ep : open) drop_endpoint(ep, false);
   const auto until = clock::now() + close_grace;
   for (;;) {
     ucp_worker_progress(worker);

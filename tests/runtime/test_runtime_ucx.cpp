@@ -125,6 +125,23 @@ BOOST_AUTO_TEST_CASE(a_source_killed_during_a_transfer_ends_the_wait_cleanly) {
   BOOST_TEST(t.receive_wait(4).payload.view() == "after");
 }
 
+// A sender that stops its transport as soon as its sends are reported done (a node that hands
+// its last snapshots over and exits) still delivers them: teardown flushes its endpoints. The
+// 1 MiB buffers go eagerly, and an eager send is done before it has arrived.
+BOOST_AUTO_TEST_CASE(a_transport_stopped_right_after_its_sends_still_delivers_them) {
+  rt::ucx_transport t(local("tcp", 10000));
+  auto child = rt::spawn_background({DLS_UCX_PEER, "send-and-stop", "tcp", to_hex(t.address()), std::to_string(1u << 20)},
+                                    log_path("send-and-stop"));
+  BOOST_REQUIRE(rt::wait_ready(child, 60000) == "sent");
+  BOOST_REQUIRE(rt::wait_exit(child.pid, 30000));
+  for (uint64_t id = 10; id < 26; ++id) {
+    auto got = t.receive_wait(id);
+    BOOST_TEST_REQUIRE(got.error.empty(), "transfer " << id << ": " << got.error);
+    BOOST_TEST(got.payload.size == (1u << 20));
+    BOOST_TEST(got.payload.data[0] == static_cast<char>('a' + id % 26));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(nothing_arriving_misses_the_deadline_with_a_reason) {
   rt::ucx_transport t(local("tcp", 200));
   auto got = t.receive_wait(77);

@@ -4,6 +4,8 @@
 //   ucx_kv_peer move-kv TLS PEER_HEX MODEL --ready-fd N   ready line: the unmoved run's tokens
 //   ucx_kv_peer send-big TLS PEER_HEX BYTES --ready-fd N  says hello (transfer 2, its address),
 //     waits for the answer (transfer 5), posts the send; ready line once it is posted
+//   ucx_kv_peer send-and-stop TLS PEER_HEX BYTES --ready-fd N  sends 16 buffers of BYTES
+//     (transfers 10-25), each told done, then stops its transport and exits at once
 #include "ucx_test_support.hpp"
 
 #include "gpu/cpu_backend.hpp"
@@ -29,7 +31,7 @@ int main(int argc, char** argv) {
     args.resize(args.size() - 2);
   }
   if (args.size() != 4) {
-    std::cerr << "usage: ucx_kv_peer move-kv|send-big TLS PEER_HEX MODEL|BYTES --ready-fd N\n";
+    std::cerr << "usage: ucx_kv_peer move-kv|send-big|send-and-stop TLS PEER_HEX MODEL|BYTES --ready-fd N\n";
     return 2;
   }
   try {
@@ -38,6 +40,24 @@ int main(int argc, char** argv) {
     cfg.net_devices = "lo";
     rt::ucx_transport t(cfg);
     const std::string peer = dls::test::from_hex(args[2]);
+    if (args[0] == "send-and-stop") {
+      // Every send is posted at once and reported done when its buffer may be reused, which
+      // for an eager one is before it has arrived: the last ones are still on their way when
+      // the transport below stops.
+      std::vector<std::future<std::string>> done;
+      std::vector<std::shared_ptr<std::promise<std::string>>> promises;
+      for (uint64_t id = 10; id < 26; ++id) {
+        auto p = std::make_shared<std::promise<std::string>>();
+        done.push_back(p->get_future());
+        t.send(peer, id, std::make_shared<const std::string>(std::stoull(args[3]), static_cast<char>('a' + id % 26)),
+               rt::ucx_transport::clock::now() + std::chrono::milliseconds(cfg.timeout_ms),
+               [p](const std::string& e) { p->set_value(e); });
+      }
+      for (auto& f : done)
+        if (auto e = f.get(); !e.empty()) throw std::runtime_error(e);
+      rt::signal_ready(ready_fd, "sent");
+      return 0;  // the transport stops here
+    }
     if (args[0] == "send-big") {
       // First contact before the kill: UCX 1.13 aborts a receiver whose wireup reply is still
       // connecting when the sender dies (docs/runtime.md, "Data plane"). The receiver
