@@ -376,7 +376,7 @@ void engine::maybe_regroup(int n) {
   // Drained: nothing in a step, nothing queued, and every request left is waiting at its refresh
   // boundary (groups that decide as live ones) for want of a group to go to.
   auto paused = [&](const sim_group& g) {
-    if (co_run_ || sched_.refresh_split > 0) return g.active.empty();
+    if (!decides_as_live()) return g.active.empty();
     return std::all_of(g.active.begin(), g.active.end(), [](const policy::request_view& r) {
       return r.next_kind == policy::step_kind::refresh;
     });
