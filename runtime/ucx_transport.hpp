@@ -2,8 +2,9 @@
 // The UCX data plane of one process: one UCP context and worker, progressed by a thread of
 // its own so that no CAF scheduler thread ever waits on the network. Peers are named by
 // their worker address (exchanged over CAF through the head); a buffer goes to a peer under
-// a transfer id, and the receiver asks for that id. Small buffers go eagerly, large ones by
-// rendezvous into registered receive buffers; every buffer carries a checksum, and every
+// a transfer id, and the receiver asks for that id. Small buffers go eagerly (from 128 KiB
+// up the receiver keeps them where UCX assembled them), large ones by rendezvous into
+// registered receive buffers; every buffer carries a checksum, and every
 // transfer has a deadline. A transfer to this process's own address is a hand-over: the
 // receiver gets the sender's buffer, nothing is copied.
 #include "runtime/cluster_config.hpp"
@@ -71,6 +72,11 @@ class ucx_transport {
     ucx_payload payload;
   };
   received receive_wait(uint64_t id);
+
+  /// Received eager buffers that UCX lent (kept where it assembled them, not copied) and that
+  /// their consumers still hold. A transport that stops while some are held waits for them up to
+  /// 2 s, then leaves its UCX worker alive for them until the process exits.
+  std::size_t lent_buffers_held() const;
 
   /// The transport lanes UCX chose towards a peer (ucp_ep_print_info), for logs and benchmarks.
   std::string describe_lanes(const std::string& peer_address);
