@@ -1,7 +1,8 @@
 #define BOOST_TEST_MODULE runtime_ucx
 // The UCX data plane: two processes on 127.0.0.1 move a real mid-block KV cache and the
 // destination decodes on token-identically (tcp and shared memory); a hand-over inside one
-// process copies nothing; a buffer sent in parts arrives whole; a killed source ends the
+// process copies nothing; an eager buffer is kept where UCX assembled it, even past its
+// transport; a buffer sent in parts arrives whole; a killed source ends the
 // receiver's wait cleanly; corrupt, truncated, misplaced and unknown frames and parts are
 // refused with a reason; a missing transport is named.
 #include "ucx_test_support.hpp"
