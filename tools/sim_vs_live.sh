@@ -21,14 +21,14 @@
 #      cpu_ms     = the head's CPU per request, on one core,
 #      group_ms   = what a burst of 400 requests at once took beyond its steps, per request (GROUP=0: off),
 #      contention = per calibration rate, the group's busy fraction and its engine time over
-#                   the profile's prediction for the same steps (CONTENTION=1: on; off by default),
+#                   the profile's prediction for the same steps (on by default; CONTENTION=0: off),
 #      request_ms = the lone requests' mean live latency minus the simulator's for them alone.
 #    No figure comes from the comparison's own runs: every point is a prediction. The run's
 #    own step excess and head CPU are printed next to them for reference.
 #
 # Usage: tools/sim_vs_live.sh [OUT_DIR]
 #   env: LOADS="0.1 0.3 0.5 0.8 1.0 1.5 2.0" DURATION=300 SLO_SCALE=2 TRACE=../shared/traces/azure_llm_2023_code.csv
-#        DILASERVE=build/tools/dilaserve CAL_RATES="25 75 150 300 600" CAL_SECONDS=8 WINDOW_MS=100 CONTENTION=0 GROUP=1
+#        DILASERVE=build/tools/dilaserve CAL_RATES="25 75 150 300 600" CAL_SECONDS=8 WINDOW_MS=100 CONTENTION=1 GROUP=1
 #        SIM_ONLY=1: only step 4, on the files an earlier run left in OUT_DIR
 #        REPEAT=N: replay the bench N times on the same arrivals (the first run's capacity) and
 #        compare the simulator with the median of the live runs (one live run is noisy: the same
@@ -54,7 +54,7 @@ CAL_SECONDS=${CAL_SECONDS:-8}
 window_ms=${WINDOW_MS:-100}
 repeat=${REPEAT:-1}
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || { echo "sim_vs_live: REPEAT must be a positive integer, got '$repeat'" >&2; exit 2; }
-contention=${CONTENTION:-0}   # 1: the simulator with the contention model (measured worse since 2026-12-05, docs/simulator.md)
+contention=${CONTENTION:-1}   # 0: the simulator without the contention model (measured worse since 2026-12-06, docs/simulator.md)
 group=${GROUP:-1}             # 0: without the group's time per request between steps (group_ms)
 [ -f "$trace" ] || trace=$root/configs/sim/traces/azure_llm_2023_code_first400.csv
 mkdir -p "$out"
