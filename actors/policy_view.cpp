@@ -123,7 +123,7 @@ std::shared_ptr<const policy_context> make_policy_context(const runtime::schedul
   if (!s.profile_text.empty()) ctx->cost = policy::parse_step_cost_profile(s.profile_text);
   ctx->quality = s.quality_text.empty() ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
                                         : policy::parse_quality_curve(s.quality_text);
-  ctx->quality.refresh_interval = e.decode.refresh_period();
+  ctx->quality.set_refresh_interval(e.decode.refresh_period());
   ctx->knobs.token_budget = s.token_budget;
   ctx->knobs.max_batch = e.max_batch;
   ctx->knobs.max_active = s.max_active;

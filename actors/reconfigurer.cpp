@@ -174,7 +174,7 @@ std::string load_models(reconfigurer_state& st) {
     st.quality = st.cfg.scheduler.quality_text.empty()
                      ? policy::quality_model({{0.0, 1.0, 1.0}, {1.0, 1.0, 1.0}})
                      : policy::parse_quality_curve(st.cfg.scheduler.quality_text);
-    st.quality->refresh_interval = st.cfg.engine.decode.refresh_period();
+    st.quality->set_refresh_interval(st.cfg.engine.decode.refresh_period());
   } catch (const std::exception& e) {
     st.cost.reset();
     st.quality.reset();

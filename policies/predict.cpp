@@ -10,7 +10,7 @@ step_counts remaining_steps(const request_view& r, double tau, const quality_mod
   const int blocks_left = r.blocks_total() - r.blocks_done;
   if (blocks_left <= 0) return c;
   const double per_block = q.steps_for(r.block_len, tau);
-  if (q.refresh_interval <= 0) {
+  if (q.refresh_interval() <= 0) {
     if (r.steps_in_block == 0) {
       c.refresh = blocks_left;
       c.reuse = blocks_left * (per_block - 1.0);
@@ -86,7 +86,7 @@ double isolated_latency_s(const step_cost_model& m, const quality_model& q, int 
   batch_totals ref, reu;
   ref.add(step_item_of(step_kind::refresh, canvas, block_len));
   reu.add(step_item_of(step_kind::reuse, canvas, block_len));
-  if (q.refresh_interval <= 0)
+  if (q.refresh_interval() <= 0)
     return blocks * (m.step_seconds(tp, ref) + (per_block - 1.0) * m.step_seconds(tp, reu));
   const double refreshes = per_block * q.refresh_share(block_len, tau);
   return blocks * (refreshes * m.step_seconds(tp, ref) + std::max(0.0, per_block - refreshes) * m.step_seconds(tp, reu));

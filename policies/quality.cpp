@@ -47,6 +47,7 @@ quality_model::quality_model(std::vector<quality_point> points) {
     }
     pts_.push_back(q);
   }
+  set_refresh_interval(0);
 }
 
 quality_model::bracket quality_model::around(double tau) const {
@@ -81,26 +82,28 @@ bool measured_at(const quality_point& p, int block_len) {
   return !p.block_steps.empty() && p.block_length == block_len;
 }
 
-// E[s] and E[ceil(s / every)] over a point's measured blocks (every <= 0: one refresh a block).
-struct block_moments {
-  double steps = 0, refreshes = 0;
-};
-
-block_moments moments_of(const quality_point& p, int every) {
-  block_moments m;
-  double n = 0;
-  for (std::size_t k = 0; k < p.block_steps.size(); ++k) {
-    const int s = static_cast<int>(k) + 1;
-    n += p.block_steps[k];
-    m.steps += p.block_steps[k] * s;
-    m.refreshes += p.block_steps[k] * (every > 0 ? (s + every - 1) / every : 1);
-  }
-  m.steps /= n;
-  m.refreshes /= n;
-  return m;
-}
-
 }  // namespace
+
+void quality_model::set_refresh_interval(int every) {
+  refresh_interval_ = every;
+  // E[s] and E[ceil(s / every)] over each point's measured blocks (every <= 0: one refresh a block).
+  moments_.assign(pts_.size(), {});
+  for (std::size_t i = 0; i < pts_.size(); ++i) {
+    const auto& steps = pts_[i].block_steps;
+    double n = 0;
+    auto& m = moments_[i];
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      const int s = static_cast<int>(k) + 1;
+      n += steps[k];
+      m.steps += steps[k] * s;
+      m.refreshes += steps[k] * (every > 0 ? (s + every - 1) / every : 1);
+    }
+    if (n > 0) {
+      m.steps /= n;
+      m.refreshes /= n;
+    }
+  }
+}
 
 std::vector<double> quality_model::measured_block_steps(int block_len, double tau) const {
   const auto [a, b, w] = around(tau);
@@ -116,29 +119,30 @@ std::vector<double> quality_model::measured_block_steps(int block_len, double ta
 
 double quality_model::refresh_share(int block_len, double tau) const {
   const double mean = std::max(1.0, steps_for(block_len, tau));
-  if (refresh_interval <= 0) return 1.0 / mean;
+  if (refresh_interval_ <= 0) return 1.0 / mean;
   // Both expectations are linear in the distribution: the mixture's are the points' mixed. On
   // every decision's path, so computed without building the distribution.
   const auto [a, b, w] = around(tau);
   if (measured_at(*a, block_len) && measured_at(*b, block_len)) {
-    const auto ma = moments_of(*a, refresh_interval), mb = moments_of(*b, refresh_interval);
+    const auto& ma = moments_[static_cast<std::size_t>(a - pts_.data())];
+    const auto& mb = moments_[static_cast<std::size_t>(b - pts_.data())];
     return ((1.0 - w) * ma.refreshes + w * mb.refreshes) / ((1.0 - w) * ma.steps + w * mb.steps);
   }
   // Not measured: the two integers around the mean, weighted to it.
   const double fl = std::floor(mean), up = mean - fl;
-  auto ceil_div = [&](double s) { return std::ceil(s / refresh_interval); };
+  auto ceil_div = [&](double s) { return std::ceil(s / refresh_interval_); };
   return ((1.0 - up) * ceil_div(fl) + up * ceil_div(fl + 1.0)) / mean;
 }
 
 double quality_model::steps_per_refresh(int block_len, double tau) const {
-  if (refresh_interval <= 0) return steps_for(block_len, tau);
+  if (refresh_interval_ <= 0) return steps_for(block_len, tau);
   return 1.0 / refresh_share(block_len, tau);
 }
 
 double quality_model::refreshes_left_in_block(int done, double left) const {
-  if (refresh_interval <= 0 || left <= 0) return 0.0;
+  if (refresh_interval_ <= 0 || left <= 0) return 0.0;
   const double last = static_cast<double>(done) + left - 1.0;  // index of the block's last step
-  const double r = refresh_interval;
+  const double r = refresh_interval_;
   return std::max(0.0, std::floor(last / r) - std::floor((done - 1) / r));
 }
 

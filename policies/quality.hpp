@@ -55,7 +55,8 @@ class quality_model {
   /// The engine's engine.refresh_interval: a step inside a block whose index it divides is a
   /// refresh too; 0 refreshes at a block's first step only. Set by whoever reads the curve with
   /// the cluster's engine settings (it is a property of decoding, not of the curve's file).
-  int refresh_interval = 0;
+  void set_refresh_interval(int every);
+  int refresh_interval() const { return refresh_interval_; }
 
  private:
   // The points around tau and the interpolation weight (one point twice at and beyond the ends).
@@ -67,6 +68,13 @@ class quality_model {
   bracket around(double tau) const;
   double interp(double tau, double quality_point::*field) const;
   std::vector<quality_point> pts_;
+  int refresh_interval_ = 0;
+  // Per point, over its measured blocks: E[steps] and E[refreshes] at refresh_interval_. Kept
+  // here because refresh_share runs for every request in every decision.
+  struct block_moments {
+    double steps = 0, refreshes = 0;
+  };
+  std::vector<block_moments> moments_;
 };
 
 /// Parses either a YAML/JSON map {source, points: [{tau, accuracy, tokens_per_step}]},

@@ -479,7 +479,7 @@ BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
   BOOST_TEST(q.steps_per_refresh(6, 0.5) == 3.0, tt::tolerance(1e-12));
   BOOST_TEST(q.refreshes_left_in_block(1, 4.0) == 0.0);
   // Every 4 steps: a block of 1 step refreshes once, one of 5 twice (steps 0 and 4), one of 6 twice.
-  q.refresh_interval = 4;
+  q.set_refresh_interval(4);
   BOOST_TEST(q.refresh_share(6, 0.5) == 1.5 / 3.0, tt::tolerance(1e-12));
   BOOST_TEST(q.steps_per_refresh(6, 0.9) == 3.0, tt::tolerance(1e-12));
   BOOST_TEST(q.refreshes_left_in_block(1, 2.0) == 0.0);  // steps 1 and 2
@@ -509,7 +509,7 @@ BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
   // every 2 steps: 1 or 2 refreshes).
   auto y = policy::parse_quality_curve("- {tau: 0.5, accuracy: 0.5, tokens_per_step: 4}\n");
   BOOST_TEST(y.measured_block_steps(10, 0.5).empty());
-  y.refresh_interval = 2;
+  y.set_refresh_interval(2);
   BOOST_TEST(y.refresh_share(10, 0.5) == 1.5 / 2.5, tt::tolerance(1e-12));
   BOOST_CHECK_THROW(policy::parse_quality_curve(R"([{"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2, "block_steps": [1]}])"),
                     std::invalid_argument);  // no block_length

@@ -398,7 +398,7 @@ BOOST_AUTO_TEST_CASE(refreshes_inside_a_block_follow_the_engines_refresh_interva
         "engine: {block_length: 32, max_batch: 256, refresh_interval: " + std::to_string(every) + "}\n"
         "scheduler: {profile: flat.yaml, quality: q3.yaml, accuracy_budget: none}\n",
         dir.string());
-    BOOST_TEST(c.quality.refresh_interval == every);
+    BOOST_TEST(c.quality.refresh_interval() == every);
     sim::run_config rc;
     rc.policy = policy::make_policy_set("static");
     std::vector<dls::step_record> steps;

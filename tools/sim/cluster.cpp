@@ -130,7 +130,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.quality_path = s.quality_path;
   out.cost = policy::parse_step_cost_profile(s.profile_text);
   out.quality = policy::parse_quality_curve(s.quality_text);
-  out.quality.refresh_interval = engine.decode.refresh_period();
+  out.quality.set_refresh_interval(engine.decode.refresh_period());
   out.token_budget = s.token_budget;
   out.max_active = s.max_active;
   out.reject_on_miss = s.reject_on_miss;

@@ -364,7 +364,7 @@ void engine::commit(policy::request_view& r) {
   rt.steps_left = s - 1;
   r.steps_in_block += 1;
   // As the engine's canvas: a step whose index in the block refresh_interval divides refreshes.
-  const int every = cl_.quality.refresh_interval;
+  const int every = cl_.quality.refresh_interval();
   r.next_kind = every > 0 && r.steps_in_block % every == 0 ? policy::step_kind::refresh : policy::step_kind::reuse;
   rt.tokens += c;
   r.tau_low = rt.tau_low = groups_[static_cast<std::size_t>(r.group)].ledger.commit(r, c, r.tau, cl_.quality);
