@@ -19,7 +19,8 @@
 #    tau curve, and a control plane (docs/simulator.md, "Control plane") from the calibration:
 #      step_ms    = the group's step wall time minus its engine time, per step (messaging),
 #      cpu_ms     = the head's CPU per request, on one core,
-#      group_ms   = what a burst of 400 requests at once took beyond its steps, per request (GROUP=0: off),
+#      group_ms   = what a burst of 400 requests at once took beyond its steps, per request, measured
+#                   under each policy set (their decisions between steps differ; GROUP=0: off),
 #      contention = per calibration rate, the group's busy fraction and its engine time over
 #                   the profile's prediction for the same steps (on by default; CONTENTION=0: off),
 #      request_ms = the lone requests' mean live latency minus the simulator's for them alone.
@@ -101,7 +102,8 @@ node_pid=$(pid_of node)
 # engine's slowdown against it.
 echo "== calibration: Poisson arrivals at $CAL_RATES req/s, $CAL_SECONDS s each"
 python3 tools/sim_vs_live_calibrate.py --bin "$bin" --head-pid "$head_pid" --node-pid "$node_pid" --trace "$trace" \
-  --skip 1000 --rates $CAL_RATES --seconds "$CAL_SECONDS" --slo-scale "$slo_scale" --out "$out/calibration" | tee "$out/calibration.log"
+  --skip 1000 --rates $CAL_RATES --seconds "$CAL_SECONDS" --slo-scale "$slo_scale" --out "$out/calibration" \
+  --group-policies static deadline migration dilaserve | tee "$out/calibration.log"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 cpu0=$(cpu_of "$head_pid")
 # shellcheck disable=SC2086
@@ -136,7 +138,7 @@ ticks=$(getconf CLK_TCK)
 echo "== simulator: the same requests, loads and capacity"
 python3 - "$out" "$out/cpu.yaml" "$root/configs/quality/tiny-llada.json" "$cpu0" "$cpu1" "$ticks" \
   "$bin" "$slo_scale" "$window_ms" "$contention" "$group" $loads <<'EOF'
-import json, subprocess, sys
+import json, os, subprocess, sys
 out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION, GROUP = sys.argv[1:12]
 CONTENTION, GROUP = CONTENTION == "1", GROUP == "1"
 loads = [float(x) for x in sys.argv[12:]]
@@ -171,7 +173,9 @@ run_head_cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, serv
 #   engine time over the profile's prediction for the same steps.
 cal_runs = cal["runs"]
 step_ms = cal["step_ms"]
-group_ms = cal.get("group_ms", 0.0) if GROUP else 0.0
+GROUP_MS = cal.get("group_ms", 0.0) if GROUP else 0.0
+group_ms = GROUP_MS
+group_by = cal.get("group_ms_by_policy", {})
 cpu_ms = 1e3 * sum(r["head_cpu_s"] for r in cal_runs) / sum(r["requests"] for r in cal_runs)
 cont_points = []
 for u, f in sorted((min(1.0, r["step_wall_s"] / r["wall_s"]), r["engine_s"] / r["predicted_s"]) for r in cal_runs):
@@ -205,7 +209,8 @@ live_engine = yaml.safe_load(open(f"{out}/cluster-live.yaml"))["engine"]
 engine_keys = ("block_length", "threshold", "max_batch", "cache", "refresh_interval")
 engine_text = "{" + ", ".join(f"{k}: {live_engine[k]}" for k in engine_keys if k in live_engine) + "}"
 
-def cluster_text(request_ms):
+def cluster_text(request_ms, group_ms=None):
+    group_ms = GROUP_MS if group_ms is None else group_ms
     return ("name: local-cpu-1slot\n"
             f"engine: {engine_text}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
@@ -213,9 +218,9 @@ def cluster_text(request_ms):
             f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, group_ms: {group_ms:.4f}"
             + (f", contention: {contention}" if CONTENTION else "") + "}\n")
 
-def sim(request_ms, policies, run_loads, tag):
+def sim(request_ms, policies, run_loads, tag, group_ms=None):
     with open(f"{out}/cluster-sim-{tag}.yaml", "w") as f:
-        f.write(cluster_text(request_ms))
+        f.write(cluster_text(request_ms, group_ms))
     cmd = [binary, "sim", "--cluster", f"{out}/cluster-sim-{tag}.yaml", "--trace", f"{out}/live/arrivals.csv",
            "--rate", str(bench["capacity_rps"]), "--slo-scale", slo, "--json", "--policies", *policies,
            "--load", *[str(l) for l in run_loads], "--out", f"{out}/sim-{tag}",
@@ -246,9 +251,25 @@ def sim_lone():
 live_lone_ms = sum(x["latency_ms"] for x in lone) / len(lone)
 sim_lone_ms = 1e3 * sim_lone()["mean_latency_s"]
 request_ms = max(0.0, live_lone_ms - sim_lone_ms)
-simr = sim(request_ms, ["static", "deadline", "migration", "dilaserve"], loads, "model")
+# Each policy set with the time between steps its own burst took (calibration's
+# group_ms_by_policy; a calibration without it: the one figure for all), its results and files
+# gathered into sim-model/ for tools/sim_vs_live_requests.py and _steps.py.
+POLICIES = ["static", "deadline", "migration", "dilaserve"]
+group_by_policy = {p: (group_by.get(p, GROUP_MS) if GROUP else 0.0) for p in POLICIES}
+simr = {}
+os.makedirs(f"{out}/sim-model", exist_ok=True)
+merged = {"requests.csv": [], "steps.csv": [], "results.csv": []}
+for p in POLICIES:
+    simr.update(sim(request_ms, [p], loads, f"model-{p}", group_by_policy[p]))
+    for name, lines in merged.items():
+        with open(f"{out}/sim-model-{p}/{name}") as f:
+            rows_in = f.read().splitlines()
+        lines.extend(rows_in if not lines else rows_in[1:])
+for name, lines in merged.items():
+    with open(f"{out}/sim-model/{name}", "w") as f:
+        f.write("\n".join(lines) + "\n")
 json.dump({"capacity_rps": bench["capacity_rps"], "requests": bench["requests"], "step_ms": step_ms, "cpu_ms": cpu_ms,
-           "request_ms": request_ms, "group_ms": group_ms, "contention": contention if CONTENTION else None, "served": served,
+           "request_ms": request_ms, "group_ms": group_ms, "group_ms_by_policy": group_by_policy, "contention": contention if CONTENTION else None, "served": served,
            "tokens_per_step_scale": tps_scale, "lone_live_ms": live_lone_ms, "lone_sim_ms": sim_lone_ms,
            "run_step_excess_ms": run_step_excess_ms, "run_engine_over_profile": run_engine_over_profile,
            "run_head_cpu_ms": run_head_cpu_ms}, open(f"{out}/control_plane.json", "w"), indent=2)
@@ -256,7 +277,8 @@ print(f"the comparison's own run (not used): steps {run_step_excess_ms:.3f} ms b
       f"the profile, head {run_head_cpu_ms:.3f} ms CPU per request")
 print(f"capacity {bench['capacity_rps']:.1f} req/s, {bench['requests']} requests per run; control plane (calibration): "
       f"step_ms {step_ms:.3f} (step wall minus engine time), cpu_ms {cpu_ms:.3f} (head CPU per request), "
-      f"group_ms {group_ms:.3f} (burst beyond its steps, per request), "
+      f"group_ms {group_ms:.3f} (burst beyond its steps, per request; by policy set "
+      + ", ".join(f"{p} {v:.3f}" for p, v in group_by_policy.items()) + "), "
       f"contention {contention if CONTENTION else 'off'}, "
       f"request_ms {request_ms:.3f} (30 lone requests: live {live_lone_ms:.2f} ms, simulated {sim_lone_ms:.2f} ms); tau curve's tokens per step x {tps_scale:.3f}")
 if len(live_runs) > 1:

@@ -15,7 +15,11 @@ actor; its name is recorded).
 
 Before the rates it sends BURST requests at once (the bench's capacity burst) and measures
   group_ms        what that burst took beyond its steps' wall time, per request: the group's
-                  time on anything but a step while requests wait (used by the simulator).
+                  time on anything but a step while requests wait (used by the simulator);
+  group_ms_by_policy
+                  the same for each of --group-policies, the burst sent again under each set
+                  (one timed run, its client's window against the steps' wall time): the sets
+                  decide differently between steps (used by the simulator, per set).
 It writes calibration.json with that, per rate what was measured, and
   step_ms         what each step took beyond the engine's own time (the messaging around it),
                   over all the runs (used by the simulator);
@@ -32,7 +36,7 @@ and, reported to show what the control plane asks of the cores (not used by the 
 Per run it also reports what that excess is made of: the engine thread's time waiting for a
 core over its time on one (schedstat), and its time on a core over the profile.
 """
-import argparse, json, os, random, subprocess, sys, time
+import argparse, csv, json, os, random, subprocess, sys, time
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -101,6 +105,8 @@ def main():
     ap.add_argument("--idle", type=float, default=5.0)
     ap.add_argument("--burst", type=int, default=400, help="requests at once (the bench's capacity burst)")
     ap.add_argument("--slo-scale", default="2")
+    ap.add_argument("--group-policies", nargs="+", default=["static"],
+                    help="policy sets whose time between steps is measured on the burst")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -139,6 +145,26 @@ def main():
     group_ms = 1e3 * max(0.0, burst_wall - burst_step_wall) / a.burst
     print(f"  burst of {a.burst}: {capacity:.1f} req/s ({burst_wall:.3f} s), steps' wall {burst_step_wall:.3f} s "
           f"({(st1['steps'] - st0['steps']) / 2:.0f} steps): {group_ms:.4f} ms per request outside steps", flush=True)
+    # The same burst under each policy set: from its first send to its last answer (the client's
+    # window) against the steps' wall time meanwhile.
+    group_by_policy = {}
+    for pol in a.group_policies:
+        st0 = status(a.bin)
+        res = subprocess.run([a.bin, "bench", "--trace", burst_trace, "--duration", str(a.burst), "--load", "1000",
+                              "--capacity", str(capacity), "--policies", pol, "--warmup", "0",
+                              "--slo-scale", a.slo_scale, "--timeout", "120", "--out", f"{a.out}/burst-{pol}"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            sys.exit(f"calibration: the burst under {pol} failed: " + res.stderr[-2000:])
+        st1 = status(a.bin)
+        with open(f"{a.out}/burst-{pol}/client.csv") as f:
+            row = next(csv.DictReader(f))
+        wall = float(row["end_unix_s"]) - float(row["start_unix_s"])
+        steps_wall = st1["step_wall_s"] - st0["step_wall_s"]
+        group_by_policy[pol] = 1e3 * max(0.0, wall - steps_wall) / a.burst
+        print(f"  burst of {a.burst} under {pol}: {wall:.3f} s, steps' wall {steps_wall:.3f} s "
+              f"({st1['steps'] - st0['steps']:.0f} steps): {group_by_policy[pol]:.4f} ms per request outside steps",
+              flush=True)
 
     runs = []
     rng = random.Random(14)  # issue 14; any fixed seed: the same arrivals every calibration
@@ -201,7 +227,7 @@ def main():
         req_cpu, step_cpu = sum(y) / sum(x1), 0.0
     steps = sum(r["steps"] for r in runs)
     step_ms = 1e3 * sum(r["step_wall_s"] - r["engine_s"] for r in runs) / max(1, steps)
-    result = {"group_ms": group_ms, "burst": {"requests": a.burst, "capacity_rps": capacity, "wall_s": burst_wall,
+    result = {"group_ms": group_ms, "group_ms_by_policy": group_by_policy, "burst": {"requests": a.burst, "capacity_rps": capacity, "wall_s": burst_wall,
                                               "step_wall_s": burst_step_wall},
               "base_cores": base_cores, "idle_s": idle_s, "request_cpu_ms": 1e3 * req_cpu, "step_cpu_ms": 1e3 * step_cpu,
               "step_ms": step_ms, "runs": runs,
