@@ -805,8 +805,8 @@ void ucx_transport::impl::teardown() {
   std::set<recv_op*> left;
   left.swap(recvs);
   // A lent eager buffer goes back to the worker that lent it, so the worker outlives its holders:
-  // they get close_grace to drop theirs (a consumer imports a KV cache in milliseconds), and a
-  // worker still lent to someone after that stays alive for good rather than free their memory.
+  // they get close_grace to drop theirs (a consumer imports a KV cache in milliseconds); a
+  // worker still lent to someone after that goes with the last drop (hand_over_worker), not now.
   const bool worker_goes = lent->wait_all_dropped(clock::now() + close_grace);
   if (worker_goes) {
     ucp_worker_destroy(worker);  // cancels receives a dead peer will never finish

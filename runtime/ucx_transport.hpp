@@ -75,7 +75,7 @@ class ucx_transport {
 
   /// Received eager buffers that UCX lent (kept where it assembled them, not copied) and that
   /// their consumers still hold. A transport that stops while some are held waits for them up to
-  /// 2 s, then leaves its UCX worker alive for them until the process exits.
+  /// 2 s; the worker of those still held then goes when the last of them is dropped.
   std::size_t lent_buffers_held() const;
 
   /// The transport lanes UCX chose towards a peer (ucp_ep_print_info), for logs and benchmarks.
