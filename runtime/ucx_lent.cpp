@@ -23,6 +23,7 @@ void ucx_lent_buffers::dropped(void* data) {
     return;
   }
   dropped_.push_back(data);
+  any_dropped_.store(true, std::memory_order_release);
   // The first drop since the last release wakes the progress thread (callable from any thread;
   // a system call each time, so the drops after it ride along); teardown waits on cv_ instead.
   if (dropped_.size() == 1) {
@@ -32,9 +33,11 @@ void ucx_lent_buffers::dropped(void* data) {
 }
 
 void ucx_lent_buffers::release_dropped() {
+  if (!any_dropped_.load(std::memory_order_acquire)) return;
   std::vector<void*> now;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    any_dropped_.store(false, std::memory_order_relaxed);
     if (dropped_.empty()) return;
     now.swap(dropped_);
     held_ -= now.size();

@@ -9,6 +9,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -48,6 +49,8 @@ class ucx_lent_buffers : public std::enable_shared_from_this<ucx_lent_buffers> {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<void*> dropped_;
+  // Whether dropped_ may hold something: the progress loop asks every pass, without the lock.
+  std::atomic<bool> any_dropped_{false};
   std::size_t held_ = 0;
   ucp_context_h ctx_ = nullptr;  // set by hand_over_worker: the holders own the worker now
 };
