@@ -64,6 +64,7 @@ policy::group_snapshot snapshot_of(const live_group& g, double now_s, const std:
     held += s.active.back().canvas_len();
   }
   s.queued.reserve(queued.size());
+  s.group.queue.reserve(queued.size());
   for (const auto* r : queued) {
     s.queued.push_back(view_of(*r));
     s.group.queue.push_back(r->id);

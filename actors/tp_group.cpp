@@ -1059,9 +1059,12 @@ void run_step(group_ptr self) {
   const bool need_queued = control_due || strict_fresh ||
                            (!st.draining && static_cast<int>(active.size()) < st.policy.max_active);
   std::vector<const live_request*> active_views, queued_views;
+  active_views.reserve(active.size());
   for (auto* q : active) active_views.push_back(&q->live);
-  if (need_queued)
+  if (need_queued) {
+    queued_views.reserve(queued.size());
     for (auto* q : queued) queued_views.push_back(&q->live);
+  }
   auto snap = snapshot_of(st.view, now, active_views, queued_views);
   snap.control_due = control_due;
   snap.ledger = &st.ledger;

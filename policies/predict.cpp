@@ -5,33 +5,65 @@
 
 namespace dls::policy {
 
-step_counts remaining_steps(const request_view& r, double tau, const quality_model& q) {
+curve_point read_curve(const quality_model& q, int block_len, double tau) {
+  curve_point p;
+  p.block_len = block_len;
+  p.tau = tau;
+  p.tokens_per_step = q.tokens_per_step(tau);
+  p.per_block = block_len <= 0 ? 0.0 : std::max(1.0, block_len / p.tokens_per_step);  // q.steps_for
+  if (q.refresh_interval() > 0) p.refresh_share = q.refresh_share(block_len, tau);
+  return p;
+}
+
+step_counts remaining_steps(const request_view& r, const curve_point& p, const quality_model& q) {
   step_counts c;
   const int blocks_left = r.blocks_total() - r.blocks_done;
   if (blocks_left <= 0) return c;
-  const double per_block = q.steps_for(r.block_len, tau);
+  auto steps_for = [&](int masks) { return masks <= 0 ? 0.0 : std::max(1.0, masks / p.tokens_per_step); };
+  const double per_block = p.per_block;
   if (q.refresh_interval() <= 0) {
     if (r.steps_in_block == 0) {
       c.refresh = blocks_left;
       c.reuse = blocks_left * (per_block - 1.0);
     } else {
       c.refresh = blocks_left - 1;
-      c.reuse = q.steps_for(r.masks_left_in_block, tau) + (blocks_left - 1) * (per_block - 1.0);
+      c.reuse = steps_for(r.masks_left_in_block) + (blocks_left - 1) * (per_block - 1.0);
     }
     return c;
   }
   // Refreshes inside a block too: a whole block refreshes on a share of its steps.
-  const double per_block_refresh = per_block * q.refresh_share(r.block_len, tau);
+  const double per_block_refresh = per_block * p.refresh_share;
   const int whole = r.steps_in_block == 0 ? blocks_left : blocks_left - 1;
   c.refresh = whole * per_block_refresh;
   c.reuse = whole * std::max(0.0, per_block - per_block_refresh);
   if (r.steps_in_block > 0) {
-    const double left = q.steps_for(r.masks_left_in_block, tau);
+    const double left = steps_for(r.masks_left_in_block);
     const double refresh = q.refreshes_left_in_block(r.steps_in_block, left);
     c.refresh += refresh;
     c.reuse += std::max(0.0, left - refresh);
   }
   return c;
+}
+
+step_counts remaining_steps(const request_view& r, double tau, const quality_model& q) {
+  if (r.blocks_total() - r.blocks_done <= 0) return {};
+  return remaining_steps(r, read_curve(q, r.block_len, tau), q);
+}
+
+step_counts curve_cache::remaining_steps(const request_view& r, double tau) {
+  for (const auto& p : points_)
+    if (p.tau == tau && p.block_len == r.block_len) return policy::remaining_steps(r, p, *q_);
+  if (points_.size() >= max_points) return policy::remaining_steps(r, tau, *q_);
+  points_.push_back(read_curve(*q_, r.block_len, tau));
+  return policy::remaining_steps(r, points_.back(), *q_);
+}
+
+double curve_cache::accuracy(double tau) {
+  for (const auto& [t, a] : accuracy_)
+    if (t == tau) return a;
+  const double a = q_->accuracy(tau);
+  if (accuracy_.size() < max_points) accuracy_.push_back({tau, a});
+  return a;
 }
 
 void group_load::add(int canvas_len) {

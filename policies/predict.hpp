@@ -5,6 +5,10 @@
 #include "policies/snapshot.hpp"
 #include "policies/step_cost.hpp"
 
+#include <cstddef>
+#include <utility>
+#include <vector>
+
 namespace dls::policy {
 
 /// Expected remaining steps: the rest of the current block at `tau` (a refresh first if the
@@ -15,6 +19,38 @@ struct step_counts {
   double total() const { return refresh + reuse; }
 };
 step_counts remaining_steps(const request_view& r, double tau, const quality_model& q);
+
+/// The quality curve read at one tau for one block length: all remaining_steps needs of it.
+struct curve_point {
+  int block_len = 0;
+  double tau = 0;
+  double tokens_per_step = 1;  // q.tokens_per_step(tau)
+  double per_block = 0;        // q.steps_for(block_len, tau)
+  double refresh_share = 0;    // q.refresh_share(block_len, tau); 0 without refresh_interval
+};
+curve_point read_curve(const quality_model& q, int block_len, double tau);
+
+/// remaining_steps(r, p.tau, q) from a point read at r.block_len: arithmetic alone, the same
+/// figures to the bit (remaining_steps(r, tau, q) is this on a fresh read).
+step_counts remaining_steps(const request_view& r, const curve_point& p, const quality_model& q);
+
+/// The curve points one decision reads, each read once. A decision weighs every request of a
+/// group at a handful of taus (the controller's levels), so over a long queue this turns a few
+/// interpolations of the curve per request into a short search. Holds at most `max_points`;
+/// beyond that it reads the curve each time.
+class curve_cache {
+ public:
+  explicit curve_cache(const quality_model& q) : q_(&q) {}
+  const quality_model& model() const { return *q_; }
+  step_counts remaining_steps(const request_view& r, double tau);
+  double accuracy(double tau);
+
+ private:
+  static constexpr std::size_t max_points = 32;
+  const quality_model* q_;
+  std::vector<curve_point> points_;
+  std::vector<std::pair<double, double>> accuracy_;  // (tau, accuracy)
+};
 
 /// Running sums over a group's requests, kept incrementally by the caller.
 struct group_load {

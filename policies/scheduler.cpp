@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -32,10 +34,39 @@ struct keyed {
   double budget;   // delay this step may add to the request without making it miss
   bool promoted = false;  // the oldest missed request, moved to the front
   bool operator<(const keyed& o) const {
+    if (promoted != o.promoted) return promoted;
+    return before(o);
+  }
+  bool before(const keyed& o) const {  // the order without the promotion
     if (late != o.late) return late < o.late;
     if (value != o.value) return value < o.value;
     return id < o.id;
   }
+};
+
+// Keys read in order, sorted only as far as they are read: a step takes a few requests of a
+// long queue, and sorting the whole queue every decision would cost more than choosing them.
+// Ids are unique, so the order is the full sort's.
+class in_order {
+ public:
+  explicit in_order(std::vector<keyed>& keys) : k_(keys) {}
+  std::size_t size() const { return k_.size(); }
+  const keyed& operator[](std::size_t i) {
+    if (i >= sorted_) {
+      const std::size_t to = std::min(k_.size(), std::max({i + 1, 2 * sorted_, first_chunk}));
+      const auto from = k_.begin() + static_cast<std::ptrdiff_t>(sorted_);
+      const auto until = k_.begin() + static_cast<std::ptrdiff_t>(to);
+      if (until != k_.end()) std::nth_element(from, until - 1, k_.end());
+      std::sort(from, until);
+      sorted_ = to;
+    }
+    return k_[i];
+  }
+
+ private:
+  static constexpr std::size_t first_chunk = 16;
+  std::vector<keyed>& k_;
+  std::size_t sorted_ = 0;
 };
 
 // A missed request past its grace: from here on only its latency matters, and among such
@@ -47,30 +78,51 @@ bool overdue(const request_view& r, double now, double d, const scheduler_config
          now - r.deadline_s >= cfg.missed_grace * (r.deadline_s - r.arrival_s);
 }
 
+// The seconds of a step of one request alone on the group, a refresh and a reuse, each canvas
+// length costed once: a decision weighs every queued request's best case, and a queue repeats
+// lengths.
+class solo_steps {
+ public:
+  solo_steps(const step_cost_model& cost, int tp) : cost_(cost), tp_(tp) {}
+  std::pair<double, double> of(int canvas_len, int block_len) {
+    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(canvas_len)) << 32) |
+                     static_cast<std::uint32_t>(block_len);
+    auto it = seen_.find(key);
+    if (it != seen_.end()) return it->second;
+    batch_totals ref, reu;
+    ref.add(step_item_of(step_kind::refresh, canvas_len, block_len));
+    reu.add(step_item_of(step_kind::reuse, canvas_len, block_len));
+    return seen_.emplace(key, std::make_pair(cost_.step_seconds(tp_, ref), cost_.step_seconds(tp_, reu))).first->second;
+  }
+
+ private:
+  const step_cost_model& cost_;
+  int tp_;
+  std::unordered_map<std::uint64_t, std::pair<double, double>> seen_;
+};
+
 // Seconds the request still needs if every one of its steps ran alone on this group: the
 // best case. A request whose best case misses the deadline is late whatever we do.
-double best_case_remaining_s(const request_view& r, const quality_model& q,
-                             const step_cost_model& cost, int tp, double tau) {
-  const auto c = remaining_steps(r, tau, q);
-  batch_totals ref, reu;
-  ref.add(step_item_of(step_kind::refresh, r.canvas_len(), r.block_len));
-  reu.add(step_item_of(step_kind::reuse, r.canvas_len(), r.block_len));
+double best_case_remaining_s(const request_view& r, curve_cache& q, solo_steps& solo, double tau) {
+  const auto c = q.remaining_steps(r, tau);
+  const auto [refresh_s, reuse_s] = solo.of(r.canvas_len(), r.block_len);
   // A started block whose KV must be rebuilt still costs one refresh.
   const double extra = r.next_kind == step_kind::refresh && r.steps_in_block > 0 ? 1.0 : 0.0;
   // A layer-split refresh in progress has only its remaining layers left.
   const double done = r.next_kind == step_kind::refresh ? r.refresh_done : 0.0;
-  return (c.refresh + extra - done) * cost.step_seconds(tp, ref) +
-         std::max(0.0, c.reuse - extra) * cost.step_seconds(tp, reu);
+  return (c.refresh + extra - done) * refresh_s + std::max(0.0, c.reuse - extra) * reuse_s;
 }
 
-double best_case_remaining_s(const request_view& r, const quality_model& q,
-                             const step_cost_model& cost, int tp) {
-  return best_case_remaining_s(r, q, cost, tp, r.tau);
+double best_case_remaining_s(const request_view& r, curve_cache& q, solo_steps& solo) {
+  return best_case_remaining_s(r, q, solo, r.tau);
 }
 
 void order_indices(const std::vector<request_view>& reqs, double now, const scheduler_config& cfg,
-                   const quality_model& q, double step_s, std::vector<keyed>& keys,
+                   const quality_model& model, double step_s, std::vector<keyed>& keys,
                    const step_cost_model* cost, int tp) {
+  curve_cache q(model);
+  std::optional<solo_steps> solo;
+  if (cost) solo.emplace(*cost, tp);
   keys.clear();
   keys.reserve(reqs.size());
   for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
@@ -83,7 +135,7 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       // Slack against the request's own chain: the delay it can still absorb if each of its
       // remaining steps ran alone on this group. On-time requests go in deadline order (EDF)
       // with that slack as their budget; late ones (negative chain slack) as below.
-      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double best = best_case_remaining_s(r, q, *solo);
       const double d = cfg.demote_late ? effective_deadline_s(r, now, best, cfg) : r.deadline_s;
       const double chain = d - now - best;
       if (!cfg.demote_late || chain >= 0)
@@ -94,7 +146,7 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
         keys.push_back({2, best, r.id, i, 0.0});
       continue;
     }
-    const double s = slack_s(r, now, q, step_s);
+    const double s = r.deadline_s - now - q.remaining_steps(r, r.tau).total() * step_s;  // slack_s
     if (!cfg.demote_late || s >= 0) {
       keys.push_back({0, s, r.id, i, std::max(0.0, s)});
       continue;
@@ -103,7 +155,7 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
     // if it still makes it, it is urgent (keep its slack as key); if not it is late and goes
     // after all on-time requests, shortest remaining work first (least mean latency).
     if (cost) {
-      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double best = best_case_remaining_s(r, q, *solo);
       const double best_slack = r.deadline_s - now - best;
       if (best_slack >= 0)
         keys.push_back({0, s, r.id, i, best_slack});
@@ -112,25 +164,27 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
       else
         keys.push_back({2, best, r.id, i, 0.0});
     } else {
-      keys.push_back({2, remaining_steps(r, r.tau, q).total(), r.id, i, 0.0});
+      keys.push_back({2, q.remaining_steps(r, r.tau).total(), r.id, i, 0.0});
     }
   }
-  std::sort(keys.begin(), keys.end());
+  // The keys are sorted as they are read (in_order); the promoted one sorts first.
   if (cfg.oldest_missed_first && cfg.order == queue_order::least_slack && cfg.demote_late) {
     auto oldest = keys.end();
     for (auto it = keys.begin(); it != keys.end(); ++it) {
       const auto& r = reqs[static_cast<std::size_t>(it->index)];
       const bool missed = it->late || r.deadline_s < it->value;  // late, or renewed
       if (!missed || now - r.deadline_s < cfg.missed_grace * (r.deadline_s - r.arrival_s)) continue;
-      if (oldest == keys.end() || r.arrival_s < reqs[static_cast<std::size_t>(oldest->index)].arrival_s) oldest = it;
+      if (oldest == keys.end()) {
+        oldest = it;
+        continue;
+      }
+      const double a = r.arrival_s, b = reqs[static_cast<std::size_t>(oldest->index)].arrival_s;
+      if (a < b || (a == b && it->before(*oldest))) oldest = it;  // ties: the first in order
     }
     if (oldest != keys.end()) {
-      keyed k = *oldest;
-      k.late = 1;     // missed: it sets no slack budget for the others
-      k.budget = 0;
-      k.promoted = true;
-      keys.erase(oldest);
-      keys.insert(keys.begin(), k);
+      oldest->late = 1;     // missed: it sets no slack budget for the others
+      oldest->budget = 0;
+      oldest->promoted = true;
     }
   }
 }
@@ -189,8 +243,10 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
   batch_totals totals;
   double step = 0;
   double budget = std::numeric_limits<double>::infinity();  // least slack left in the batch
-  for (const auto& k : keys) {
+  in_order ordered(keys);
+  for (std::size_t n = 0; n < ordered.size(); ++n) {
     if (static_cast<int>(out.size()) >= cfg.max_batch) break;
+    const auto& k = ordered[n];
     const auto& r = active[static_cast<std::size_t>(k.index)];
     const int qr = query_rows_of(r);
     if (!out.empty() && used + qr > cfg.token_budget) continue;
@@ -246,10 +302,9 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
 namespace {
 
 // Remaining saturated-group seconds of a request (see threshold.hpp for the same measure).
-double work_s(const request_view& r, const quality_model& q, const step_cost_model& cost, int tp,
-              const batch_totals& ref) {
+double work_s(const request_view& r, curve_cache& q, const step_cost_model& cost, int tp, const batch_totals& ref) {
   const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), r.block_len);
-  const auto c = remaining_steps(r, r.tau, q);
+  const auto c = q.remaining_steps(r, r.tau);
   return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
 }
 
@@ -261,7 +316,7 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
                        const step_cost_model* cost, int tp, const std::vector<request_view>* active) {
   std::vector<int> out;
   if (queued.empty() || room.slots <= 0) return out;
-  std::vector<keyed> keys;
+  static thread_local std::vector<keyed> keys;  // reused: a decision runs one admission at a time
   order_indices(queued, now, cfg, q, step_s, keys, cost, tp);
   const bool control = cfg.admission_control && cfg.order == queue_order::least_slack && cost && active;
   std::vector<bool> allowed(queued.size(), true);
@@ -282,17 +337,19 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
       std::uint64_t id;
     };
     std::vector<job> jobs;
+    curve_cache curve(q);
+    solo_steps solo(*cost, tp);
     for (const auto& r : *active) {
-      const double best = best_case_remaining_s(r, q, *cost, tp);
+      const double best = best_case_remaining_s(r, curve, solo);
       const double d = effective_deadline_s(r, now, best, cfg) - now;
-      if (d >= best) jobs.push_back({d, work_s(r, q, *cost, tp, ref), -1, r.id});
+      if (d >= best) jobs.push_back({d, work_s(r, curve, *cost, tp, ref), -1, r.id});
     }
     for (const auto& k : keys) {
       if (k.late) continue;
       const auto& r = queued[static_cast<std::size_t>(k.index)];
       // Under chain slack the key is the effective deadline; otherwise the request's own.
       const double d = cfg.chain_slack ? k.value : r.deadline_s;
-      jobs.push_back({d - now, work_s(r, q, *cost, tp, ref), k.index, r.id});
+      jobs.push_back({d - now, work_s(r, curve, *cost, tp, ref), k.index, r.id});
     }
     std::sort(jobs.begin(), jobs.end(), [](const job& a, const job& b) {
       return a.d != b.d ? a.d < b.d : a.id < b.id;
@@ -313,8 +370,10 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
       kept.erase(worst);
     }
   }
-  for (const auto& k : keys) {
+  in_order ordered(keys);
+  for (std::size_t n = 0; n < ordered.size(); ++n) {
     if (room.slots <= 0) break;
+    const auto& k = ordered[n];
     const auto& r = queued[static_cast<std::size_t>(k.index)];
     if (control && !k.promoted && (k.late ? deferred : !allowed[static_cast<std::size_t>(k.index)])) continue;
     if (r.canvas_len() > room.kv_tokens) {
@@ -356,7 +415,9 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
                            const scheduler_config& cfg, const quality_model& q,
                            const step_cost_model& cost, int tp, double tau_min) {
   const double left = r.deadline_s - now;
-  const double alone = best_case_remaining_s(r, q, cost, tp, tau_min);
+  curve_cache curve(q);
+  solo_steps solo(cost, tp);
+  const double alone = best_case_remaining_s(r, curve, solo, tau_min);
   char buf[200];
   if (alone > left) {
     std::snprintf(buf, sizeof buf, "cannot meet its deadline: %.3f s of steps alone at tau %.2f, %.3f s left",
@@ -373,20 +434,20 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
   at_min.tau = tau_min;
   // Steps are batched: another request delays r only by the steps it shares with r, at most
   // r's own remaining steps of it; work it has left after that runs once r is done.
-  const double r_steps = std::max(1.0, remaining_steps(at_min, tau_min, q).total());
+  const double r_steps = std::max(1.0, curve.remaining_steps(at_min, tau_min).total());
   double ahead = 0;
   auto count = [&](const request_view& o) {
     if (cfg.order == queue_order::least_slack) {
-      const double best = best_case_remaining_s(o, q, cost, tp);
+      const double best = best_case_remaining_s(o, curve, solo);
       const double d = cfg.demote_late ? effective_deadline_s(o, now, best, cfg) : o.deadline_s;
       if (d - now < best || d > r.deadline_s) return;  // late, or after r in deadline order
     }
-    const double o_steps = std::max(1.0, remaining_steps(o, o.tau, q).total());
-    ahead += work_s(o, q, cost, tp, ref) * std::min(1.0, r_steps / o_steps);
+    const double o_steps = std::max(1.0, curve.remaining_steps(o, o.tau).total());
+    ahead += work_s(o, curve, cost, tp, ref) * std::min(1.0, r_steps / o_steps);
   };
   for (const auto& o : active) count(o);
   for (const auto& o : queued) count(o);
-  const double need = ahead + work_s(at_min, q, cost, tp, ref);
+  const double need = ahead + work_s(at_min, curve, cost, tp, ref);
   if (need > left) {
     std::snprintf(buf, sizeof buf,
                   "cannot meet its deadline: the group owes %.3f s of work before it and it needs %.3f s, "

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -30,70 +32,206 @@ std::vector<double> planning_tau_levels(const threshold_config& cfg, const quali
 
 namespace {
 
-double pick_tau(const request_view& r, double now, const quality_model& q, double step_s,
-                const threshold_config& cfg, const std::vector<double>& levels) {
+// Every request's remaining steps at every level, read once per control. The controller weighs
+// each request at several taus (its own, the hopeless test, each cap it tries, the budget's
+// lowerings); requests of the same progress share a row, and a queue's requests mostly have
+// nothing done yet. A tau off the levels (a pinned one, a floor) is read through the cache.
+class level_steps {
+ public:
+  level_steps(const std::vector<request_view>& reqs, const std::vector<double>& levels, curve_cache& q)
+      : reqs_(reqs), levels_(levels), q_(q), row_(reqs.size()) {
+    std::unordered_map<std::uint64_t, std::size_t> rows;
+    std::uint64_t last_key = 0;
+    std::size_t last_row = 0;
+    bool have_last = false;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const auto key = progress_key(reqs[i]);
+      if (key && have_last && *key == last_key) {
+        row_[i] = last_row;
+        continue;
+      }
+      auto it = key ? rows.find(*key) : rows.end();
+      if (it != rows.end()) {
+        row_[i] = it->second;
+      } else {
+        row_[i] = counts_.size();
+        for (double t : levels) counts_.push_back(q.remaining_steps(reqs[i], t));
+        if (key) rows.emplace(*key, row_[i]);
+      }
+      if (key) {
+        have_last = true;
+        last_key = *key;
+        last_row = row_[i];
+      }
+    }
+  }
+  step_counts at_level(std::size_t i, std::size_t level) const { return counts_[row_[i] + level]; }
+  step_counts at(std::size_t i, double tau) const {
+    for (std::size_t l = 0; l < levels_.size(); ++l)
+      if (levels_[l] == tau) return counts_[row_[i] + l];
+    return q_.remaining_steps(reqs_[i], tau);
+  }
+  const std::vector<request_view>& requests() const { return reqs_; }
+
+ private:
+  // What remaining_steps reads of a request, packed; none when a field does not fit 16 bits.
+  static std::optional<std::uint64_t> progress_key(const request_view& r) {
+    const int blocks_left = std::max(0, r.blocks_total() - r.blocks_done);
+    const int masks = r.steps_in_block > 0 ? r.masks_left_in_block : 0;  // read only inside a block
+    const int f[4] = {r.block_len, blocks_left, r.steps_in_block, masks};
+    std::uint64_t k = 0;
+    for (int v : f) {
+      if (v < 0 || v > 0xFFFF) return std::nullopt;
+      k = (k << 16) | static_cast<std::uint64_t>(v);
+    }
+    return k;
+  }
+  const std::vector<request_view>& reqs_;
+  const std::vector<double>& levels_;
+  curve_cache& q_;
+  std::vector<std::size_t> row_;     // request -> its row's first entry in counts_
+  std::vector<step_counts> counts_;  // rows of levels_.size() entries
+};
+
+double pick_tau(const level_steps& steps, std::size_t i, double now, double step_s, const threshold_config& cfg,
+                const std::vector<double>& levels) {
   if (!cfg.per_request) return cfg.tau_max;
-  const double budget = r.deadline_s - now;
-  for (double t : levels)
-    if (remaining_steps(r, t, q).total() * step_s <= budget) return t;
+  const double budget = steps.requests()[i].deadline_s - now;
+  for (std::size_t l = 0; l < levels.size(); ++l)
+    if (steps.at_level(i, l).total() * step_s <= budget) return levels[l];
   return cfg.tau_min;
 }
 
-double work_s(const request_view& r, double tau, const marginal_cost& m, const quality_model& q) {
-  const auto c = remaining_steps(r, tau, q);
-  return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
+double work_s(const step_counts& c, const marginal_cost& m) { return c.refresh * m.refresh_s + c.reuse * m.reuse_s; }
+
+double work_s(const request_view& r, double tau, const marginal_cost& m, curve_cache& q) {
+  return work_s(q.remaining_steps(r, tau), m);
 }
 
 // Misses even alone at tau_min: left out of the cap's test, served last by the budget.
-bool hopeless(const request_view& r, const marginal_cost& m, double now, const quality_model& q,
-              double step_s, const threshold_config& cfg) {
-  const double budget = r.deadline_s - now;
-  return work_s(r, cfg.tau_min, m, q) > budget ||
-         remaining_steps(r, cfg.tau_min, q).total() * step_s > budget;
+bool hopeless(const level_steps& steps, std::size_t i, const marginal_cost& m, double now, double step_s,
+              const threshold_config& cfg) {
+  const double budget = steps.requests()[i].deadline_s - now;
+  const auto c = steps.at(i, cfg.tau_min);
+  return work_s(c, m) > budget || c.total() * step_s > budget;
 }
+
+std::vector<char> hopeless_ones(const level_steps& steps, const std::vector<marginal_cost>& marg, double now,
+                                double step_s, const threshold_config& cfg) {
+  std::vector<char> out(steps.requests().size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = hopeless(steps, i, marg[i], now, step_s, cfg);
+  return out;
+}
+
+// accuracy_loss and accuracy_ledger::planned, on any reader of the curve's accuracy.
+template <class Accuracy>
+double loss_with(Accuracy&& accuracy, double tau, double tau_ref) {
+  // At or above the reference nothing is lost, even where the curve dips (tau 1 is one token
+  // per step, whose measured accuracy may lie a hair below the reference's).
+  if (tau >= tau_ref) return 0.0;
+  return std::max(0.0, accuracy(tau_ref) - accuracy(tau));
+}
+
+template <class Accuracy>
+double planned_with(Accuracy&& accuracy, const request_view& r, double tau, double tau_ref) {
+  if (r.gen_len <= 0 || uncommitted_tokens(r) == 0) return 0.0;
+  return loss_with(accuracy, std::min(tau, r.tau_low), tau_ref) - loss_with(accuracy, r.tau_low, tau_ref);
+}
+
+// The ledger's planned losses of a control's requests: each request's charge so far and the
+// loss at every level read once (the budget weighs a lowered request at each level between its
+// tau and its target), the same figures as accuracy_ledger::planned.
+class planned_losses {
+ public:
+  planned_losses(const std::vector<request_view>& reqs, const std::vector<double>& levels, double tau_ref,
+                 curve_cache& q)
+      : levels_(levels), tau_ref_(tau_ref), q_(q) {
+    for (double t : levels) level_loss_.push_back(loss(t));
+    charged_.reserve(reqs.size());
+    open_.reserve(reqs.size());
+    for (const auto& r : reqs) {
+      open_.push_back(r.gen_len > 0 && uncommitted_tokens(r) > 0);
+      charged_.push_back(open_.back() ? loss(r.tau_low) : 0.0);
+    }
+  }
+  /// accuracy_ledger::planned(reqs[i], tau).
+  double operator()(const request_view& r, std::size_t i, double tau) const {
+    if (!open_[i]) return 0.0;
+    return loss(std::min(tau, r.tau_low)) - charged_[i];
+  }
+  /// The same at levels[level].
+  double at_level(const request_view& r, std::size_t i, std::size_t level) const {
+    if (!open_[i]) return 0.0;
+    return (levels_[level] <= r.tau_low ? level_loss_[level] : loss(r.tau_low)) - charged_[i];
+  }
+
+ private:
+  double loss(double tau) const {
+    if (tau >= tau_ref_) return 0.0;  // as loss_with
+    for (std::size_t l = 0; l < levels_.size() && l < level_loss_.size(); ++l)
+      if (levels_[l] == tau) return level_loss_[l];
+    return loss_with([&](double t) { return q_.accuracy(t); }, tau, tau_ref_);
+  }
+  const std::vector<double>& levels_;
+  double tau_ref_;
+  curve_cache& q_;
+  std::vector<double> level_loss_;
+  std::vector<double> charged_;  // loss(tau_low) of each request
+  std::vector<char> open_;       // has answer tokens left to commit
+};
 
 // Limits each request's change from its current tau to `tau_out` by the ledger's credit and
 // moves the reservations: raises (refunds) first, then lowerings for on-time requests in
 // deadline order, hopeless ones last; each goes to the lowest level in [target, current) it
 // can afford, or stays where it is.
-void spend_budget(const std::vector<request_view>& reqs, const std::vector<marginal_cost>& marg,
-                  double now, const quality_model& q, double step_s, const threshold_config& cfg,
-                  const std::vector<double>& levels, std::vector<double>& tau_out,
-                  accuracy_ledger& ledger) {
+void spend_budget(const level_steps& steps, const std::vector<char>& lost, curve_cache& q,
+                  const std::vector<double>& levels, std::vector<double>& tau_out, accuracy_ledger& ledger) {
   constexpr double eps = 1e-12;
-  std::vector<std::pair<int, int>> lower;  // (hopeless, index)
+  const auto& reqs = steps.requests();
+  const planned_losses planned(reqs, levels, ledger.tau_ref, q);
+  struct lowering {
+    int hopeless;
+    double deadline_s;
+    std::uint64_t id;
+    int second;  // index into reqs
+  };
+  std::vector<lowering> lower;
+  lower.reserve(reqs.size());
   for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
     const auto ui = static_cast<std::size_t>(i);
     const auto& r = reqs[ui];
     if (r.tau_pinned || tau_out[ui] >= r.tau - eps)
-      ledger.reserved += ledger.planned(r, tau_out[ui], q) - ledger.planned(r, r.tau, q);
+      ledger.reserved += planned(r, ui, tau_out[ui]) - planned(r, ui, r.tau);
     else
-      lower.push_back({hopeless(r, marg[ui], now, q, step_s, cfg) ? 1 : 0, i});
+      lower.push_back({lost[ui] ? 1 : 0, r.deadline_s, r.id, i});
   }
-  std::sort(lower.begin(), lower.end(), [&](const auto& a, const auto& b) {
-    if (a.first != b.first) return a.first < b.first;
-    const auto& ra = reqs[static_cast<std::size_t>(a.second)];
-    const auto& rb = reqs[static_cast<std::size_t>(b.second)];
-    return ra.deadline_s != rb.deadline_s ? ra.deadline_s < rb.deadline_s : ra.id < rb.id;
+  std::sort(lower.begin(), lower.end(), [](const lowering& a, const lowering& b) {
+    if (a.hopeless != b.hopeless) return a.hopeless < b.hopeless;
+    return a.deadline_s != b.deadline_s ? a.deadline_s < b.deadline_s : a.id < b.id;
   });
   // Breadth first: every request that wants it goes down one level before any goes down two.
   // A level saves fewer steps per point of accuracy the lower it is (tokens per step is
   // concave in the loss on the shipped curve), so spreading the credit buys the most steps.
   std::vector<double> target(reqs.size());
+  std::vector<double> now_planned(reqs.size());  // planned(r, tau_out) of the lowered ones
   for (const auto& li : lower) {
     const auto ui = static_cast<std::size_t>(li.second);
     target[ui] = tau_out[ui];
     tau_out[ui] = reqs[ui].tau;
+    now_planned[ui] = planned(reqs[ui], ui, tau_out[ui]);
   }
-  for (double t : levels) {
+  for (std::size_t l = 0; l < levels.size(); ++l) {
+    const double t = levels[l];
     for (const auto& li : lower) {
       const auto ui = static_cast<std::size_t>(li.second);
       const auto& r = reqs[ui];
       if (t >= tau_out[ui] - eps || t < target[ui] - eps) continue;
-      const double extra = ledger.planned(r, t, q) - ledger.planned(r, tau_out[ui], q);
+      const double at_t = planned.at_level(r, ui, l);
+      const double extra = at_t - now_planned[ui];
       if (extra > ledger.credit() + eps) continue;
       ledger.reserved += extra;
       tau_out[ui] = t;
+      now_planned[ui] = at_t;
     }
   }
 }
@@ -101,10 +239,7 @@ void spend_budget(const std::vector<request_view>& reqs, const std::vector<margi
 }  // namespace
 
 double accuracy_loss(const quality_model& q, double tau, double tau_ref) {
-  // At or above the reference nothing is lost, even where the curve dips (tau 1 is one token
-  // per step, whose measured accuracy may lie a hair below the reference's).
-  if (tau >= tau_ref) return 0.0;
-  return std::max(0.0, q.accuracy(tau_ref) - q.accuracy(tau));
+  return loss_with([&](double t) { return q.accuracy(t); }, tau, tau_ref);
 }
 
 int uncommitted_tokens(const request_view& r) {
@@ -114,8 +249,7 @@ int uncommitted_tokens(const request_view& r) {
 }
 
 double accuracy_ledger::planned(const request_view& r, double tau, const quality_model& q) const {
-  if (r.gen_len <= 0 || uncommitted_tokens(r) == 0) return 0.0;
-  return accuracy_loss(q, std::min(tau, r.tau_low), tau_ref) - accuracy_loss(q, r.tau_low, tau_ref);
+  return planned_with([&](double t) { return q.accuracy(t); }, r, tau, tau_ref);
 }
 
 void accuracy_ledger::enter(const request_view& r, const quality_model& q) {
@@ -152,7 +286,10 @@ void accuracy_ledger::leave(const request_view& r, const quality_model& q) {
 
 double tau_from_slack(const request_view& r, double now, const quality_model& q, double step_s,
                       const threshold_config& cfg) {
-  return pick_tau(r, now, q, step_s, cfg, tau_levels(cfg));
+  curve_cache c(q);
+  const std::vector<request_view> one{r};
+  const auto levels = tau_levels(cfg);
+  return pick_tau(level_steps(one, levels, c), 0, now, step_s, cfg, levels);
 }
 
 arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals, double now_s,
@@ -175,6 +312,7 @@ arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals,
   d.rate = seen / fc.window_s;
   std::sort(by_window.begin(), by_window.end());
   d.work_s.assign(d.levels.size(), std::vector<double>(by_window.size(), 0.0));
+  curve_cache curve(q);
   for (std::size_t k = 0; k < by_window.size(); ++k) {
     const auto& a = arrivals[by_window[k].second];
     d.window_s.push_back(by_window[k].first);
@@ -183,7 +321,7 @@ arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals,
     r.gen_len = a.gen_len;
     r.block_len = block_len;
     const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), block_len);
-    for (std::size_t l = 0; l < d.levels.size(); ++l) d.work_s[l][k] = work_s(r, d.levels[l], m, q);
+    for (std::size_t l = 0; l < d.levels.size(); ++l) d.work_s[l][k] = work_s(r, d.levels[l], m, curve);
   }
   return d;
 }
@@ -218,17 +356,19 @@ const arrival_demand& load_forecast::update(double now_s, const step_cost_model&
   return demand;
 }
 
-cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<double>& tau,
-                    const std::vector<marginal_cost>& marg, double now, const quality_model& q,
-                    double step_s, const threshold_config& cfg, const arrival_demand* demand) {
+namespace {
+
+cap_result cap_of(const level_steps& steps, const std::vector<char>& lost, const std::vector<double>& tau,
+                  const std::vector<marginal_cost>& marg, double now, const threshold_config& cfg,
+                  const std::vector<double>& levels, const arrival_demand* demand) {
+  const auto& reqs = steps.requests();
   cap_result res;
   res.cap = cfg.tau_max;
   if (!cfg.load_cap || reqs.empty()) return res;
   std::vector<int> order;
   order.reserve(reqs.size());
   for (int i = 0; i < static_cast<int>(reqs.size()); ++i) {
-    const auto& r = reqs[static_cast<std::size_t>(i)];
-    if (hopeless(r, marg[static_cast<std::size_t>(i)], now, q, step_s, cfg))
+    if (lost[static_cast<std::size_t>(i)])
       ++res.excluded;
     else
       order.push_back(i);
@@ -255,7 +395,7 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
       const auto ui = static_cast<std::size_t>(i);
       const auto& r = reqs[ui];
       const double t = r.tau_pinned ? tau[ui] : std::max(r.tau_floor, std::min(tau[ui], c));
-      w += work_s(r, t, marg[ui], q);
+      w += work_s(steps.at(ui, t), marg[ui]);
       const double left = reqs[ui].deadline_s - now;
       double ahead = 0;
       if (pw) {
@@ -278,7 +418,6 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
     }
     return bad;
   };
-  const auto levels = tau_levels(cfg);
   const int floor_bad = infeasible(cfg.tau_min);
   // Work grows with tau, so the infeasible count is monotone in c: scan from the top.
   for (double c : levels) {
@@ -294,6 +433,17 @@ cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<dou
   return res;
 }
 
+}  // namespace
+
+cap_result load_cap(const std::vector<request_view>& reqs, const std::vector<double>& tau,
+                    const std::vector<marginal_cost>& marg, double now, const quality_model& q,
+                    double step_s, const threshold_config& cfg, const arrival_demand* demand) {
+  curve_cache c(q);
+  const auto levels = tau_levels(cfg);
+  const level_steps steps(reqs, levels, c);
+  return cap_of(steps, hopeless_ones(steps, marg, now, step_s, cfg), tau, marg, now, cfg, levels, demand);
+}
+
 cap_result control_group(const std::vector<request_view>& reqs,
                          const std::vector<marginal_cost>& marg, double now,
                          const quality_model& q, double step_s, const threshold_config& cfg,
@@ -301,14 +451,18 @@ cap_result control_group(const std::vector<request_view>& reqs,
                          const arrival_demand* demand) {
   tau_out.resize(reqs.size());
   const auto levels = tau_levels(cfg);
+  curve_cache curve(q);
+  const level_steps steps(reqs, levels, curve);
   for (std::size_t i = 0; i < reqs.size(); ++i)
-    tau_out[i] = reqs[i].tau_pinned ? reqs[i].tau : std::max(reqs[i].tau_floor, pick_tau(reqs[i], now, q, step_s, cfg, levels));
-  auto cap = load_cap(reqs, tau_out, marg, now, q, step_s, cfg, demand);
+    tau_out[i] = reqs[i].tau_pinned ? reqs[i].tau
+                                    : std::max(reqs[i].tau_floor, pick_tau(steps, i, now, step_s, cfg, levels));
+  const bool budget = ledger && ledger->enabled();
+  const auto lost = cfg.load_cap || budget ? hopeless_ones(steps, marg, now, step_s, cfg) : std::vector<char>(reqs.size());
+  auto cap = cap_of(steps, lost, tau_out, marg, now, cfg, levels, demand);
   for (std::size_t i = 0; i < reqs.size(); ++i)
     if (!reqs[i].tau_pinned)
       tau_out[i] = std::max(reqs[i].tau_floor, std::min({tau_out[i], cap.cap, reqs[i].tau_low}));
-  if (ledger && ledger->enabled())
-    spend_budget(reqs, marg, now, q, step_s, cfg, levels, tau_out, *ledger);
+  if (budget) spend_budget(steps, lost, curve, levels, tau_out, *ledger);
   return cap;
 }
 

@@ -517,4 +517,39 @@ BOOST_AUTO_TEST_CASE(measured_block_steps_decide_the_refreshes_inside_a_block) {
                     std::invalid_argument);
 }
 
+// A decision reads the curve once per (block length, tau) and reuses the read for every request:
+// the figures must be those of a fresh read to the bit, whatever the request's progress, for
+// block lengths measured and not, and past the cache's capacity.
+BOOST_AUTO_TEST_CASE(a_decisions_cached_curve_reads_equal_fresh_ones) {
+  auto q = policy::parse_quality_curve(R"([
+    {"threshold": 0.5, "accuracy": 0.5, "tokens_per_step": 2.0, "block_length": 6, "block_steps": [3, 0, 0, 0, 3]},
+    {"threshold": 0.9, "accuracy": 0.9, "tokens_per_step": 1.0, "block_length": 6, "block_steps": [0, 0, 0, 0, 0, 7]}])");
+  for (int every : {0, 4}) {
+    q.set_refresh_interval(every);
+    policy::curve_cache cache(q);
+    std::vector<policy::request_view> reqs;
+    for (int block : {6, 8})
+      for (int done = 0; done < 3; ++done)
+        for (int in_block = 0; in_block < 3; ++in_block) {
+          auto r = test::request(reqs.size() + 1, 0, 1, 10, 3 * block);
+          r.block_len = block;
+          r.blocks_done = done;
+          r.steps_in_block = in_block;
+          r.masks_left_in_block = in_block > 0 ? block - 2 * in_block : 0;
+          reqs.push_back(r);
+        }
+    for (int pass = 0; pass < 2; ++pass)  // the second pass is served from the cache
+      for (int k = 0; k < 40; ++k) {      // more taus than the cache holds
+        const double tau = 0.45 + 0.0125 * k;
+        for (const auto& r : reqs) {
+          const auto fresh = policy::remaining_steps(r, tau, q);
+          const auto cached = cache.remaining_steps(r, tau);
+          BOOST_TEST(cached.refresh == fresh.refresh);
+          BOOST_TEST(cached.reuse == fresh.reuse);
+        }
+        BOOST_TEST(cache.accuracy(tau) == q.accuracy(tau));
+      }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
