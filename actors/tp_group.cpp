@@ -123,8 +123,10 @@ struct group_state {
   double wall_seconds = 0;    // from sending a step to the last worker's reply
   double engine_seconds = 0;  // the slowest rank's time inside engine::step
   double predicted_seconds = 0;  // the profile's time for the same steps (with a profile)
-  double policy_seconds = 0;      // wall time of each decision (adapter, policies, progress)
+  double policy_seconds = 0;      // wall time of each decision (adapter, policies, applying it)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
+  double report_seconds = 0;      // wall time of the progress reports, sent once the step is out
+  double report_cpu_seconds = 0;  // the same on this thread's CPU clock
   // Time the group held requests with no step in flight: the loop's own cost between steps
   // (its decisions, its mailbox) and any wait for work it could not step yet.
   double idle_with_work_seconds = 0;
@@ -243,6 +245,8 @@ void report_load(group_ptr self) {
   l.predicted_s = st.predicted_seconds;
   l.policy_s = st.policy_seconds;
   l.policy_cpu_s = st.policy_cpu_seconds;
+  l.report_s = st.report_seconds;
+  l.report_cpu_s = st.report_cpu_seconds;
   l.decisions = st.decisions;
   l.policy = st.policy.name;
   l.tau_cap = st.view.tau_cap;
@@ -1131,20 +1135,29 @@ void run_step(group_ptr self) {
   st.step_s = d.step_s;
   // Refusals change the load the taus were chosen for: the next decision controls again.
   if (!d.admitted.empty() || !d.refused.empty() || !d.rejected.empty()) st.dirty = true;
-  // Taus move only when the controller ran; otherwise only the stepped requests' kinds did.
-  if (d.controlled) {
-    tell_progress(self, now, d.step_s, st.running);
-    tell_progress(self, now, d.step_s, st.waiting);
-  } else {
-    std::vector<queued_request*> stepped;
-    for (auto id : d.batch) stepped.push_back(&st.queue[id]);
-    tell_progress(self, now, d.step_s, stepped);
-  }
   st.policy_seconds += std::chrono::duration<double>(clock_type::now() - t_policy).count();
   st.policy_cpu_seconds += thread_cpu_s() - cpu_policy;
   st.decisions += 1;
+  // The request actors learn their new taus and kinds once the step is out: the reports are
+  // bookkeeping (status, the directory), and the workers need not wait for them. Taus move only
+  // when the controller ran; otherwise only the stepped requests' kinds did.
+  auto report = [&] {
+    const auto t_report = clock_type::now();
+    const double cpu_report = thread_cpu_s();
+    if (d.controlled) {
+      tell_progress(self, now, d.step_s, st.running);
+      tell_progress(self, now, d.step_s, st.waiting);
+    } else {
+      std::vector<queued_request*> stepped;
+      for (auto id : d.batch) stepped.push_back(&st.queue[id]);
+      tell_progress(self, now, d.step_s, stepped);
+    }
+    st.report_seconds += std::chrono::duration<double>(clock_type::now() - t_report).count();
+    st.report_cpu_seconds += thread_cpu_s() - cpu_report;
+  };
   const auto& ids = d.batch;
   if (ids.empty()) {
+    report();
     if (st.draining) finish_drain(self);
     return;
   }
@@ -1194,6 +1207,7 @@ void run_step(group_ptr self) {
               if (--*left == 0) on_step_done(self, ids, *results, t0);
             });
   }
+  report();
 }
 
 // Steps are triggered by a message to self, so admissions and drains queued in the

@@ -24,6 +24,7 @@ struct group_load {
   int32_t queued = 0;  // requests the group holds, running and waiting (what placement balances)
   uint64_t steps = 0;
   double step_wall_s = 0, engine_s = 0, policy_s = 0, policy_cpu_s = 0;
+  double report_s = 0, report_cpu_s = 0;  // progress reports to the request actors, after each step is out
   double predicted_s = 0;  // the profile's time for the same steps: step_wall_s - this is what it misses
   double idle_with_work_s = 0;  // held requests with no step in flight (between steps, before the first)
   uint64_t decisions = 0;
@@ -74,6 +75,8 @@ struct group_load {
             {"idle_with_work_s", idle_with_work_s},
             {"policy_s", policy_s},
             {"policy_cpu_s", policy_cpu_s},
+            {"report_s", report_s},
+            {"report_cpu_s", report_cpu_s},
             {"decisions", decisions},
             {"policy", policy},
             {"tau_cap", tau_cap},
@@ -101,7 +104,7 @@ struct group_load {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.idle_with_work_s, x.policy_s,
-           x.policy_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
+           x.policy_cpu_s, x.report_s, x.report_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
            x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer, x.prompt_bytes, x.prompt_tokens,
            x.downtime_rows, x.downtime_ms, x.downtime_start_ms);
