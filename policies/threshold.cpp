@@ -168,6 +168,7 @@ class planned_losses {
  private:
   double loss(double tau) const {
     if (tau >= tau_ref_) return 0.0;  // as loss_with
+    // While the constructor fills level_loss_, only the levels read so far are in it.
     for (std::size_t l = 0; l < levels_.size() && l < level_loss_.size(); ++l)
       if (levels_[l] == tau) return level_loss_[l];
     return loss_with([&](double t) { return q_.accuracy(t); }, tau, tau_ref_);
@@ -193,7 +194,7 @@ void spend_budget(const level_steps& steps, const std::vector<char>& lost, curve
     int hopeless;
     double deadline_s;
     std::uint64_t id;
-    int second;  // index into reqs
+    int index;  // into reqs
   };
   std::vector<lowering> lower;
   lower.reserve(reqs.size());
@@ -215,7 +216,7 @@ void spend_budget(const level_steps& steps, const std::vector<char>& lost, curve
   std::vector<double> target(reqs.size());
   std::vector<double> now_planned(reqs.size());  // planned(r, tau_out) of the lowered ones
   for (const auto& li : lower) {
-    const auto ui = static_cast<std::size_t>(li.second);
+    const auto ui = static_cast<std::size_t>(li.index);
     target[ui] = tau_out[ui];
     tau_out[ui] = reqs[ui].tau;
     now_planned[ui] = planned(reqs[ui], ui, tau_out[ui]);
@@ -223,7 +224,7 @@ void spend_budget(const level_steps& steps, const std::vector<char>& lost, curve
   for (std::size_t l = 0; l < levels.size(); ++l) {
     const double t = levels[l];
     for (const auto& li : lower) {
-      const auto ui = static_cast<std::size_t>(li.second);
+      const auto ui = static_cast<std::size_t>(li.index);
       const auto& r = reqs[ui];
       if (t >= tau_out[ui] - eps || t < target[ui] - eps) continue;
       const double at_t = planned.at_level(r, ui, l);
