@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
 
 namespace dls::policy {
 
@@ -140,18 +139,10 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
     all.insert(all.end(), g.queued.begin(), g.queued.end());
     const int block = all.front().block_len;
     const auto& rb = reference(block);
-    // A queue repeats canvas lengths: each distinct one is costed once.
     std::vector<marginal_cost> marg;
     marg.reserve(all.size());
-    std::unordered_map<std::uint64_t, marginal_cost> by_shape;
-    for (const auto& r : all) {
-      const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(r.canvas_len())) << 32) |
-                       static_cast<std::uint32_t>(r.block_len);
-      auto it = by_shape.find(key);
-      if (it == by_shape.end())
-        it = by_shape.emplace(key, marginal_step_cost(*cost, tp, rb, r.canvas_len(), r.block_len)).first;
-      marg.push_back(it->second);
-    }
+    const double rb_s = cost->step_seconds(tp, rb);
+    for (const auto& r : all) marg.push_back(marginal_step_cost(*cost, tp, rb, rb_s, r.canvas_len(), r.block_len));
     std::vector<double> tau;
     if (g.load && p.thr.load_cap) demand = &g.load->update(g.now_s, *cost, tp, rb, block, q, p.thr);
     const auto cap = control_group(all, marg, g.now_s, q, std::max(step_s, 0.0), p.thr, tau, g.ledger, demand);

@@ -51,18 +51,18 @@ step_counts remaining_steps(const request_view& r, double tau, const quality_mod
 }
 
 step_counts curve_cache::remaining_steps(const request_view& r, double tau) {
-  for (const auto& p : points_)
-    if (p.tau == tau && p.block_len == r.block_len) return policy::remaining_steps(r, p, *q_);
-  if (points_.size() >= max_points) return policy::remaining_steps(r, tau, *q_);
-  points_.push_back(read_curve(*q_, r.block_len, tau));
-  return policy::remaining_steps(r, points_.back(), *q_);
+  for (std::size_t i = 0; i < n_points_; ++i)
+    if (points_[i].tau == tau && points_[i].block_len == r.block_len) return policy::remaining_steps(r, points_[i], *q_);
+  if (n_points_ == max_points) return policy::remaining_steps(r, tau, *q_);
+  points_[n_points_] = read_curve(*q_, r.block_len, tau);
+  return policy::remaining_steps(r, points_[n_points_++], *q_);
 }
 
 double curve_cache::accuracy(double tau) {
-  for (const auto& [t, a] : accuracy_)
-    if (t == tau) return a;
+  for (std::size_t i = 0; i < n_accuracy_; ++i)
+    if (accuracy_[i].first == tau) return accuracy_[i].second;
   const double a = q_->accuracy(tau);
-  if (accuracy_.size() < max_points) accuracy_.push_back({tau, a});
+  if (n_accuracy_ < max_points) accuracy_[n_accuracy_++] = {tau, a};
   return a;
 }
 
@@ -144,7 +144,11 @@ batch_totals saturated_batch(int canvas_len, int block_len, double token_budget,
 
 marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref,
                                  int canvas_len, int block_len) {
-  const double base = m.step_seconds(tp, ref);
+  return marginal_step_cost(m, tp, ref, m.step_seconds(tp, ref), canvas_len, block_len);
+}
+
+marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref, double base,
+                                 int canvas_len, int block_len) {
   marginal_cost c;
   batch_totals t = ref;
   t.add(step_item_of(step_kind::refresh, canvas_len, block_len));

@@ -5,6 +5,7 @@
 #include "policies/snapshot.hpp"
 #include "policies/step_cost.hpp"
 
+#include <array>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -36,8 +37,9 @@ step_counts remaining_steps(const request_view& r, const curve_point& p, const q
 
 /// The curve points one decision reads, each read once. A decision weighs every request of a
 /// group at a handful of taus (the controller's levels), so over a long queue this turns a few
-/// interpolations of the curve per request into a short search. Holds at most `max_points`;
-/// beyond that it reads the curve each time.
+/// interpolations of the curve per request into a short search. Holds at most `max_points`
+/// (inline: a decision of a small group allocates nothing); beyond that it reads the curve each
+/// time.
 class curve_cache {
  public:
   explicit curve_cache(const quality_model& q) : q_(&q) {}
@@ -46,10 +48,12 @@ class curve_cache {
   double accuracy(double tau);
 
  private:
-  static constexpr std::size_t max_points = 32;
+  static constexpr std::size_t max_points = 12;
   const quality_model* q_;
-  std::vector<curve_point> points_;
-  std::vector<std::pair<double, double>> accuracy_;  // (tau, accuracy)
+  std::array<curve_point, max_points> points_;
+  std::size_t n_points_ = 0;
+  std::array<std::pair<double, double>, max_points> accuracy_;  // (tau, accuracy)
+  std::size_t n_accuracy_ = 0;
 };
 
 /// Running sums over a group's requests, kept incrementally by the caller.
@@ -88,6 +92,9 @@ struct marginal_cost {
   double reuse_s = 0;
 };
 marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref,
+                                 int canvas_len, int block_len);
+/// The same with `ref`'s own step time given (m.step_seconds(tp, ref)), for many requests at once.
+marginal_cost marginal_step_cost(const step_cost_model& m, int tp, const batch_totals& ref, double ref_s,
                                  int canvas_len, int block_len);
 
 /// A group's reference batch for marginal costs, live (decide_step) and simulated: a

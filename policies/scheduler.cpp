@@ -3,12 +3,12 @@
 #include "policies/predict.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -80,25 +80,32 @@ bool overdue(const request_view& r, double now, double d, const scheduler_config
 
 // The seconds of a step of one request alone on the group, a refresh and a reuse, each canvas
 // length costed once: a decision weighs every queued request's best case, and a queue repeats
-// lengths.
+// lengths. Holds `max_shapes` inline (a small group's decision allocates nothing), then costs
+// each further length every time.
 class solo_steps {
  public:
   solo_steps(const step_cost_model& cost, int tp) : cost_(cost), tp_(tp) {}
   std::pair<double, double> of(int canvas_len, int block_len) {
-    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(canvas_len)) << 32) |
-                     static_cast<std::uint32_t>(block_len);
-    auto it = seen_.find(key);
-    if (it != seen_.end()) return it->second;
+    for (std::size_t i = 0; i < n_; ++i)
+      if (seen_[i].canvas_len == canvas_len && seen_[i].block_len == block_len) return seen_[i].seconds;
     batch_totals ref, reu;
     ref.add(step_item_of(step_kind::refresh, canvas_len, block_len));
     reu.add(step_item_of(step_kind::reuse, canvas_len, block_len));
-    return seen_.emplace(key, std::make_pair(cost_.step_seconds(tp_, ref), cost_.step_seconds(tp_, reu))).first->second;
+    const std::pair<double, double> seconds{cost_.step_seconds(tp_, ref), cost_.step_seconds(tp_, reu)};
+    if (n_ < max_shapes) seen_[n_++] = {canvas_len, block_len, seconds};
+    return seconds;
   }
 
  private:
+  static constexpr std::size_t max_shapes = 32;
+  struct shape {
+    int canvas_len = 0, block_len = 0;
+    std::pair<double, double> seconds;
+  };
   const step_cost_model& cost_;
   int tp_;
-  std::unordered_map<std::uint64_t, std::pair<double, double>> seen_;
+  std::array<shape, max_shapes> seen_;
+  std::size_t n_ = 0;
 };
 
 // Seconds the request still needs if every one of its steps ran alone on this group: the
@@ -302,8 +309,9 @@ void form_batch(const std::vector<request_view>& active, double now, const sched
 namespace {
 
 // Remaining saturated-group seconds of a request (see threshold.hpp for the same measure).
-double work_s(const request_view& r, curve_cache& q, const step_cost_model& cost, int tp, const batch_totals& ref) {
-  const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), r.block_len);
+double work_s(const request_view& r, curve_cache& q, const step_cost_model& cost, int tp, const batch_totals& ref,
+              double ref_s) {
+  const auto m = marginal_step_cost(cost, tp, ref, ref_s, r.canvas_len(), r.block_len);
   const auto c = q.remaining_steps(r, r.tau);
   return c.refresh * m.refresh_s + c.reuse * m.reuse_s;
 }
@@ -328,6 +336,7 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
     mean_l /= static_cast<double>(queued.size() + active->size());
     const auto ref = saturated_batch(static_cast<int>(mean_l), queued.front().block_len, cfg.token_budget,
                                      q.steps_per_refresh(queued.front().block_len, queued.front().tau));
+    const double ref_s = cost->step_seconds(tp, ref);
     // Moore-Hodgson on the EDF sequence of on-time active requests and on-time candidates:
     // whenever a prefix overruns its deadline, the candidate with the most work in it is
     // deferred. On one machine this keeps the largest number of jobs on time.
@@ -342,14 +351,14 @@ std::vector<int> admit(const std::vector<request_view>& queued, admission_room r
     for (const auto& r : *active) {
       const double best = best_case_remaining_s(r, curve, solo);
       const double d = effective_deadline_s(r, now, best, cfg) - now;
-      if (d >= best) jobs.push_back({d, work_s(r, curve, *cost, tp, ref), -1, r.id});
+      if (d >= best) jobs.push_back({d, work_s(r, curve, *cost, tp, ref, ref_s), -1, r.id});
     }
     for (const auto& k : keys) {
       if (k.late) continue;
       const auto& r = queued[static_cast<std::size_t>(k.index)];
       // Under chain slack the key is the effective deadline; otherwise the request's own.
       const double d = cfg.chain_slack ? k.value : r.deadline_s;
-      jobs.push_back({d - now, work_s(r, curve, *cost, tp, ref), k.index, r.id});
+      jobs.push_back({d - now, work_s(r, curve, *cost, tp, ref, ref_s), k.index, r.id});
     }
     std::sort(jobs.begin(), jobs.end(), [](const job& a, const job& b) {
       return a.d != b.d ? a.d < b.d : a.id < b.id;
@@ -430,6 +439,7 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
   mean_l /= static_cast<double>(1 + active.size() + queued.size());
   const auto ref = saturated_batch(static_cast<int>(mean_l), r.block_len, cfg.token_budget,
                                    q.steps_per_refresh(r.block_len, r.tau));
+  const double ref_s = cost.step_seconds(tp, ref);
   request_view at_min = r;
   at_min.tau = tau_min;
   // Steps are batched: another request delays r only by the steps it shares with r, at most
@@ -443,11 +453,11 @@ std::string refuse_if_late(const request_view& r, const std::vector<request_view
       if (d - now < best || d > r.deadline_s) return;  // late, or after r in deadline order
     }
     const double o_steps = std::max(1.0, curve.remaining_steps(o, o.tau).total());
-    ahead += work_s(o, curve, cost, tp, ref) * std::min(1.0, r_steps / o_steps);
+    ahead += work_s(o, curve, cost, tp, ref, ref_s) * std::min(1.0, r_steps / o_steps);
   };
   for (const auto& o : active) count(o);
   for (const auto& o : queued) count(o);
-  const double need = ahead + work_s(at_min, curve, cost, tp, ref);
+  const double need = ahead + work_s(at_min, curve, cost, tp, ref, ref_s);
   if (need > left) {
     std::snprintf(buf, sizeof buf,
                   "cannot meet its deadline: the group owes %.3f s of work before it and it needs %.3f s, "

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -32,43 +31,37 @@ std::vector<double> planning_tau_levels(const threshold_config& cfg, const quali
 
 namespace {
 
-// Every request's remaining steps at every level, read once per control. The controller weighs
-// each request at several taus (its own, the hopeless test, each cap it tries, the budget's
-// lowerings); requests of the same progress share a row, and a queue's requests mostly have
-// nothing done yet. A tau off the levels (a pinned one, a floor) is read through the cache.
+// Every request's remaining steps at every level, read at most once per control. The controller
+// weighs each request at several taus (its own, the hopeless test, each cap it tries, the
+// budget's lowerings). A request of the same progress as the one before it shares its row: a
+// queue's requests mostly have nothing done yet. Entries are read when first asked for (most
+// requests find their tau at the first level). A tau off the levels (a pinned one, a floor) is
+// read through the cache.
 class level_steps {
  public:
   level_steps(const std::vector<request_view>& reqs, const std::vector<double>& levels, curve_cache& q)
       : reqs_(reqs), levels_(levels), q_(q), row_(reqs.size()) {
-    std::unordered_map<std::uint64_t, std::size_t> rows;
-    std::uint64_t last_key = 0;
-    std::size_t last_row = 0;
-    bool have_last = false;
+    std::optional<std::uint64_t> last;
+    std::size_t rows = 0;
     for (std::size_t i = 0; i < reqs.size(); ++i) {
       const auto key = progress_key(reqs[i]);
-      if (key && have_last && *key == last_key) {
-        row_[i] = last_row;
+      if (key && key == last) {
+        row_[i] = row_[i - 1];
         continue;
       }
-      auto it = key ? rows.find(*key) : rows.end();
-      if (it != rows.end()) {
-        row_[i] = it->second;
-      } else {
-        row_[i] = counts_.size();
-        for (double t : levels) counts_.push_back(q.remaining_steps(reqs[i], t));
-        if (key) rows.emplace(*key, row_[i]);
-      }
-      if (key) {
-        have_last = true;
-        last_key = *key;
-        last_row = row_[i];
-      }
+      row_[i] = rows++ * levels.size();
+      last = key;
     }
+    counts_.assign(rows * levels.size(), step_counts{-1.0, -1.0});  // refresh < 0: not read yet
   }
-  step_counts at_level(std::size_t i, std::size_t level) const { return counts_[row_[i] + level]; }
+  step_counts at_level(std::size_t i, std::size_t level) const {
+    auto& c = counts_[row_[i] + level];
+    if (c.refresh < 0) c = q_.remaining_steps(reqs_[i], levels_[level]);
+    return c;
+  }
   step_counts at(std::size_t i, double tau) const {
     for (std::size_t l = 0; l < levels_.size(); ++l)
-      if (levels_[l] == tau) return counts_[row_[i] + l];
+      if (levels_[l] == tau) return at_level(i, l);
     return q_.remaining_steps(reqs_[i], tau);
   }
   const std::vector<request_view>& requests() const { return reqs_; }
@@ -89,8 +82,8 @@ class level_steps {
   const std::vector<request_view>& reqs_;
   const std::vector<double>& levels_;
   curve_cache& q_;
-  std::vector<std::size_t> row_;     // request -> its row's first entry in counts_
-  std::vector<step_counts> counts_;  // rows of levels_.size() entries
+  std::vector<std::size_t> row_;             // request -> its row's first entry in counts_
+  mutable std::vector<step_counts> counts_;  // rows of levels_.size() entries
 };
 
 double pick_tau(const level_steps& steps, std::size_t i, double now, double step_s, const threshold_config& cfg,
@@ -146,22 +139,19 @@ class planned_losses {
   planned_losses(const std::vector<request_view>& reqs, const std::vector<double>& levels, double tau_ref,
                  curve_cache& q)
       : levels_(levels), tau_ref_(tau_ref), q_(q) {
+    level_loss_.reserve(levels.size());
     for (double t : levels) level_loss_.push_back(loss(t));
     charged_.reserve(reqs.size());
-    open_.reserve(reqs.size());
-    for (const auto& r : reqs) {
-      open_.push_back(r.gen_len > 0 && uncommitted_tokens(r) > 0);
-      charged_.push_back(open_.back() ? loss(r.tau_low) : 0.0);
-    }
+    for (const auto& r : reqs) charged_.push_back(r.gen_len > 0 && uncommitted_tokens(r) > 0 ? loss(r.tau_low) : closed);
   }
   /// accuracy_ledger::planned(reqs[i], tau).
   double operator()(const request_view& r, std::size_t i, double tau) const {
-    if (!open_[i]) return 0.0;
+    if (charged_[i] == closed) return 0.0;
     return loss(std::min(tau, r.tau_low)) - charged_[i];
   }
   /// The same at levels[level].
   double at_level(const request_view& r, std::size_t i, std::size_t level) const {
-    if (!open_[i]) return 0.0;
+    if (charged_[i] == closed) return 0.0;
     return (levels_[level] <= r.tau_low ? level_loss_[level] : loss(r.tau_low)) - charged_[i];
   }
 
@@ -176,9 +166,9 @@ class planned_losses {
   const std::vector<double>& levels_;
   double tau_ref_;
   curve_cache& q_;
+  static constexpr double closed = -1;  // nothing left to commit: nothing planned
   std::vector<double> level_loss_;
-  std::vector<double> charged_;  // loss(tau_low) of each request
-  std::vector<char> open_;       // has answer tokens left to commit
+  std::vector<double> charged_;  // loss(tau_low) of each request, or `closed`
 };
 
 // Limits each request's change from its current tau to `tau_out` by the ledger's credit and
@@ -314,6 +304,7 @@ arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals,
   std::sort(by_window.begin(), by_window.end());
   d.work_s.assign(d.levels.size(), std::vector<double>(by_window.size(), 0.0));
   curve_cache curve(q);
+  const double ref_s = cost.step_seconds(tp, ref);
   for (std::size_t k = 0; k < by_window.size(); ++k) {
     const auto& a = arrivals[by_window[k].second];
     d.window_s.push_back(by_window[k].first);
@@ -321,7 +312,7 @@ arrival_demand demand_from_arrivals(const std::vector<arrival_record>& arrivals,
     r.prompt_len = a.prompt_len;
     r.gen_len = a.gen_len;
     r.block_len = block_len;
-    const auto m = marginal_step_cost(cost, tp, ref, r.canvas_len(), block_len);
+    const auto m = marginal_step_cost(cost, tp, ref, ref_s, r.canvas_len(), block_len);
     for (std::size_t l = 0; l < d.levels.size(); ++l) d.work_s[l][k] = work_s(r, d.levels[l], m, curve);
   }
   return d;

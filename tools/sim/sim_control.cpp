@@ -23,8 +23,9 @@ void engine::control(int gi) {
     all.insert(all.end(), g.queue.begin(), g.queue.end());
     std::vector<policy::marginal_cost> marg(all.size());
     const auto ref = group_reference(g);
+    const double ref_s = cost_.step_seconds(g.tp, ref);
     for (std::size_t i = 0; i < all.size(); ++i)
-      marg[i] = policy::marginal_step_cost(cost_, g.tp, ref, all[i].canvas_len(), all[i].block_len);
+      marg[i] = policy::marginal_step_cost(cost_, g.tp, ref, ref_s, all[i].canvas_len(), all[i].block_len);
     std::vector<double> tau;
     policy::cap_result cap;
     stats_.control_policy_s += timed([&] {
