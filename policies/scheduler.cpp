@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -80,24 +81,31 @@ bool overdue(const request_view& r, double now, double d, const scheduler_config
 
 // The seconds of a step of one request alone on the group, a refresh and a reuse, each canvas
 // length costed once: a decision weighs every queued request's best case, and a queue repeats
-// lengths. Holds `max_shapes` inline (a small group's decision allocates nothing), then costs
-// each further length every time.
+// lengths. The first `max_shapes` lengths are held inline (a small group's decision allocates
+// nothing), the others in a map.
 class solo_steps {
  public:
   solo_steps(const step_cost_model& cost, int tp) : cost_(cost), tp_(tp) {}
   std::pair<double, double> of(int canvas_len, int block_len) {
     for (std::size_t i = 0; i < n_; ++i)
       if (seen_[i].canvas_len == canvas_len && seen_[i].block_len == block_len) return seen_[i].seconds;
+    const auto key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(canvas_len)) << 32) |
+                     static_cast<std::uint32_t>(block_len);
+    if (n_ == max_shapes)
+      if (auto it = more_.find(key); it != more_.end()) return it->second;
     batch_totals ref, reu;
     ref.add(step_item_of(step_kind::refresh, canvas_len, block_len));
     reu.add(step_item_of(step_kind::reuse, canvas_len, block_len));
     const std::pair<double, double> seconds{cost_.step_seconds(tp_, ref), cost_.step_seconds(tp_, reu)};
-    if (n_ < max_shapes) seen_[n_++] = {canvas_len, block_len, seconds};
+    if (n_ < max_shapes)
+      seen_[n_++] = {canvas_len, block_len, seconds};
+    else
+      more_.emplace(key, seconds);
     return seconds;
   }
 
  private:
-  static constexpr std::size_t max_shapes = 32;
+  static constexpr std::size_t max_shapes = 16;  // inline; a long queue's further lengths go to more_
   struct shape {
     int canvas_len = 0, block_len = 0;
     std::pair<double, double> seconds;
@@ -106,6 +114,7 @@ class solo_steps {
   int tp_;
   std::array<shape, max_shapes> seen_;
   std::size_t n_ = 0;
+  std::unordered_map<std::uint64_t, std::pair<double, double>> more_;
 };
 
 // Seconds the request still needs if every one of its steps ran alone on this group: the

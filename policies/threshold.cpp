@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 namespace dls::policy {
@@ -41,6 +42,10 @@ class level_steps {
  public:
   level_steps(const std::vector<request_view>& reqs, const std::vector<double>& levels, curve_cache& q)
       : reqs_(reqs), levels_(levels), q_(q), row_(reqs.size()) {
+    // A long list also shares rows between requests apart (its active ones, its queue's lengths);
+    // for a short one the map would cost more than the rows it saves.
+    std::unordered_map<std::uint64_t, std::size_t> seen;
+    const bool long_list = reqs.size() > long_list_size;
     std::optional<std::uint64_t> last;
     std::size_t rows = 0;
     for (std::size_t i = 0; i < reqs.size(); ++i) {
@@ -49,8 +54,15 @@ class level_steps {
         row_[i] = row_[i - 1];
         continue;
       }
-      row_[i] = rows++ * levels.size();
       last = key;
+      if (long_list && key) {
+        const auto [it, fresh] = seen.emplace(*key, rows * levels.size());
+        row_[i] = it->second;
+        if (!fresh) continue;
+      } else {
+        row_[i] = rows * levels.size();
+      }
+      ++rows;
     }
     counts_.assign(rows * levels.size(), step_counts{-1.0, -1.0});  // refresh < 0: not read yet
   }
@@ -79,6 +91,7 @@ class level_steps {
     }
     return k;
   }
+  static constexpr std::size_t long_list_size = 64;  // requests; measured on replayed live decisions
   const std::vector<request_view>& reqs_;
   const std::vector<double>& levels_;
   curve_cache& q_;
