@@ -53,7 +53,7 @@ struct group_load {
   std::map<std::string, std::vector<double>> downtime_ms;
   std::map<std::string, std::vector<double>> downtime_start_ms;  // ... to the start of that step
 
-  /// The directory's view (the keys docs/embedding.md lists for a tp_group row).
+  /// The directory's view of a tp_group row (docs/runtime.md, "The actor directory").
   nlohmann::json to_json() const {
     nlohmann::json down = nlohmann::json::object();
     for (const auto& [how, rows] : downtime_rows) {
