@@ -8,7 +8,6 @@
 #include <array>
 #include <cstddef>
 #include <utility>
-#include <vector>
 
 namespace dls::policy {
 
@@ -43,7 +42,6 @@ step_counts remaining_steps(const request_view& r, const curve_point& p, const q
 class curve_cache {
  public:
   explicit curve_cache(const quality_model& q) : q_(&q) {}
-  const quality_model& model() const { return *q_; }
   step_counts remaining_steps(const request_view& r, double tau);
   double accuracy(double tau);
 
