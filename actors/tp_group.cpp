@@ -6,6 +6,7 @@
 // group's. The group then streams finished blocks, snapshots canvases at refresh
 // boundaries, and answers.
 #include "actors/answer_text.hpp"
+#include "actors/decision_record.hpp"
 #include "actors/local_messages.hpp"
 #include "actors/node_parts.hpp"
 #include "actors/peer_roles.hpp"
@@ -115,6 +116,9 @@ struct group_state {
   // DILASERVE_STEP_LOG=DIR: every step as a line of DIR/<group>.csv (common/step_log.hpp), to
   // set against the simulator's steps; the step in flight waits in `step_now`.
   std::unique_ptr<dls::step_log> step_log;
+  // DILASERVE_DECISION_LOG=DIR: the input of every DILASERVE_DECISION_LOG_EVERY-th decision
+  // (default decision_log_every) as a line of DIR/<group>.jsonl, for `dilaserve bench-decisions`.
+  std::unique_ptr<decision_log> decisions_log;
   dls::step_record step_now;
   caf::response_promise drain_rp;
   // Measured totals for `bench-runtime` and the directory.
@@ -200,6 +204,11 @@ constexpr double overhead_weight = 0.05;
 // A change of only the next step kind is told to the request actor at most this often: the
 // kind flips twice per block, and every message ends as a directory update at the head.
 constexpr double kind_report_interval_s = 0.1;
+
+// DILASERVE_DECISION_LOG writes one decision in this many by default: a record holds every
+// request of the group (a few hundred bytes each), so logging them all would write megabytes a
+// second under load.
+constexpr int decision_log_every = 10;
 
 // A request without an SLO and without a profile to derive one has no deadline: this many
 // seconds stands for "never" and keeps the policies' arithmetic finite.
@@ -1047,7 +1056,7 @@ void run_step(group_ptr self) {
   else hand_back_at_boundaries(self);
   const auto& ctx = *st.setup.policy;
   auto t_policy = clock_type::now();
-  const double cpu_policy = thread_cpu_s();
+  double cpu_policy = thread_cpu_s();
   const double now = now_s(st);
   st.view.draining = st.draining;
   const bool control_due = st.dirty || now - st.last_control_s >= ctx.knobs.control_interval_s;
@@ -1079,6 +1088,17 @@ void run_step(group_ptr self) {
     st.fresh.clear();
   } else {
     snap.unlisted_queued = queued.size();
+  }
+  if (st.decisions_log && st.decisions_log->due()) {
+    // Written between the clock reads below so that it is not counted as decision time.
+    const auto t_log = clock_type::now();
+    const double cpu_log = thread_cpu_s();
+    decision_record rec{st.setup.name, st.policy.name, st.overhead_s, snap, st.ledger, st.load.arrivals};
+    rec.snapshot.ledger = nullptr;
+    rec.snapshot.load = nullptr;
+    st.decisions_log->append(rec);
+    t_policy += clock_type::now() - t_log;
+    cpu_policy += thread_cpu_s() - cpu_log;
   }
   const auto d = policy::decide_step(snap, st.policy, st.cost ? &*st.cost : nullptr, ctx.quality);
   // Shedding waited for tau to come down: the requests it did not examine stay new for it (a
@@ -1250,6 +1270,15 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
                                     ": this group decides without step costs");
   }
   set_policy(st, ctx.initial_policy);
+  if (const char* dir = std::getenv("DILASERVE_DECISION_LOG"); dir && *dir) {
+    int every = decision_log_every;
+    if (const char* e = std::getenv("DILASERVE_DECISION_LOG_EVERY"); e && *e) every = std::max(1, std::atoi(e));
+    try {
+      st.decisions_log = std::make_unique<decision_log>(dir, st.setup.name, every);
+    } catch (const std::exception& e) {
+      rt::log_line(st.setup.name, std::string("no decision log: ") + e.what());
+    }
+  }
   if (const char* dir = std::getenv("DILASERVE_STEP_LOG"); dir && *dir) {
     auto file = st.setup.name;
     std::replace(file.begin(), file.end(), '/', '_');

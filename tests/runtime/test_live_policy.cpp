@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE test_live_policy
 #include <boost/test/unit_test.hpp>
 
+#include "actors/decision_record.hpp"
 #include "actors/policy_view.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/forecast.hpp"
@@ -16,6 +17,8 @@
 #include "runtime/cluster_config.hpp"
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace act = dls::actors;
 namespace pol = dls::policy;
@@ -338,6 +341,112 @@ BOOST_AUTO_TEST_CASE(the_groups_accuracy_budget_limits_how_far_tau_falls) {
     for (const auto& r : list) lowered += r.tau < 0.9 ? 1 : 0;
   BOOST_TEST(lowered > 0);
   BOOST_TEST(ledger.credit() >= -1e-12);
+}
+
+// A decision a group records (DILASERVE_DECISION_LOG) reads back as it was written, to the bit,
+// and decides as the original did: what `dilaserve bench-decisions` times is the live decision.
+BOOST_AUTO_TEST_CASE(a_recorded_decision_reads_back_as_written_and_decides_the_same) {
+  const auto m = dls::test::small_cost();
+  const auto q = dls::test::small_quality();
+  act::decision_record rec;
+  rec.group = "node0/g0";
+  rec.policy = "dilaserve";
+  rec.step_overhead_s = 1.0 / 3e4;
+  auto& g = rec.snapshot;
+  g.now_s = 10.0 / 3.0;
+  g.group.tp = 1;
+  g.tau_cap = 0.85;
+  g.kv_free_tokens = 1e18;
+  for (uint64_t i = 1; i <= 3; ++i) {
+    auto r = dls::test::fresh_request(i, 3.0 + i / 7.0, 3.34 + i / 300.0);
+    r.blocks_done = 1;
+    r.steps_in_block = 1;
+    r.masks_left_in_block = 5;
+    r.next_kind = pol::step_kind::reuse;
+    r.tau_low = 0.8;
+    r.group = 0;
+    g.active.push_back(r);
+  }
+  g.active[1].tau_pinned = true;
+  g.active[1].tau = 0.75;
+  for (uint64_t i = 4; i <= 12; ++i) g.queued.push_back(dls::test::fresh_request(i, 3.2 + i / 11.0, 3.3 + i / 90.0));
+  g.queued[2].tau_floor = 0.8;
+  g.queued[3].reject_on_miss = true;
+  g.fresh = {11, 12};
+  rec.ledger.budget = 0.01;
+  rec.ledger.tau_ref = 0.9;
+  rec.ledger.earned = 0.37;
+  rec.ledger.spent = 0.1 / 3.0;
+  rec.ledger.reserved = 0.02;
+  rec.ledger.finished = 37;
+  for (int i = 0; i < 20; ++i) rec.arrivals.push_back({2.0 + i / 13.0, 4 + i % 3, 16, 0.03 + i / 1e4});
+
+  const auto back = act::decision_record_from_json(act::to_json_line(rec));
+  BOOST_TEST(back.group == rec.group);
+  BOOST_TEST(back.policy == rec.policy);
+  BOOST_TEST(back.step_overhead_s == rec.step_overhead_s);
+  BOOST_TEST(back.snapshot.now_s == g.now_s);
+  BOOST_TEST(back.snapshot.tau_cap == g.tau_cap);
+  BOOST_TEST(back.snapshot.kv_free_tokens == g.kv_free_tokens);
+  BOOST_TEST((back.snapshot.fresh == g.fresh));
+  BOOST_TEST(back.ledger.spent == rec.ledger.spent);
+  BOOST_TEST(back.ledger.finished == rec.ledger.finished);
+  BOOST_TEST_REQUIRE(back.arrivals.size() == rec.arrivals.size());
+  BOOST_TEST(back.arrivals[7].t_s == rec.arrivals[7].t_s);
+  BOOST_TEST(back.arrivals[7].window_s == rec.arrivals[7].window_s);
+  BOOST_TEST_REQUIRE(back.snapshot.active.size() == g.active.size());
+  BOOST_TEST_REQUIRE(back.snapshot.queued.size() == g.queued.size());
+  auto same = [](const pol::request_view& a, const pol::request_view& b) {
+    return a.id == b.id && a.arrival_s == b.arrival_s && a.deadline_s == b.deadline_s && a.tau == b.tau &&
+           a.tau_low == b.tau_low && a.tau_pinned == b.tau_pinned && a.tau_floor == b.tau_floor &&
+           a.reject_on_miss == b.reject_on_miss && a.prompt_len == b.prompt_len && a.gen_len == b.gen_len &&
+           a.block_len == b.block_len && a.blocks_done == b.blocks_done && a.steps_in_block == b.steps_in_block &&
+           a.masks_left_in_block == b.masks_left_in_block && a.next_kind == b.next_kind &&
+           a.refresh_done == b.refresh_done && a.group == b.group;
+  };
+  for (std::size_t i = 0; i < g.active.size(); ++i) BOOST_TEST(same(back.snapshot.active[i], g.active[i]));
+  for (std::size_t i = 0; i < g.queued.size(); ++i) BOOST_TEST(same(back.snapshot.queued[i], g.queued[i]));
+
+  auto p = policy_named("dilaserve", 8);
+  p.thr.accuracy_budget = 0.01;
+  auto decide = [&](const act::decision_record& r) {
+    auto snap = r.snapshot;
+    auto ledger = r.ledger;
+    pol::load_forecast lf;
+    for (const auto& a : r.arrivals) lf.record(a);
+    snap.ledger = &ledger;
+    snap.load = &lf;
+    auto d = pol::decide_step(snap, p, &m, q);
+    std::vector<double> taus;
+    for (const auto* list : {&snap.active, &snap.queued})
+      for (const auto& v : *list) taus.push_back(v.tau);
+    return std::make_tuple(d.batch, d.admitted, d.tau_cap, taus, ledger.reserved);
+  };
+  BOOST_TEST((decide(back) == decide(rec)));
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_decision_record_is_refused_naming_the_field) {
+  act::decision_record rec;
+  rec.group = "node0/g0";
+  rec.policy = "static";
+  rec.snapshot.queued.push_back(dls::test::fresh_request(1, 0.0, 0.1));
+  const auto good = act::to_json_line(rec);
+  auto refused = [](const std::string& line) {
+    try {
+      act::decision_record_from_json(line);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  BOOST_TEST(refused("{\"group\": ").find("not JSON") == 0u);
+  auto without_tau = good;
+  without_tau.replace(without_tau.find("\"tau\":"), 6, "\"tux\":");
+  BOOST_TEST(refused(without_tau) == "snapshot.queued[0].tau is missing");
+  auto negative = good;
+  negative.replace(negative.find("\"prompt_len\":4"), 14, "\"prompt_len\":-4");
+  BOOST_TEST(refused(negative).find("snapshot.queued[0].prompt_len is not an integer") == 0u);
+  BOOST_TEST(refused("[1, 2]") == "record is not an object");
 }
 
 BOOST_AUTO_TEST_CASE(a_draining_group_admits_nothing_and_holds_requests_at_their_boundary) {
