@@ -1272,7 +1272,16 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   set_policy(st, ctx.initial_policy);
   if (const char* dir = std::getenv("DILASERVE_DECISION_LOG"); dir && *dir) {
     int every = decision_log_every;
-    if (const char* e = std::getenv("DILASERVE_DECISION_LOG_EVERY"); e && *e) every = std::max(1, std::atoi(e));
+    if (const char* e = std::getenv("DILASERVE_DECISION_LOG_EVERY"); e && *e) {
+      char* end = nullptr;
+      const long n = std::strtol(e, &end, 10);
+      if (*end == '\0' && n >= 1 && n <= 1000000)
+        every = static_cast<int>(n);
+      else
+        rt::log_line(st.setup.name, std::string("DILASERVE_DECISION_LOG_EVERY must be a whole number from 1 to "
+                                                "1000000, got '") + e + "': logging one decision in " +
+                                        std::to_string(every));
+    }
     try {
       st.decisions_log = std::make_unique<decision_log>(dir, st.setup.name, every);
     } catch (const std::exception& e) {

@@ -14,8 +14,13 @@
 
 namespace dls::policy {
 
+double slack_s(const request_view& r, double now, curve_cache& q, double step_s) {
+  return r.deadline_s - now - q.remaining_steps(r, r.tau).total() * step_s;
+}
+
 double slack_s(const request_view& r, double now, const quality_model& q, double step_s) {
-  return r.deadline_s - now - remaining_steps(r, r.tau, q).total() * step_s;
+  curve_cache c(q);
+  return slack_s(r, now, c, step_s);
 }
 
 namespace {
@@ -162,7 +167,7 @@ void order_indices(const std::vector<request_view>& reqs, double now, const sche
         keys.push_back({2, best, r.id, i, 0.0});
       continue;
     }
-    const double s = r.deadline_s - now - q.remaining_steps(r, r.tau).total() * step_s;  // slack_s
+    const double s = slack_s(r, now, q, step_s);
     if (!cfg.demote_late || s >= 0) {
       keys.push_back({0, s, r.id, i, std::max(0.0, s)});
       continue;

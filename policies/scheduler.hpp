@@ -39,6 +39,8 @@
 
 namespace dls::policy {
 
+class curve_cache;  // predict.hpp
+
 enum class queue_order { fcfs, least_slack };
 
 struct scheduler_config {
@@ -88,6 +90,8 @@ double effective_deadline_s(const request_view& r, double now, double best_s, co
 
 /// Slack of a request: deadline - now - remaining_steps(tau) x step_s.
 double slack_s(const request_view& r, double now, const quality_model& q, double step_s);
+/// The same on a decision's curve reads (predict.hpp).
+double slack_s(const request_view& r, double now, curve_cache& q, double step_s);
 
 /// Fills `out` with indices into `active` forming the next step. Requests are taken in key
 /// order; one that would overflow the token budget is skipped and smaller ones after it may
