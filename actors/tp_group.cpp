@@ -95,6 +95,11 @@ struct group_state {
   // step of this group really costs, and what the policies decide with.
   std::optional<policy::step_cost_model> cost;
   double overhead_s = 0;       // moving average of measured step wall - profile prediction
+  // The per-step overhead a request's SLO counts: the messaging round trip to the workers with
+  // nothing else running, measured when the group starts and then fixed. The moving average
+  // above grows with contention, and a deadline derived from it would loosen exactly when the
+  // group is congested; a deadline is a promise made on arrival, so it uses the idle figure.
+  double slo_overhead_s = 0;
   double predicted_s = 0;      // the profile's time for the step in flight
   bool dirty = true;           // requests came or went since the last tau control
   // The accuracy budget tau control spends (policies/threshold.hpp): a running account of
@@ -201,6 +206,10 @@ int64_t unix_now_us() {
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
 
+// Empty round trips a starting group times for the overhead its SLOs count (the least is kept):
+// enough that one of them sees the workers awake, each a fraction of a millisecond.
+constexpr int slo_overhead_rounds = 5;
+
 // A change of only the next step kind is told to the request actor at most this often: the
 // kind flips twice per block, and every message ends as a directory update at the head.
 constexpr double kind_report_interval_s = 0.1;
@@ -260,6 +269,7 @@ void report_load(group_ptr self) {
   l.policy = st.policy.name;
   l.tau_cap = st.view.tau_cap;
   l.step_overhead_s = st.overhead_s;
+  l.slo_step_overhead_s = st.slo_overhead_s;
   l.refresh = st.refresh_steps;
   l.reuse = st.reuse_steps;
   l.refused = st.refused;
@@ -351,7 +361,7 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
     lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
   else if (ctx.cost && ctx.cost->supports(1))
     lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
-                                           policy::with_step_overhead(*ctx.cost, 1, st.overhead_s), ctx.quality,
+                                           policy::with_step_overhead(*ctx.cost, 1, st.slo_overhead_s), ctx.quality,
                                            progress.prompt_len, progress.gen_len, progress.block_len,
                                            ctx.knobs.tau_max);
   else
@@ -1241,6 +1251,28 @@ void kick(group_ptr self) {
   else if (self->state.draining && self->state.queue.empty() && !self->state.stepping) finish_drain(self);
 }
 
+// Empty steps time the messaging round trip to every worker alone: the per-step overhead the
+// SLO counts (the least of `rounds`, so one slow wake-up at start does not set it), and the
+// first estimate of the moving overhead, which real steps then refine.
+void time_empty_steps(group_ptr self, int rounds) {
+  const auto t0 = clock_type::now();
+  auto left = std::make_shared<std::size_t>(self->state.setup.workers.size());
+  auto done = [=] {
+    if (--*left > 0) return;
+    auto& st = self->state;
+    const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
+    st.slo_overhead_s = rounds == slo_overhead_rounds ? took : std::min(st.slo_overhead_s, took);
+    if (st.steps == 0) {
+      st.overhead_s = st.slo_overhead_s;
+      st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
+    }
+    if (rounds > 1) time_empty_steps(self, rounds - 1);
+  };
+  for (auto& w : self->state.setup.workers)
+    self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
+                                                                          [=](caf::error&) { done(); });
+}
+
 caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
@@ -1302,23 +1334,7 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto link = st.setup.device_set->link_for(std::vector<int>(st.setup.devices.begin(), st.setup.devices.end()));
   for (int r = 0; r < world; ++r)
     self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, link});
-  if (st.profile) {
-    // An empty step is the messaging round trip to every worker alone: the first estimate of
-    // the per-step overhead, so the deadlines of the first requests already count it; real
-    // steps refine it.
-    auto t0 = clock_type::now();
-    auto left = std::make_shared<int>(world);
-    auto done = [=] {
-      if (--*left > 0) return;
-      auto& st = self->state;
-      if (st.steps > 0) return;
-      st.overhead_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-      st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
-    };
-    for (auto& w : st.setup.workers)
-      self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
-                                                                            [=](caf::error&) { done(); });
-  }
+  if (st.profile) time_empty_steps(self, slo_overhead_rounds);
   return {
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;

@@ -30,6 +30,7 @@ struct group_load {
   uint64_t decisions = 0;
   std::string policy;
   double tau_cap = 0, step_overhead_s = 0;
+  double slo_step_overhead_s = 0;  // the fixed per-step overhead its SLOs count (measured at start)
   step_histogram refresh, reuse;
   // Load shedding: refusals, when tau was first lowered and the first refusal came (group
   // clock, -1: not yet), the backlog, the reference tau and the grace in SLO windows.
@@ -81,6 +82,7 @@ struct group_load {
             {"policy", policy},
             {"tau_cap", tau_cap},
             {"step_overhead_s", step_overhead_s},
+            {"slo_step_overhead_s", slo_step_overhead_s},
             {"step_time_s", {{"refresh", refresh.to_json()}, {"reuse", reuse.to_json()}}},
             {"refused", refused},
             {"rejected_on_miss", rejected_on_miss},
@@ -104,7 +106,7 @@ struct group_load {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_load& x) {
   return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.idle_with_work_s, x.policy_s,
-           x.policy_cpu_s, x.report_s, x.report_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.refresh, x.reuse, x.refused,
+           x.policy_cpu_s, x.report_s, x.report_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.slo_step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
            x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer, x.prompt_bytes, x.prompt_tokens,
            x.downtime_rows, x.downtime_ms, x.downtime_start_ms);

@@ -173,6 +173,8 @@ run_head_cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, serv
 #   engine time over the profile's prediction for the same steps.
 cal_runs = cal["runs"]
 step_ms = cal["step_ms"]
+# The per-step overhead the live group's deadlines count (its idle round trip, fixed at start).
+slo_step_ms = cal.get("slo_step_ms", step_ms)
 GROUP_MS = cal.get("group_ms", 0.0) if GROUP else 0.0
 group_ms = GROUP_MS
 group_by = cal.get("group_ms_by_policy", {})
@@ -215,7 +217,7 @@ def cluster_text(request_ms, group_ms=None):
             f"engine: {engine_text}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
             f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml}}\n"
-            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, group_ms: {group_ms:.4f}"
+            f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, slo_step_ms: {slo_step_ms:.4f}, group_ms: {group_ms:.4f}"
             + (f", contention: {contention}" if CONTENTION else "") + "}\n")
 
 def sim(request_ms, policies, run_loads, tag, group_ms=None):

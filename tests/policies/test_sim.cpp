@@ -188,10 +188,11 @@ BOOST_AUTO_TEST_CASE(contention_stretches_the_engine_part_of_each_step_by_the_ha
   // A at 0: its first step sees an idle engine, factor 1.5: 2 + 10 x 1.5 = 17 ms; its second,
   // at 17 ms, an engine busy 17 of the last 100 ms, factor 1.5 - 0.5 x 0.17 / 0.5 = 1.33:
   // 2 + 13.3 = 15.3 ms, so A ends at 32.3 ms (24 without the model). B at 200 ms, when A's
-  // steps have left the window, sees what A saw and takes 32.3 ms too. Deadlines count, as a
-  // live group's do, its moving estimate of a step's excess over the profile (weight 0.05,
-  // starting at the 2 ms of messaging): A's is 2 x 2 x 12 ms; after A's steps (7 and 5.3 ms
-  // beyond the profile) the estimate is 2.25 then 2.4025 ms, so B's is 2 x 2 x 12.4025 ms.
+  // steps have left the window, sees what A saw and takes 32.3 ms too. A deadline is fixed on
+  // arrival, as a live group fixes it: the profile plus the idle per-step overhead (step_ms,
+  // or slo_step_ms where given), not the moving estimate of a step's excess that the group
+  // decides with (2.4025 ms by B's arrival): A's window and B's are both 2 x 2 x 12 ms, and
+  // 2 x 2 x 10.5 ms with slo_step_ms 0.5, which leaves the steps as they were.
   const auto dir = std::filesystem::temp_directory_path() / "dls_sim_test";
   hand_cluster();  // writes flat.yaml and q.yaml
   const std::string ct = "contention: {window_ms: 100, slowdown: [{busy: 0, factor: 1.5}, {busy: 0.5, factor: 1}]}";
@@ -205,7 +206,11 @@ BOOST_AUTO_TEST_CASE(contention_stretches_the_engine_part_of_each_step_by_the_ha
     BOOST_TEST(r.requests[0].finish_s == 0.0323, tt::tolerance(1e-12));
     BOOST_TEST(r.requests[1].finish_s == 0.2323, tt::tolerance(1e-12));
     BOOST_TEST(r.requests[0].deadline_s == 0.048, tt::tolerance(1e-12));
-    BOOST_TEST(r.requests[1].deadline_s == 0.24961, tt::tolerance(1e-12));
+    BOOST_TEST(r.requests[1].deadline_s == 0.248, tt::tolerance(1e-12));
+    auto idle = run(with("{step_ms: 2, slo_step_ms: 0.5, " + ct + "}"), reqs, p);
+    BOOST_TEST(idle.requests[1].finish_s == 0.2323, tt::tolerance(1e-12));
+    BOOST_TEST(idle.requests[0].deadline_s == 0.042, tt::tolerance(1e-12));
+    BOOST_TEST(idle.requests[1].deadline_s == 0.242, tt::tolerance(1e-12));
     auto off = run(with("{step_ms: 2}"), reqs, p);
     BOOST_TEST(off.requests[0].finish_s == 0.024, tt::tolerance(1e-12));
   }

@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -82,8 +83,13 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
   const auto out = dir.file("out");
   const auto steps_dir = dir.file("steps");
   fs::create_directories(steps_dir);
-  // The cluster's groups log every step (DILASERVE_STEP_LOG, inherited through `up`).
+  // The cluster's groups log every step (DILASERVE_STEP_LOG, inherited through `up`) and the
+  // input of every decision (DILASERVE_DECISION_LOG).
   dls::test::scoped_env step_log("DILASERVE_STEP_LOG", steps_dir);
+  const auto decisions_dir = dir.file("decisions");
+  fs::create_directories(decisions_dir);
+  dls::test::scoped_env decision_log("DILASERVE_DECISION_LOG", decisions_dir);
+  dls::test::scoped_env decision_every("DILASERVE_DECISION_LOG_EVERY", "1");
   auto r = dls::test::run_cli(bench_args(config, state, {"--load", "0.5", "--policies", "static,deadline", "--json",
                                                          "--out", out}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
@@ -176,6 +182,32 @@ BOOST_AUTO_TEST_CASE(a_bench_reports_in_the_sim_schema_and_leaves_nothing_runnin
     BOOST_TEST(files == 1u);  // local.yaml: one group
     BOOST_TEST(in_run[0] > 0u);
     BOOST_TEST(in_run[1] > 0u);
+  }
+  // A deadline is fixed on arrival from the profile and the group's idle per-step overhead:
+  // requests of one shape get the same SLO window however busy the group was when they came,
+  // while the group's moving estimate of a step's overhead, which its decisions use, moved.
+  {
+    std::map<std::pair<int, int>, std::set<double>> windows;  // (prompt, answer) -> deadline - arrival
+    std::set<double> overheads;
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(decisions_dir)) {
+      ++files;
+      std::ifstream log(e.path());
+      for (std::string line; std::getline(log, line);) {
+        const auto rec = json::parse(line);
+        overheads.insert(rec.at("step_overhead_s").get<double>());
+        for (const char* part : {"queued", "active"})
+          for (const auto& r : rec.at("snapshot").at(part))
+            windows[{r.at("prompt_len").get<int>(), r.at("gen_len").get<int>()}].insert(
+                std::round((r.at("deadline_s").get<double>() - r.at("arrival_s").get<double>()) * 1e6));
+      }
+    }
+    BOOST_TEST(files == 1u);
+    BOOST_TEST(overheads.size() > 1u);
+    BOOST_TEST_REQUIRE(!windows.empty());
+    for (const auto& [shape, w] : windows)
+      BOOST_TEST(w.size() == 1u, "prompt " << shape.first << ", answer " << shape.second << ": " << w.size()
+                                           << " windows, from " << *w.begin() << " to " << *w.rbegin() << " us");
   }
   // The same requests as a trace for the simulator: each canvas whole, and the blocks its
   // decode ran before the answer ended.

@@ -172,7 +172,8 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
 
 
   if (const auto cp = root["control_plane"]) {
-    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "group_ms", "contention"}, "control_plane");
+    c.check_keys(cp, {"request_ms", "cpu_ms", "cores", "step_ms", "slo_step_ms", "group_ms", "contention"},
+                 "control_plane");
     auto& m = out.control_plane;
     // Measured figures are fractions of a millisecond, so these take reals.
     auto ms = [&](const char* key, double& out_s) {
@@ -185,8 +186,18 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
     read_int(c, cp, "cores", "control_plane", 1, 1 << 16, m.cores);
     ms("step_ms", m.step_s);
     ms("group_ms", m.group_s);
+    if (cp["slo_step_ms"]) {
+      m.slo_step_s = 0;
+      ms("slo_step_ms", m.slo_step_s);
+    }
+    const auto profile_only = out.cost;
     if (m.step_s > 0)
       for (int tp : out.cost.tp_degrees()) out.cost = policy::with_step_overhead(out.cost, tp, m.step_s);
+    if (m.slo_step_s >= 0) {
+      auto slo = profile_only;
+      for (int tp : slo.tp_degrees()) slo = policy::with_step_overhead(slo, tp, m.slo_step_s);
+      out.slo_cost = std::move(slo);
+    }
     if (const auto ct = cp["contention"]) {
       const std::string ctx = "control_plane.contention";
       c.check_keys(ct, {"window_ms", "slowdown"}, ctx);

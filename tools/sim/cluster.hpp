@@ -7,8 +7,10 @@
 #include "policies/reconfig.hpp"
 #include "policies/scheduler.hpp"
 #include "policies/step_cost.hpp"
+
 #include "policies/threshold.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,11 @@ struct sim_cluster {
   std::string profile_path;
   std::string quality_path;
   policy::step_cost_model cost;
+  // What a request's SLO derives from: the profile plus the per-step overhead of an idle group
+  // (control_plane.slo_step_ms, else step_ms), as a live group fixes it when it starts.
+  // Unset: `cost` (no control plane, or one without its own slo_step_ms).
+  std::optional<policy::step_cost_model> slo_cost;
+  const policy::step_cost_model& deadline_cost() const { return slo_cost ? *slo_cost : cost; }
   policy::quality_model quality;
 
   std::vector<int> node_devices;                 // devices per node
@@ -80,6 +87,7 @@ struct sim_cluster {
     double cpu_s = 0;
     int cores = 1;
     double step_s = 0;
+    double slo_step_s = -1;  // the per-step overhead deadlines count; < 0: step_s
     // group_s: the group's own time per request that reaches it (its actor handling the
     // request's messages), serial with its steps: the next step starts only after it.
     double group_s = 0;

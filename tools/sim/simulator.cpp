@@ -113,11 +113,6 @@ void engine::on_arrival(std::uint32_t id) {
   policy::request_view r;
   r.id = id;
   r.arrival_s = in.arrival_s;
-  // With contention modelled, the deadline is derived as a live group derives it on receipt:
-  // from the profile plus the group's moving estimate of each step's excess (cost_).
-  if (cl_.control_plane.contention.enabled())
-    rt_[id].deadline_s = policy::slo_deadline_s(in.arrival_s, cfg_.slo_scale, cost_, cl_.quality, in.prompt_len,
-                                                in.gen_len, cl_.block_len, cl_.ref_tau);
   r.deadline_s = rt_[id].deadline_s;
   r.tau = cl_.ref_tau;
   r.prompt_len = in.prompt_len;
@@ -635,7 +630,7 @@ run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& 
 }
 
 double request_deadline_s(const sim_cluster& c, const sim_request& r, double slo_scale) {
-  return policy::slo_deadline_s(r.arrival_s, slo_scale, c.cost, c.quality, r.prompt_len, r.gen_len, c.block_len,
+  return policy::slo_deadline_s(r.arrival_s, slo_scale, c.deadline_cost(), c.quality, r.prompt_len, r.gen_len, c.block_len,
                                 c.ref_tau);
 }
 
