@@ -49,7 +49,8 @@ int min_block_steps(int masks, double max_tokens_per_step) {
 }
 
 double min_request_device_seconds(const step_cost_model& m, const quality_model& q, int prompt_len,
-                                  int gen_len, int block_len, double tau_min, double tau_max) {
+                                  int gen_len, int block_len, double tau_min, double tau_max,
+                                  int decoded_blocks) {
   if (block_len <= 0 || gen_len <= 0) return 0.0;
   // Largest tokens per step over [tau_min, tau_max]: the curve is piecewise linear, so an
   // end or a measured point inside attains it.
@@ -60,7 +61,8 @@ double min_request_device_seconds(const step_cost_model& m, const quality_model&
   const int canvas = prompt_len + gen_len;
   const double refresh = min_step_device_seconds(m, step_item_of(step_kind::refresh, canvas, block_len));
   const double reuse = min_step_device_seconds(m, step_item_of(step_kind::reuse, canvas, block_len));
-  const double blocks = gen_len / block_len;
+  const int all_blocks = gen_len / block_len;
+  const double blocks = decoded_blocks > 0 ? std::min(decoded_blocks, all_blocks) : all_blocks;
   return blocks * (refresh + (steps - 1) * reuse);
 }
 

@@ -48,9 +48,12 @@ double min_step_device_seconds(const step_cost_model& m, const step_item& it);
 int min_block_steps(int masks, double max_tokens_per_step);
 
 /// Least device-seconds a request of canvas P + G needs: per block one refresh and
-/// (min_block_steps - 1) reuses at the largest tokens per step in [tau_min, tau_max].
+/// (min_block_steps - 1) reuses at the largest tokens per step in [tau_min, tau_max], over the
+/// blocks it decodes: `decoded_blocks` when its answer ends early (the canvas stays whole), else
+/// all G / block_len.
 double min_request_device_seconds(const step_cost_model& m, const quality_model& q, int prompt_len,
-                                  int gen_len, int block_len, double tau_min, double tau_max);
+                                  int gen_len, int block_len, double tau_min, double tau_max,
+                                  int decoded_blocks = 0);
 
 /// Forced misses over the best set of disjoint windows (see above). Windows start at a
 /// release time and end at a deadline; `max_window_s` > 0 limits their length (cost

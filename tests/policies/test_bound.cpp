@@ -102,6 +102,11 @@ BOOST_AUTO_TEST_CASE(least_request_work_uses_the_lowest_tau) {
   // Only tau 0.9 allowed: 4 steps per block, one refresh and three reuses.
   BOOST_TEST(policy::min_request_device_seconds(lin, q, 100, 64, 32, 0.9, 0.9) == 2 * (164 + 3 * 32),
              tt::tolerance(1e-12));
+  // An answer that ends in its first block decodes that block only, on the whole canvas.
+  BOOST_TEST(policy::min_request_device_seconds(lin, q, 100, 64, 32, 0.7, 0.9, 1) == 164 + 32,
+             tt::tolerance(1e-12));
+  BOOST_TEST(policy::min_request_device_seconds(lin, q, 100, 64, 32, 0.7, 0.9, 5) == 2 * (164 + 32),
+             tt::tolerance(1e-12));
 }
 
 namespace {

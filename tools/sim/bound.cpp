@@ -23,8 +23,9 @@ attainment_bound slo_attainment_bound(const sim_cluster& c, const std::vector<si
     policy::bound_job j;
     j.deadline_s = request_deadline_s(c, r, slo_scale);
     j.release_s = std::min(r.arrival_s + way_in_s, j.deadline_s);
+    // A request whose answer ends early decodes only its answer's blocks, as the simulator runs it.
     j.work_s = policy::min_request_device_seconds(c.cost, c.quality, r.prompt_len, r.gen_len, c.block_len,
-                                                  c.threshold.tau_min, c.threshold.tau_max);
+                                                  c.threshold.tau_min, c.threshold.tau_max, r.answer_blocks);
     work += j.work_s;
     jobs.push_back(j);
   }
