@@ -47,6 +47,8 @@ constexpr auto join_attempt_timeout = std::chrono::seconds(10);
 
 struct agent_state {
   std::string node;
+  // Shared by every group this agent forms, regroups included (node_parts.hpp).
+  std::shared_ptr<slo_overhead_book> slo_book = std::make_shared<slo_overhead_book>();
   node_hooks hooks;
   rt::join_reply info;
   std::shared_ptr<const gpu::model> model;
@@ -134,6 +136,7 @@ std::vector<rt::group_info> make_groups(agent_ptr self, const std::vector<int32_
     g.head = st.info.head;
     g.keeper_node = st.keeper_node;
     g.keeper_address = st.keeper_address;
+    g.slo_book = st.slo_book;
     rt::group_info info;
     info.name = g.name;
     info.node = st.node;

@@ -2,6 +2,7 @@
 // Factories for the actors of a node process: the agent, its workers and TP groups.
 #include "actors/device_pool.hpp"
 #include "actors/policy_view.hpp"
+#include "actors/slo_overhead_book.hpp"
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/messages.hpp"
@@ -40,6 +41,9 @@ struct group_setup {
   // With `ucx.snapshots: peer`, the node whose agent keeps this group's snapshots, and its UCX
   // address (empty: the request actors at the head keep them); the agent sends changes.
   std::string keeper_node, keeper_address;
+  // The idle per-step overhead the node's groups of each size count in deadlines (null: the
+  // group keeps its own measurement).
+  std::shared_ptr<slo_overhead_book> slo_book;
 };
 
 /// The step loop over a queue of requests; its workers run each step in lockstep.

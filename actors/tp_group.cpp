@@ -96,10 +96,13 @@ struct group_state {
   std::optional<policy::step_cost_model> cost;
   double overhead_s = 0;       // moving average of measured step wall - profile prediction
   // The per-step overhead a request's SLO counts: the messaging round trip to the workers with
-  // nothing else running, measured when the group starts and then fixed. The moving average
-  // above grows with contention, and a deadline derived from it would loosen exactly when the
-  // group is congested; a deadline is a promise made on arrival, so it uses the idle figure.
+  // nothing else running, timed by the node's first group of this size and then fixed
+  // (slo_overhead_book.hpp). The moving average above grows with contention, and a deadline
+  // derived from it would loosen exactly when the group is congested; a deadline is a promise
+  // made on arrival, so it uses the idle figure.
   double slo_overhead_s = 0;
+  bool slo_overhead_fixed = false;  // taken from the node's book, or all rounds timed
+  double idle_round_trip_s = 0;     // the least empty round trip this group timed
   double predicted_s = 0;      // the profile's time for the step in flight
   bool dirty = true;           // requests came or went since the last tau control
   // The accuracy budget tau control spends (policies/threshold.hpp): a running account of
@@ -1261,12 +1264,20 @@ void time_empty_steps(group_ptr self, int rounds) {
     if (--*left > 0) return;
     auto& st = self->state;
     const double took = std::chrono::duration<double>(clock_type::now() - t0).count();
-    st.slo_overhead_s = rounds == slo_overhead_rounds ? took : std::min(st.slo_overhead_s, took);
+    st.idle_round_trip_s = rounds == slo_overhead_rounds ? took : std::min(st.idle_round_trip_s, took);
     if (st.steps == 0) {
-      st.overhead_s = st.slo_overhead_s;
+      st.overhead_s = st.idle_round_trip_s;
       st.cost = policy::with_step_overhead(*st.profile, st.view.tp, st.overhead_s);
     }
-    if (rounds > 1) time_empty_steps(self, rounds - 1);
+    if (!st.slo_overhead_fixed) st.slo_overhead_s = st.idle_round_trip_s;
+    if (rounds > 1) {
+      time_empty_steps(self, rounds - 1);
+    } else if (!st.slo_overhead_fixed) {
+      const auto world = static_cast<int>(st.setup.workers.size());
+      st.slo_overhead_s = st.setup.slo_book ? st.setup.slo_book->offer(world, st.idle_round_trip_s)
+                                            : st.idle_round_trip_s;
+      st.slo_overhead_fixed = true;
+    }
   };
   for (auto& w : self->state.setup.workers)
     self->request(w, step_timeout, step_atom::value, step_order{}).then([=](step_result&) { done(); },
@@ -1334,7 +1345,14 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   auto link = st.setup.device_set->link_for(std::vector<int>(st.setup.devices.begin(), st.setup.devices.end()));
   for (int r = 0; r < world; ++r)
     self->send(st.setup.workers[static_cast<std::size_t>(r)], configure_atom::value, shard_setup{r, world, link});
-  if (st.profile) time_empty_steps(self, slo_overhead_rounds);
+  if (st.profile) {
+    if (st.setup.slo_book)
+      if (auto known = st.setup.slo_book->find(static_cast<int>(st.setup.workers.size()))) {
+        st.slo_overhead_s = *known;
+        st.slo_overhead_fixed = true;
+      }
+    time_empty_steps(self, slo_overhead_rounds);
+  }
   return {
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;

@@ -7,6 +7,7 @@
 
 #include "actors/decision_record.hpp"
 #include "actors/policy_view.hpp"
+#include "actors/slo_overhead_book.hpp"
 #include "gpu/canvas.hpp"
 #include "policies/forecast.hpp"
 #include "policies/reconfig.hpp"
@@ -477,6 +478,21 @@ BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_defini
   // Solo at tau 0.9 (one token per step): 2 blocks x 8 steps of 1.1 ms; due at arrival + 2 x that.
   const double solo = 16 * 1.1e-3;
   BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
+}
+
+BOOST_AUTO_TEST_CASE(a_group_size_keeps_the_first_idle_figure_for_every_later_group) {
+  // Two TP-1 groups start together and time 0.1 and 0.3 ms: both take the first figure
+  // offered; a TP-1 group formed later by a regroup, on a busy node, finds it and never uses
+  // its own 2 ms; a first TP-2 group sets its size's figure.
+  dls::actors::slo_overhead_book book;
+  BOOST_TEST(!book.find(1).has_value());
+  BOOST_TEST(book.offer(1, 0.0001) == 0.0001);
+  BOOST_TEST(book.offer(1, 0.0003) == 0.0001);
+  BOOST_TEST(book.find(1).value() == 0.0001);
+  BOOST_TEST(!book.find(2).has_value());
+  BOOST_TEST(book.offer(2, 0.0004) == 0.0004);
+  BOOST_TEST(book.offer(1, 0.002) == 0.0001);
+  BOOST_TEST(book.find(2).value() == 0.0004);
 }
 
 BOOST_AUTO_TEST_CASE(the_forecast_sees_a_burst_as_a_burst_and_keeps_the_mix_when_idle) {

@@ -341,6 +341,10 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
   const auto config = slow_tp2_config(dir, "{mode: auto, interval_ms: 200, min_dwell_ms: 600000, window_ms: 1000, regroup_ms: 0}");
   const auto state = dir.file("state");
   down_at_exit guard{state};
+  const auto decisions_dir = dir.file("decisions");
+  fs::create_directories(decisions_dir);
+  dls::test::scoped_env decision_log("DILASERVE_DECISION_LOG", decisions_dir);
+  dls::test::scoped_env decision_every("DILASERVE_DECISION_LOG_EVERY", "1");
   // From the file's layout (no --provision): the reconfigurer splits the node during the run.
   auto r = dls::test::run_cli(reconfiguring_bench(config, state, {}));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
@@ -352,6 +356,27 @@ BOOST_AUTO_TEST_CASE(a_regroup_in_one_run_is_undone_before_the_next) {
   // The split was undone before `static` ran, and `static` regrouped nothing itself.
   BOOST_TEST(r.err.find("bench: node node0 put back to groups 2 (was 1,1) before static") != std::string::npos, r.err);
   BOOST_TEST(results[1].at("reconfigurations").get<int>() == 0, results[1].dump());
+  // The TP-2 group that put the node back counts the idle overhead its node's first TP-2 group
+  // timed at boot (slo_overhead_book.hpp), so a request's SLO window does not depend on which of
+  // them it reached; each TP-2 group logs decisions, the one formed after the run too.
+  std::map<std::pair<int, int>, std::set<double>> windows;  // (prompt, answer) -> deadline - arrival
+  std::set<std::string> tp2_groups;
+  for (const auto& e : fs::directory_iterator(decisions_dir)) {
+    std::ifstream log(e.path());
+    for (std::string line; std::getline(log, line);) {
+      const auto rec = json::parse(line);
+      if (rec.at("snapshot").at("group").at("tp").get<int>() != 2) continue;
+      tp2_groups.insert(rec.at("group").get<std::string>());
+      for (const char* part : {"queued", "active"})
+        for (const auto& q : rec.at("snapshot").at(part))
+          windows[{q.at("prompt_len").get<int>(), q.at("gen_len").get<int>()}].insert(
+              std::round((q.at("deadline_s").get<double>() - q.at("arrival_s").get<double>()) * 1e6));
+    }
+  }
+  BOOST_TEST(tp2_groups.size() == 2u);
+  for (const auto& [shape, w] : windows)
+    BOOST_TEST(w.size() == 1u, "prompt " << shape.first << ", answer " << shape.second << ": " << w.size()
+                                         << " windows, from " << *w.begin() << " to " << *w.rbegin() << " us");
 }
 
 // With --provision a policy set that reconfigures starts its run in the layout `provision` plans
