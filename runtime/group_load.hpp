@@ -30,7 +30,7 @@ struct group_load {
   uint64_t decisions = 0;
   std::string policy;
   double tau_cap = 0, step_overhead_s = 0;
-  double slo_step_overhead_s = 0;  // the fixed per-step overhead its SLOs count (measured at start)
+  double slo_step_overhead_s = 0;  // the fixed per-step overhead its SLOs count (its node's idle figure)
   step_histogram refresh, reuse;
   // Load shedding: refusals, when tau was first lowered and the first refusal came (group
   // clock, -1: not yet), the backlog, the reference tau and the grace in SLO windows.

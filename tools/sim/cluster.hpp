@@ -7,7 +7,6 @@
 #include "policies/reconfig.hpp"
 #include "policies/scheduler.hpp"
 #include "policies/step_cost.hpp"
-
 #include "policies/threshold.hpp"
 
 #include <optional>
