@@ -3,6 +3,7 @@
 #include "gpu/cpu_backend.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace dls::gpu {
 
@@ -28,6 +29,11 @@ tp_runner::~tp_runner() {
 std::size_t tp_runner::admit(const canvas& c) {
   for (int r = 0; r < world_; ++r) slots_[static_cast<std::size_t>(r)].push_back(engines_[static_cast<std::size_t>(r)]->admit(c));
   return slots_[0].size() - 1;
+}
+
+void tp_runner::release(std::size_t handle) {
+  if (handle >= slots_[0].size()) throw std::out_of_range("tp_runner: unknown request handle");
+  for (auto& rank_slots : slots_) rank_slots[handle] = request_slot{};
 }
 
 void tp_runner::run_rank(int rank) {
@@ -62,8 +68,10 @@ void tp_runner::run_rank(int rank) {
 }
 
 std::vector<step_report> tp_runner::step(const std::vector<std::size_t>& handles, const std::vector<int>& layer_limits) {
-  for (auto h : handles)
+  for (auto h : handles) {
     if (h >= slots_[0].size()) throw std::out_of_range("tp_runner: unknown request handle");
+    if (!slots_[0][h].cache) throw std::out_of_range("tp_runner: request handle " + std::to_string(h) + " was released");
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     job_ = handles;

@@ -26,6 +26,10 @@ class tp_runner {
   int world() const { return world_; }
   /// Places a copy of `c` on every rank; returns its handle.
   std::size_t admit(const canvas& c);
+  /// Frees the request's canvas and cache on every rank; its handle may not be stepped again.
+  /// A caller that admits many requests over time gets their memory back, as a worker does
+  /// when a request ends, instead of touching fresh pages at every refresh.
+  void release(std::size_t handle);
   /// One step of the listed requests on all ranks; reports come from rank 0. `layer_limits`
   /// as in engine::step (every rank runs the same layer ranges).
   std::vector<step_report> step(const std::vector<std::size_t>& handles, const std::vector<int>& layer_limits = {});

@@ -105,6 +105,10 @@ python3 tools/sim_vs_live_calibrate.py --bin "$bin" --head-pid "$head_pid" --nod
   --skip 1000 --rates $CAL_RATES --seconds "$CAL_SECONDS" --slo-scale "$slo_scale" --out "$out/calibration" \
   --group-policies static deadline migration dilaserve | tee "$out/calibration.log"
 cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+served_now() { "$bin" status --json | python3 -c 'import json, sys; r = json.load(sys.stdin)["requests"]; print(r["finished"] + r["failed"])'; }
+# The head's CPU per request over the comparison's runs (all of them, REPEAT included): its CPU
+# ticks and the requests it served between the two readings.
+served0=$(served_now)
 cpu0=$(cpu_of "$head_pid")
 # shellcheck disable=SC2086
 "$bin" bench --trace "$trace" --duration "$duration" --load $loads --policies static deadline migration dilaserve \
@@ -116,7 +120,6 @@ sampler_pid=$!
 wait "$bench_pid" || { kill "$sampler_pid"; cat "$out/bench.log"; exit 1; }
 kill "$sampler_pid"
 cat "$out/bench.log"
-cpu1=$(cpu_of "$head_pid")
 # The same arrivals again (the first run's capacity fixes their times), for the live median.
 capacity=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["capacity_rps"])' "$out/live/bench.json")
 for i in $(seq 2 "$repeat"); do
@@ -125,23 +128,25 @@ for i in $(seq 2 "$repeat"); do
   "$bin" bench --trace "$trace" --duration "$duration" --load $loads --policies static deadline migration dilaserve \
     --slo-scale "$slo_scale" --capacity "$capacity" --out "$out/live$i" > "$out/bench$i.log" || { cat "$out/bench$i.log"; exit 1; }
 done
+cpu1=$(cpu_of "$head_pid")
+served1=$(served_now)
 "$bin" status --json > "$out/status.json"
 "$bin" down > /dev/null
 trap - EXIT
 # The same profile again: how far the machine itself drifted over the run.
 "$bin" profile --tp 1 --block 8 --lengths 32,64 --batches 1,2,4,8 --reps 9 --out "$out/cpu-after.yaml" > "$out/profile-after.log"
-echo "$cpu0 $cpu1" > "$out/head_cpu_ticks"
+echo "$cpu0 $cpu1 $served0 $served1" > "$out/head_cpu_ticks"
 fi
-read -r cpu0 cpu1 < "$out/head_cpu_ticks"
+read -r cpu0 cpu1 served0 served1 < "$out/head_cpu_ticks"
 ticks=$(getconf CLK_TCK)
 
 echo "== simulator: the same requests, loads and capacity"
 python3 - "$out" "$out/cpu.yaml" "$root/configs/quality/tiny-llada.json" "$cpu0" "$cpu1" "$ticks" \
-  "$bin" "$slo_scale" "$window_ms" "$contention" "$group" $loads <<'EOF'
+  "$bin" "$slo_scale" "$window_ms" "$contention" "$group" "${served0:-}" "${served1:-}" $loads <<'EOF'
 import json, os, subprocess, sys
-out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION, GROUP = sys.argv[1:12]
+out, profile, quality, cpu0, cpu1, ticks, binary, slo, WINDOW_MS, CONTENTION, GROUP, served0, served1 = sys.argv[1:14]
 CONTENTION, GROUP = CONTENTION == "1", GROUP == "1"
-loads = [float(x) for x in sys.argv[12:]]
+loads = [float(x) for x in sys.argv[14:]]
 bench = json.load(open(f"{out}/live/bench.json"))
 import glob, statistics
 # One live run, or the median of the repeated ones (REPEAT) with their range.
@@ -163,7 +168,12 @@ run_steps = max(1, sum(g["steps"] for g in groups))
 run_step_excess_ms = 1e3 * sum(g["step_wall_s"] - g["predicted_s"] for g in groups) / run_steps
 run_engine_over_profile = sum(g["engine_s"] for g in groups) / max(1e-9, sum(g["predicted_s"] for g in groups))
 cal = json.load(open(f"{out}/calibration/calibration.json"))
-served = status["requests"]["finished"] + status["requests"]["failed"] - sum(r["requests"] for r in cal["runs"])
+if served1:
+    served = int(served1) - int(served0)
+else:
+    # Files of a run before the served counts were recorded: its ticks span the first bench only
+    # and this count every run, so with REPEAT the figure reads low by about that factor.
+    served = status["requests"]["finished"] + status["requests"]["failed"] - sum(r["requests"] for r in cal["runs"])
 run_head_cpu_ms = 1e3 * (float(cpu1) - float(cpu0)) / float(ticks) / max(1, served)
 
 # The control plane from the calibration before the comparison (tools/sim_vs_live_calibrate.py):

@@ -191,6 +191,26 @@ BOOST_AUTO_TEST_CASE(batched_steps_with_mixed_kinds_and_lengths_equal_single_run
   for (std::size_t k = 0; k < slots.size(); ++k) BOOST_TEST((slots[k].c.ids == singles[k].ids));
 }
 
+BOOST_AUTO_TEST_CASE(a_released_request_gives_back_its_cache_and_cannot_step_again) {
+  auto m = small_model();
+  engine one(make_cpu_backend(m));
+  tp_runner two(m, 2);
+  const auto p = params(commit_rule::threshold, cache_mode::dual);
+  auto a = canvas::start(prompt(10, 1), p, 1, 0);
+  auto b = canvas::start(prompt(12, 2), p, 1, 0);
+  const auto alone = run(one, b);
+  const auto ha = two.admit(a), hb = two.admit(b);
+  two.step({ha, hb});  // both refresh, so both ranks hold a cache for each
+  BOOST_REQUIRE(two.slot(0, ha).cache && two.slot(0, ha).cache->bytes() > 0);
+  two.release(ha);
+  for (int rank = 0; rank < 2; ++rank) BOOST_TEST(!two.slot(rank, ha).cache);
+  BOOST_CHECK_THROW(two.step({ha}), std::out_of_range);
+  BOOST_CHECK_THROW(two.release(hb + 1), std::out_of_range);
+  // The other request decodes on as if the released one had never been there.
+  while (!two.view(hb).finished) two.step({hb});
+  BOOST_TEST((two.view(hb).ids == alone.ids));
+}
+
 BOOST_AUTO_TEST_CASE(tensor_parallel_two_equals_one) {
   auto m = small_model();
   engine one(make_cpu_backend(m));

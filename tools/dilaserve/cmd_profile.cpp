@@ -106,6 +106,17 @@ std::vector<policy::profile_sample> measure(const std::shared_ptr<const gpu::mod
     if (++attempts > 4 * (o.reps + 1))
       throw std::runtime_error("profile: the canvases kept finishing in their refresh step (EOS); no reuse step to time");
     auto handles = admit(pt.batch);
+    // Each round's requests are released when it ends, as a worker releases a finished
+    // request: with every canvas kept, each refresh wrote its KV cache into pages never touched
+    // before, and the profile charged refreshes about 1.3x what a running worker takes
+    // (docs/performance.md, "The profile's refreshes").
+    struct release_round {
+      gpu::tp_runner& run;
+      std::vector<std::size_t>& handles;
+      ~release_round() {
+        for (auto h : handles) run.release(h);
+      }
+    } release{run, handles};
     auto t0 = clock_type::now();
     auto rep = run.step(handles);
     const double t_ref = std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -128,7 +139,10 @@ std::vector<policy::profile_sample> measure(const std::shared_ptr<const gpu::mod
       // The first batch - refreshing requests go on reusing (one token a step over a block of
       // several), beside as many fresh ones taking their refresh.
       std::vector<std::size_t> mixed(handles.begin(), handles.end() - refreshing);
-      for (auto h : admit(refreshing)) mixed.push_back(h);
+      for (auto h : admit(refreshing)) {
+        mixed.push_back(h);
+        handles.push_back(h);  // released with the round's
+      }
       t0 = clock_type::now();
       auto rep3 = run.step(mixed);
       const double t_mix = std::chrono::duration<double>(clock_type::now() - t0).count();
