@@ -8,7 +8,11 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -227,6 +231,62 @@ BOOST_AUTO_TEST_CASE(profile_writes_a_measured_profile_that_the_simulator_runs_o
                                "static,dilaserve", "--json"});
   BOOST_TEST(s.rc == 0, s.err);
   BOOST_TEST(s.out.find("\"results\"") != std::string::npos, s.out);
+}
+
+// tools/sim_vs_live_run_speed.py: each (policy, load) run's engine speed comes from the live step
+// logs of that run's windows only (every live*/client.csv), and replaces the calibrated
+// contention in the replayed cluster file.
+BOOST_AUTO_TEST_CASE(run_speed_replays_each_run_at_the_engine_speed_its_step_logs_show) {
+  dls::test::scratch_dir dir;
+  const auto profile = dls::test::write_two_degree_profile(dir, 0.001);
+  for (const char* sub : {"live", "live2", "steps-live"}) BOOST_TEST_REQUIRE(::mkdir(dir.file(sub).c_str(), 0755) == 0);
+  std::ofstream(dir.file("cluster-sim-model-static.yaml"))
+      << "name: t\nengine: {block_length: 8, threshold: 0.9, max_batch: 8}\nmax_canvas: 64\n"
+      << "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
+      << "scheduler: {profile: " << profile << ", quality: " << DLS_SOURCE_DIR << "/configs/quality/tiny-llada.json}\n"
+      << "control_plane: {request_ms: 0, cpu_ms: 0, cores: 1, step_ms: 0.1, slo_step_ms: 0.05, group_ms: 0, "
+      << "contention: {window_ms: 100, slowdown: [{busy: 0.1, factor: 1.3}, {busy: 0.9, factor: 0.9}]}}\n";
+  {
+    std::ofstream a(dir.file("live/arrivals.csv"));
+    a << "TIMESTAMP,ContextTokens,GeneratedTokens,DecodedTokens\n";
+    for (int i = 0; i < 20; ++i) a << 0.01 * i << ",16,16,8\n";
+  }
+  std::ofstream(dir.file("live/bench.json")) << R"({"capacity_rps": 200})";
+  const std::string client_header =
+      "policy,load,send_lag_p99_s,client_latency_p50_s,client_latency_p99_s,first_block_p50_s,first_block_p99_s,retried,"
+      "start_unix_s,end_unix_s\n";
+  std::ofstream(dir.file("live/client.csv")) << client_header << "static,0.5,0,0,0,0,0,0,100,200\n";
+  std::ofstream(dir.file("live2/client.csv")) << client_header << "static,0.5,0,0,0,0,0,0,300,400\n";
+  // Run 1 at 0.8 of the profile, run 2 at 0.6; the step between them (a calibration's) is not a run's.
+  std::ofstream(dir.file("steps-live/node0-g0.csv"))
+      << "run,start_s,wall_s,engine_s,predicted_s,batch,refreshes,ran_refreshes,query_rows,key_rows,active,waiting\n"
+      << "node0/g0,150,0.002,0.0016,0.002,1,1,1,16,16,1,0\n"
+      << "node0/g0,160,0.002,0.0016,0.002,1,0,0,8,16,1,0\n"
+      << "node0/g0,250,0.002,0.02,0.002,1,1,1,16,16,1,0\n"
+      << "node0/g0,350,0.002,0.0012,0.002,1,1,1,16,16,1,0\n";
+  std::ofstream(dir.file("comparison.json"))
+      << R"([{"policy": "static", "load": 0.5, "live_attainment": 0.5, "live_mean_s": 0.01, "within_target": false}])";
+  const auto script = std::string(DLS_SOURCE_DIR) + "/tools/sim_vs_live_run_speed.py";
+  const auto out = dir.file("out.txt");
+  const auto cmd = "python3 " + script + " " + dir.path() + " --bin " + DLS_DILASERVE + " > " + out + " 2>&1";
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, std::ifstream(out).rdbuf());
+  std::stringstream printed;
+  printed << std::ifstream(out).rdbuf();
+  BOOST_TEST(printed.str().find("static      0.50  0.700 |") != std::string::npos, printed.str());
+  BOOST_TEST(printed.str().find("points within 5 points and 15 % at each run's own engine speed (0 as predicted)") !=
+                 std::string::npos,
+             printed.str());
+  std::stringstream replayed;
+  replayed << std::ifstream(dir.file("run-speed/static-0.5.yaml")).rdbuf();
+  BOOST_TEST(replayed.str().find("slowdown: [{busy: 0, factor: 0.7000}, {busy: 1, factor: 0.7000}]") != std::string::npos,
+             replayed.str());
+  BOOST_TEST(replayed.str().find("1.3") == std::string::npos, replayed.str());
+  // Without a comparison to replay it says what to run first.
+  ::unlink(dir.file("comparison.json").c_str());
+  BOOST_TEST(std::system(cmd.c_str()) != 0);
+  std::stringstream refused;
+  refused << std::ifstream(out).rdbuf();
+  BOOST_TEST(refused.str().find("run tools/sim_vs_live.sh first") != std::string::npos, refused.str());
 }
 
 BOOST_AUTO_TEST_CASE(profile_refuses_a_grid_the_model_or_machine_cannot_run) {
