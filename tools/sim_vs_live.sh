@@ -314,3 +314,7 @@ for p in ["static", "deadline", "migration", "dilaserve"]:
 json.dump(rows, open(f"{out}/comparison.json", "w"), indent=2)
 print(f"{len(rows) - bad} of {len(rows)} points within 5 points of attainment and 15 % of mean latency")
 EOF
+# The same comparison with each run's engine at the speed its own steps showed: how much of a
+# miss is the machine's drift rather than the model (a diagnostic, not a prediction).
+echo "== diagnostic: the simulator at each live run's own engine speed (not a prediction)"
+python3 tools/sim_vs_live_run_speed.py "$out" --bin "$bin" --slo-scale "$slo_scale" | tail -n 1
