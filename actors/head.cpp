@@ -50,6 +50,11 @@ struct head_state {
   std::function<void()> on_shutdown;
   peer_registry_ptr peers;
   rt::head_journal_ptr journal;  // membership and layouts are logged here (may be null)
+  // The supervisor's calibration of the path overhead per request (supervisor.cpp), asked for
+  // once every node has first joined; `await` answers after it, so a client that waits for the
+  // cluster (as `up` does) never runs beside the probes.
+  enum class calibration { not_asked, running, done } slo_calibration = calibration::not_asked;
+  double slo_request_overhead_ms = -1;  // < 0: not known yet
   bool stopping = false;
   static inline const char* name = "dls.head";
 };
@@ -62,8 +67,28 @@ bool all_ready(const head_state& st) {
   return true;
 }
 
-void answer_waiters(head_state& st) {
+void answer_waiters(head_ptr self) {
+  auto& st = self->state;
   if (!all_ready(st)) return;
+  using cal = head_state::calibration;
+  if (st.slo_calibration != cal::done) {
+    if (st.slo_calibration == cal::running || !st.supervisor) return;
+    st.slo_calibration = cal::running;
+    // Each probe has its own timeout there, so the supervisor always answers.
+    self->request(st.supervisor, caf::infinite, rt::calibrate_atom::value, st.cfg.scheduler.slo_request_overhead_ms)
+        .then(
+            [=](double ms) {
+              self->state.slo_request_overhead_ms = ms;
+              self->state.slo_calibration = cal::done;
+              answer_waiters(self);
+            },
+            [=](caf::error& e) {
+              rt::log_line("head", "no path overhead for deadlines: " + self->system().render(e));
+              self->state.slo_calibration = cal::done;
+              answer_waiters(self);
+            });
+    return;
+  }
   for (auto& rp : st.awaiting) rp.deliver(std::string(R"({"ok":true})"));
   st.awaiting.clear();
 }
@@ -128,6 +153,7 @@ std::string status_json(const head_state& st) {
   j["cluster"] = st.cfg.name;
   j["policy"] = st.policy;
   j["slo_scale"] = st.cfg.scheduler.slo_scale;
+  if (st.slo_request_overhead_ms >= 0) j["slo_request_overhead_ms"] = st.slo_request_overhead_ms;
   j["nodes"] = json::array();
   auto now = clock_type::now();
   for (const auto& cfg_node : st.cfg.nodes) {
@@ -310,7 +336,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         }
         it->second.ready = true;
         self->send(st.supervisor, rt::groups_atom::value, node, groups);
-        answer_waiters(st);
+        answer_waiters(self);
         return caf::make_message(groups);
       },
       // The data plane's directory: a node registers its UCX worker address once UCX runs, and
@@ -436,11 +462,13 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         if (!from_head(self)) return refused();
         auto rp = self->make_response_promise();
         self->state.awaiting.push_back(rp);
-        answer_waiters(self->state);
+        answer_waiters(self);
         return rp;
       },
       [=](rt::register_atom, caf::actor supervisor) {
-        if (from_head(self)) self->state.supervisor = std::move(supervisor);
+        if (!from_head(self)) return;
+        self->state.supervisor = std::move(supervisor);
+        answer_waiters(self);
       },
       [=](rt::policy_atom, const std::string& name) {
         if (!from_head(self)) return;

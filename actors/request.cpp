@@ -30,6 +30,9 @@ struct request_state {
   double min_threshold = 0;   // the client's floor
   double tau_low = 1.0;       // as its last group handed it over (work_item::tau_low)
   double deadline_ms = 0;     // after arrival: slo_ms, or the profiled default; 0 until known
+  // Unlisted: the head's own probe (supervisor.cpp), in no directory row and no count of
+  // the clients' requests.
+  bool listed = true;
   double slack_ms = 0;
   std::string next_step;      // refresh | reuse, once a group decided
   int32_t gen_length = 0;
@@ -101,6 +104,7 @@ request_details details(const request_state& st) {
 // awaited and a request refused at once still leaves a row that is counted.
 void publish(req_ptr self) {
   const auto& st = self->state;
+  if (!st.listed) return;
   // RESTARTING while it waits to resume elsewhere after losing its node.
   auto state = st.done ? "DEAD" : st.status == "REPLACING" ? "RESTARTING" : "ALIVE";
   self->send(st.core, request_row_atom::value, st.id, std::string(state), details(st), st.done && st.result.ok);
@@ -151,6 +155,7 @@ void finish(req_ptr self, rt::answer a) {
   a.threshold = st.threshold;
   a.moves = st.moves;
   a.tag = st.spec.tag;
+  a.deadline_ms = st.deadline_ms;
   // A failure (a refusal included) meets no SLO: attainment counts it as a miss.
   a.slo_met = a.ok && (st.deadline_ms <= 0 || a.latency_ms <= st.deadline_ms);
   st.status = a.ok ? "FINISHED" : "FAILED";
@@ -421,6 +426,7 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         a.tokens = r.tokens;
         a.node = r.node;
         a.group = r.group;
+        a.group_ms = r.group_ms;
         finish(self, std::move(a));
       },
       // A client re-attached with this request's key (after a head restart, or a new
@@ -471,9 +477,10 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
 
 started_request spawn_request(caf::actor_system& sys, uint64_t id, rt::submit_spec spec, rt::engine_defaults defaults,
                               caf::actor core, caf::actor supervisor, peer_registry_ptr peers,
-                              rt::head_journal_ptr journal, const rt::journal_request* recovered) {
+                              rt::head_journal_ptr journal, const rt::journal_request* recovered, bool listed) {
   auto initial = initial_state(id, std::move(spec), defaults, std::move(core), std::move(supervisor), std::move(peers),
                                std::move(journal), recovered);
+  initial->listed = listed;
   started_request out;
   out.actor = sys.spawn(request, std::shared_ptr<const request_state>(initial));
   out.first_item = make_item(*initial, out.actor);

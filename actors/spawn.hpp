@@ -62,6 +62,6 @@ struct started_request {
 started_request spawn_request(caf::actor_system& sys, uint64_t id, runtime::submit_spec spec,
                               runtime::engine_defaults defaults, caf::actor core, caf::actor supervisor,
                               peer_registry_ptr peers = nullptr, runtime::head_journal_ptr journal = nullptr,
-                              const runtime::journal_request* recovered = nullptr);
+                              const runtime::journal_request* recovered = nullptr, bool listed = true);
 
 }  // namespace dls::actors

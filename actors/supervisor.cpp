@@ -83,6 +83,9 @@ struct supervisor_state {
   std::vector<unsynced_submit> unsynced;
   std::vector<unsynced_submit> syncing;
   bool sync_in_flight = false;
+  // The path overhead per request that deadlines count (cluster_schema.hpp), set by the
+  // calibration when every node has joined; requests placed before count none.
+  double slo_request_overhead_ms = 0;
   static inline const char* name = "dls.supervisor";
 };
 
@@ -132,6 +135,7 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
     g = &t->second;
   else
     g = pick_group(st);
+  item.slo_request_overhead_ms = st.slo_request_overhead_ms;
   if (!g) {
     // Accepted work waits for a group (a node may be joining or regrouping), but not
     // forever: after pending_limit it ends with an explicit error.
@@ -253,6 +257,65 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
   auto awaited = await_answer(started.actor);
   place(self, std::move(started.first_item));
   return awaited;
+}
+
+// The calibration of the path overhead per request: lone probe requests, one after another,
+// each a block long on a digits prompt that any tokenizer encodes. Each one's overhead is its
+// latency at the head less its time on the group (the engine's part, which the profile
+// predicts, whatever the prompt makes of it); the median keeps one probe that a scheduling
+// hiccup delayed from setting every window.
+constexpr int slo_probes = 7;
+constexpr auto slo_probe_timeout = std::chrono::seconds(60);  // a lone block on the slowest engine we run
+constexpr int32_t probe_slo_ms = 3600000;                      // an hour
+
+struct slo_calibration {
+  std::vector<double> overhead_ms;
+  caf::response_promise rp;
+};
+
+void settle_calibration(sup_ptr self, const std::shared_ptr<slo_calibration>& cal, double ms, const std::string& how) {
+  auto& st = self->state;
+  st.slo_request_overhead_ms = ms;
+  if (st.journal) {
+    try {
+      st.journal->slo_overhead(ms);
+    } catch (const std::exception& e) {
+      rt::log_line("supervisor", std::string("cannot log the SLO's path overhead: ") + e.what());
+    }
+  }
+  char line[160];
+  std::snprintf(line, sizeof line, "deadlines count %.3f ms of path overhead per request (%s)", ms, how.c_str());
+  rt::log_line("supervisor", line);
+  cal->rp.deliver(ms);
+}
+
+void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
+  auto& st = self->state;
+  rt::submit_spec spec;
+  spec.prompt = "0123456789=";
+  spec.gen_length = st.defaults.decode.block_length;
+  // Lax, so that no group refuses it (on_miss: reject, on_overload: refuse) and its window is
+  // none that the figure it measures would have changed.
+  spec.slo_ms = probe_slo_ms;
+  const auto id = st.next_id++;
+  auto started = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core,
+                               caf::actor_cast<caf::actor>(self), st.peers, nullptr, nullptr, /*listed*/ false);
+  st.requests[id] = {started.actor, "", 0, ""};
+  self->request(started.actor, slo_probe_timeout, rt::await_atom::value)
+      .then(
+          [=](const rt::answer& a) {
+            if (!a.ok) return settle_calibration(self, cal, 0, "a probe failed, so none: " + a.error);
+            cal->overhead_ms.push_back(std::max(0.0, a.latency_ms - a.group_ms));
+            if (static_cast<int>(cal->overhead_ms.size()) < slo_probes) return probe_once(self, cal);
+            auto v = cal->overhead_ms;
+            std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+            settle_calibration(self, cal, v[v.size() / 2],
+                               "the median of " + std::to_string(slo_probes) + " lone probes");
+          },
+          [=](caf::error& e) {
+            settle_calibration(self, cal, 0, "a probe got no answer, so none: " + self->system().render(e));
+          });
+  place(self, std::move(started.first_item));
 }
 
 rt::answer refusal_of(uint64_t id, const rt::submit_spec& spec, const std::string& why) {
@@ -378,6 +441,22 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
                         [&](const caf::actor& r) { return u.rp.delegate(r, rt::await_atom::value); });
         }
         if (!st.unsynced.empty()) self->send(self, wal_sync_atom::value);
+      },
+      // Every node has joined (the core asks once per head process): measure the path
+      // overhead, unless the cluster file fixes it or the log kept the one measured before
+      // this head restarted.
+      [=](rt::calibrate_atom, double configured_ms) -> caf::result<caf::message> {
+        if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
+        auto cal = std::make_shared<slo_calibration>();
+        cal->rp = self->make_response_promise();
+        const auto& st = self->state;
+        if (configured_ms >= 0)
+          settle_calibration(self, cal, configured_ms, "scheduler.slo_request_overhead_ms");
+        else if (st.journal && st.journal->recovered().slo_request_overhead_ms >= 0)
+          settle_calibration(self, cal, st.journal->recovered().slo_request_overhead_ms, "measured before the restart");
+        else
+          probe_once(self, cal);
+        return cal->rp;
       },
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!local(self)) return;

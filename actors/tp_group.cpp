@@ -62,6 +62,7 @@ struct queued_request {
   int32_t streamed_blocks = 0;  // chunks numbered so far (a resumed request goes on from its block)
   std::string arrived_how;  // how it came here when migrated: canvas, rebuild, transfer, handover
   double resumed_ms = -1;   // migrated: from the source's stop to the start of its first step here
+  double reached_s = 0;     // when it reached this group (the group's clock)
   std::optional<rt::migration_order> leave;  // moves at the next step boundary of its kind
 };
 
@@ -359,14 +360,15 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   lr.id = id;
   lr.group = st.view.id;
   lr.progress = progress;
-  lr.arrival_s = now_s(st) - item.age_ms / 1e3;
+  q.reached_s = now_s(st);
+  lr.arrival_s = q.reached_s - item.age_ms / 1e3;
   if (item.deadline_ms > 0)
     lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
   else if (ctx.cost && ctx.cost->supports(1))
     lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
                                            policy::with_step_overhead(*ctx.cost, 1, st.slo_overhead_s), ctx.quality,
                                            progress.prompt_len, progress.gen_len, progress.block_len,
-                                           ctx.knobs.tau_max);
+                                           ctx.knobs.tau_max, item.slo_request_overhead_ms / 1e3);
   else
     lr.deadline_s = lr.arrival_s + no_deadline_s;
   lr.tau = item.threshold;
@@ -652,7 +654,7 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
       if (o.report.finished) {
         st.ledger.finish();
         rt::run_result r{q.text.text(), static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed),
-                         st.setup.node, st.setup.name};
+                         st.setup.node, st.setup.name, (now_s(st) - q.reached_s) * 1e3};
         self->send(req, rt::finished_atom::value, q.meta.epoch, r);
         remove(self, o.id, "finished");
         changed = true;

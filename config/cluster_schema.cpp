@@ -22,7 +22,8 @@ const std::set<std::string>& engine_keys() {
 const std::set<std::string>& scheduler_keys() {
   static const std::set<std::string> keys{"token_budget", "max_active", "tau_min", "tau_step", "accuracy_budget",
                                           "on_overload",  "on_miss",    "profile", "quality", "cap_forecast_ms",
-                                          "cap_forecast_refresh_ms", "control_interval_ms"};
+                                          "cap_forecast_refresh_ms", "control_interval_ms",
+                                          "slo_request_overhead_ms"};
   return keys;
 }
 
@@ -153,6 +154,9 @@ scheduler_settings parse_scheduler(const yaml_checker& c, const YAML::Node& n, c
   c.check_keys(n, keys, "scheduler");
   if (n["policy"]) s.policy = c.one_of(n["policy"], "scheduler.policy", names);
   if (n["slo_scale"]) s.slo_scale = c.real(n["slo_scale"], "scheduler.slo_scale", 0.01, 1e6);
+  if (const auto& o = n["slo_request_overhead_ms"]; o && !(o.IsScalar() && o.Scalar() == "measure"))
+    s.slo_request_overhead_ms =
+        c.real(o, "scheduler.slo_request_overhead_ms (milliseconds, or measure)", 0.0, 1e6);
   if (n["token_budget"])
     s.token_budget = static_cast<int>(c.integer(n["token_budget"], "scheduler.token_budget", 1, 1 << 24));
   if (n["max_active"]) s.max_active = static_cast<int>(c.integer(n["max_active"], "scheduler.max_active", 1, 1 << 16));

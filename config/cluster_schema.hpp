@@ -47,6 +47,10 @@ struct engine_defaults {
 struct scheduler_settings {
   std::string policy = "static";
   double slo_scale = 2.0;      // deadline without slo_ms: arrival + slo_scale x solo latency
+  // What a request's path outside the engine adds to its solo latency (ms): the hops from the
+  // head to a group and back, which the profile does not see. < 0 (`measure`, the default):
+  // the head times lone probe requests when every node has joined (docs/runtime.md).
+  double slo_request_overhead_ms = -1;
   int token_budget = 8192;     // query rows per group step
   int max_active = 64;         // requests admitted per group at once
   double tau_min = 0.7;        // lowest tau the controller may choose

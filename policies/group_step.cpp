@@ -218,8 +218,9 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
 }
 
 double slo_deadline_s(double arrival_s, double slo_scale, const step_cost_model& cost, const quality_model& q,
-                      int prompt_len, int gen_len, int block_len, double tau_ref) {
-  return arrival_s + slo_scale * isolated_latency_s(cost, q, prompt_len, gen_len, block_len, tau_ref, 1);
+                      int prompt_len, int gen_len, int block_len, double tau_ref, double request_overhead_s) {
+  return arrival_s +
+         slo_scale * (isolated_latency_s(cost, q, prompt_len, gen_len, block_len, tau_ref, 1) + request_overhead_s);
 }
 
 }  // namespace dls::policy

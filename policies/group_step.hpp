@@ -119,8 +119,9 @@ step_decision decide_step(group_snapshot& g, const group_policy& p, const step_c
                           const quality_model& q);
 
 /// The deadline of a request without an explicit SLO: arrival + slo_scale x its latency alone
-/// on one device at the reference tau (the definition `dilaserve sim` uses).
+/// (the definition `dilaserve sim` uses): on one device at the reference tau, plus
+/// `request_overhead_s`, what its path outside the engine adds to a lone request's latency.
 double slo_deadline_s(double arrival_s, double slo_scale, const step_cost_model& cost, const quality_model& q,
-                      int prompt_len, int gen_len, int block_len, double tau_ref);
+                      int prompt_len, int gen_len, int block_len, double tau_ref, double request_overhead_s = 0);
 
 }  // namespace dls::policy

@@ -38,7 +38,7 @@ json answer_json(const answer& a) {
   return {{"ok", a.ok},         {"error", a.error},     {"text", a.text},       {"latency_ms", a.latency_ms},
           {"steps", a.steps},   {"tokens", a.tokens},   {"tau", a.threshold},   {"slo_met", a.slo_met},
           {"node", a.node},     {"group", a.group},     {"moves", a.moves},     {"tag", a.tag},
-          {"request_id", a.request_id}};
+          {"request_id", a.request_id}, {"deadline_ms", a.deadline_ms}};
 }
 
 answer answer_of(const json& j) {
@@ -56,6 +56,7 @@ answer answer_of(const json& j) {
   a.moves = j.at("moves").get<int32_t>();
   a.tag = j.at("tag").get<uint64_t>();
   a.request_id = j.at("request_id").get<uint64_t>();
+  a.deadline_ms = j.value("deadline_ms", 0.0);  // absent from logs written before it was kept
   return a;
 }
 
@@ -143,6 +144,8 @@ std::string encode_layout(const std::string& node, const std::vector<int32_t>& s
 
 std::string encode_policy(const std::string& name) { return to_cbor({{"t", "policy"}, {"name", name}}); }
 
+std::string encode_slo_overhead(double ms) { return to_cbor({{"t", "slo_overhead"}, {"ms", ms}}); }
+
 std::string encode_port(int port) { return to_cbor({{"t", "port"}, {"port", port}}); }
 
 void apply_record(journal_state& st, const std::string& payload, std::size_t finished_kept) {
@@ -197,6 +200,10 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       st.layouts[j.at("node").get<std::string>()] = j.at("sizes").get<std::vector<int32_t>>();
     } else if (type == "policy") {
       st.policy = j.at("name").get<std::string>();
+    } else if (type == "slo_overhead") {
+      const auto ms = j.at("ms").get<double>();
+      if (!(ms >= 0 && ms <= 1e6)) throw journal_error("slo_overhead " + std::to_string(ms) + " ms out of range");
+      st.slo_request_overhead_ms = ms;
     } else if (type == "port") {
       auto port = j.at("port").get<int>();
       if (port < 0 || port > 65535) throw journal_error("port " + std::to_string(port) + " out of range");
@@ -216,6 +223,7 @@ std::vector<std::string> checkpoint_records(const journal_state& st) {
   out.push_back(to_cbor({{"t", "next"}, {"id", st.next_id}}));
   if (st.port > 0) out.push_back(encode_port(st.port));
   if (!st.policy.empty()) out.push_back(encode_policy(st.policy));
+  if (st.slo_request_overhead_ms >= 0) out.push_back(encode_slo_overhead(st.slo_request_overhead_ms));
   for (const auto& [node, joins] : st.joins) out.push_back(encode_joined(node, joins));
   for (const auto& [node, sizes] : st.layouts) out.push_back(encode_layout(node, sizes));
   for (const auto& [key, a] : st.finished) out.push_back(encode_finished(a.request_id, key, a));
@@ -354,6 +362,8 @@ void head_journal::layout(const std::string& node, const std::vector<int32_t>& s
 void head_journal::policy(const std::string& name) { append_synced(encode_policy(name)); }
 
 void head_journal::port(int port) { append_synced(encode_port(port)); }
+
+void head_journal::slo_overhead(double ms) { append_synced(encode_slo_overhead(ms)); }
 
 void head_journal::snapshot(uint64_t id, const std::vector<char>& canvas, int32_t steps, int32_t tokens) {
   std::lock_guard<std::mutex> lk(mu_);

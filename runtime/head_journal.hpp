@@ -48,6 +48,7 @@ struct journal_state {
   std::map<std::string, std::vector<int32_t>> layouts;  // node -> group sizes, as last registered
   std::string policy;                                   // empty: the cluster file's
   int port = 0;                                         // 0: not published yet
+  double slo_request_overhead_ms = -1;                  // < 0: not measured yet
 };
 
 /// One record's payload (CBOR) for each kind of change.
@@ -58,6 +59,7 @@ std::string encode_joined(const std::string& node, uint32_t joins);
 std::string encode_layout(const std::string& node, const std::vector<int32_t>& sizes);
 std::string encode_policy(const std::string& name);
 std::string encode_port(int port);
+std::string encode_slo_overhead(double ms);
 
 /// Applies one record to `st`; `finished_kept` bounds the keyed answers kept. Throws
 /// journal_error (one line) for a payload that is not a record of this version.
@@ -96,6 +98,9 @@ class head_journal {
   void layout(const std::string& node, const std::vector<int32_t>& sizes);
   void policy(const std::string& name);
   void port(int port);
+  /// The path overhead per request that deadlines count, once measured: a restarted head
+  /// keeps its requests' windows instead of timing probes among recovered work.
+  void slo_overhead(double ms);
 
   // Written, not synced: a SIGKILLed process loses nothing written (the kernel holds it);
   // after a machine crash a lost snapshot only means resuming from an older canvas, and a

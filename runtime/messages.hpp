@@ -65,6 +65,9 @@ using forget_snap_atom = caf::atom_constant<caf::atom("forgetsnap")>;
 // Data-plane wireup at join (runtime/ucx_wireup.hpp): the head gives a node that registered its
 // UCX address each live peer's (node, address); the node reports back each peer it wired.
 using wireup_atom = caf::atom_constant<caf::atom("wireup")>;
+// The head's core asks its supervisor, once every node has joined, for the path overhead per
+// request that deadlines count (scheduler_settings::slo_request_overhead_ms).
+using calibrate_atom = caf::atom_constant<caf::atom("calibrate")>;
 
 // -- configuration on the wire ---------------------------------------------------------
 
@@ -288,12 +291,14 @@ struct answer {
   std::string group;
   int32_t moves = 0;  // migrations and re-placements it went through
   uint64_t tag = 0;
+  double deadline_ms = 0;  // the SLO it was held to, after arrival (0: none)
+  double group_ms = 0;     // of latency_ms, the time on the group it finished on
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, answer& x) {
   return f(caf::meta::type_name("dls_answer"), x.request_id, x.ok, x.error, x.text, x.latency_ms,
-           x.steps, x.tokens, x.threshold, x.slo_met, x.node, x.group, x.moves, x.tag);
+           x.steps, x.tokens, x.threshold, x.slo_met, x.node, x.group, x.moves, x.tag, x.deadline_ms, x.group_ms);
 }
 
 /// A request on its way to a group: fresh (empty canvas) or resumed from a canvas
@@ -350,6 +355,9 @@ struct work_item {
   /// a snapshot). The accuracy budget charged it there already; a group it moves to goes on
   /// from that charge instead of charging it again, and never raises it above it.
   double tau_low = 1.0;
+  /// The head's measured path overhead per request (ms, cluster_schema.hpp): a group deriving
+  /// the deadline adds slo_scale x this to the profiled solo latency.
+  double slo_request_overhead_ms = 0;
 };
 
 template <class Inspector>
@@ -357,7 +365,7 @@ typename Inspector::result_type inspect(Inspector& f, work_item& x) {
   return f(caf::meta::type_name("dls_work_item"), x.request_id, x.epoch, x.request, x.prompt,
            x.threshold, x.gen_length, x.canvas, x.threshold_pinned, x.min_threshold, x.age_ms, x.deadline_ms,
            x.kv_canvas, x.moved_from, x.stream, x.reject_on_miss, x.kv, x.moved_at_us, x.top_p, x.top_k,
-           x.alg_temp, x.schedule, x.eps, x.rule, x.steps_per_block, x.tau_low);
+           x.alg_temp, x.schedule, x.eps, x.rule, x.steps_per_block, x.tau_low, x.slo_request_overhead_ms);
 }
 
 using common::with_request;
@@ -457,11 +465,12 @@ struct run_result {
   int32_t tokens = 0;
   std::string node;
   std::string group;
+  double group_ms = 0;  // from reaching the group it finished on to its end there
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
-  return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group);
+  return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group, x.group_ms);
 }
 
 /// What a group tells a request about its policy state when it changes: its τ, its slack and

@@ -185,6 +185,8 @@ cal_runs = cal["runs"]
 step_ms = cal["step_ms"]
 # The per-step overhead the live group's deadlines count (its idle round trip, fixed at start).
 slo_step_ms = cal.get("slo_step_ms", step_ms)
+# The path overhead per request the live head measured at startup: its deadlines count it.
+slo_request_ms = cal.get("slo_request_ms", 0.0)
 GROUP_MS = cal.get("group_ms", 0.0) if GROUP else 0.0
 group_ms = GROUP_MS
 group_by = cal.get("group_ms_by_policy", {})
@@ -226,7 +228,7 @@ def cluster_text(request_ms, group_ms=None):
     return ("name: local-cpu-1slot\n"
             f"engine: {engine_text}\nmax_canvas: 64\n"
             "nodes:\n  - {name: cpu, devices: {kind: cpu, count: 1}, groups: [1]}\n"
-            f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml}}\n"
+            f"scheduler: {{profile: {profile}, quality: {out}/quality-sim.yaml, slo_request_overhead_ms: {slo_request_ms:.4f}}}\n"
             f"control_plane: {{request_ms: {request_ms:.4f}, cpu_ms: {cpu_ms:.4f}, cores: 1, step_ms: {step_ms:.4f}, slo_step_ms: {slo_step_ms:.4f}, group_ms: {group_ms:.4f}"
             + (f", contention: {contention}" if CONTENTION else "") + "}\n")
 

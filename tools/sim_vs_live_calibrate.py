@@ -70,6 +70,8 @@ def status(binary):
     out = {k: sum(g[k] for g in st["groups"]) for k in keys}
     # The per-step overhead each group's SLOs count (fixed when it started); with one group, its own.
     out["slo_step_overhead_s"] = max((g.get("slo_step_overhead_s", 0.0) for g in st["groups"]), default=0.0)
+    # The path overhead per request the head measured at startup, which its deadlines count.
+    out["slo_request_overhead_ms"] = st.get("slo_request_overhead_ms", 0.0)
     return out
 
 
@@ -136,6 +138,7 @@ def main():
                 "\n".join(f"{i * 1e-3:.6f},{rows[i % len(rows)].split(',', 1)[1]}" for i in range(a.burst)) + "\n")
     st0 = status(a.bin)
     slo_step_ms = 1e3 * st0["slo_step_overhead_s"]
+    slo_request_ms = st0["slo_request_overhead_ms"]
     res = subprocess.run([a.bin, "bench", "--trace", burst_trace, "--duration", str(a.burst), "--load", "1000",
                           "--capacity-requests", str(a.burst), "--policies", "static", "--warmup", "0",
                           "--slo-scale", a.slo_scale, "--timeout", "120", "--out", f"{a.out}/burst"],
@@ -234,7 +237,7 @@ def main():
     result = {"group_ms": group_ms, "group_ms_by_policy": group_by_policy, "burst": {"requests": a.burst, "capacity_rps": capacity, "wall_s": burst_wall,
                                               "step_wall_s": burst_step_wall},
               "base_cores": base_cores, "idle_s": idle_s, "request_cpu_ms": 1e3 * req_cpu, "step_cpu_ms": 1e3 * step_cpu,
-              "step_ms": step_ms, "slo_step_ms": slo_step_ms, "runs": runs,
+              "step_ms": step_ms, "slo_step_ms": slo_step_ms, "slo_request_ms": slo_request_ms, "runs": runs,
               # the contention model's points: busy fraction, engine time over the profile
               "slowdown": sorted((r["step_wall_s"] / r["wall_s"], r["engine_s_over_predicted"]) for r in runs)}
     for r, yy in zip(runs, y):

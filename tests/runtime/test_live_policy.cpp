@@ -478,6 +478,9 @@ BOOST_AUTO_TEST_CASE(measured_overhead_joins_the_profile_and_the_deadline_defini
   // Solo at tau 0.9 (one token per step): 2 blocks x 8 steps of 1.1 ms; due at arrival + 2 x that.
   const double solo = 16 * 1.1e-3;
   BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9) == 5.0 + 2 * solo, boost::test_tools::tolerance(1e-9));
+  // The path outside the engine that a lone request also takes counts at the same scale.
+  BOOST_TEST(pol::slo_deadline_s(5.0, 2.0, m, q, 4, 16, 8, 0.9, 0.003) == 5.0 + 2 * (solo + 0.003),
+             boost::test_tools::tolerance(1e-9));
 }
 
 BOOST_AUTO_TEST_CASE(a_group_size_keeps_the_first_idle_figure_for_every_later_group) {
@@ -641,6 +644,17 @@ BOOST_AUTO_TEST_CASE(the_cluster_file_picks_the_policy_by_name_and_names_a_bad_o
   BOOST_TEST(bad_knob.find("unknown key 'tau_mn' in scheduler") != std::string::npos, bad_knob);
   auto bad_value = error_of(config_with("scheduler: {slo_scale: -1}\n"));
   BOOST_TEST(bad_value.find("scheduler.slo_scale") != std::string::npos, bad_value);
+  // The path overhead deadlines count: measured at startup unless the file fixes it.
+  BOOST_TEST(rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").scheduler.slo_request_overhead_ms < 0);
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {slo_request_overhead_ms: measure}\n"), "c.yaml", "/tmp")
+                 .scheduler.slo_request_overhead_ms < 0);
+  BOOST_TEST(rt::parse_cluster_config(config_with("scheduler: {slo_request_overhead_ms: 2.5}\n"), "c.yaml", "/tmp")
+                 .scheduler.slo_request_overhead_ms == 2.5);
+  for (const char* bad : {"-1", "often", "2e9"}) {
+    auto e = error_of(config_with(std::string("scheduler: {slo_request_overhead_ms: ") + bad + "}\n"));
+    BOOST_TEST(e.find("scheduler.slo_request_overhead_ms") != std::string::npos, e);
+    BOOST_TEST(e.find('\n') == std::string::npos);
+  }
   auto bad_tau = error_of(config_with("scheduler: {tau_min: 0.95}\n"));
   BOOST_TEST(bad_tau.find("scheduler.tau_min") != std::string::npos, bad_tau);
   BOOST_TEST(!rt::parse_cluster_config(config_with(""), "c.yaml", "/tmp").reconfigure.automatic);

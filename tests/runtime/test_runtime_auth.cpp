@@ -1,4 +1,4 @@
-// Test 4 of issue 3: a node (or client) with a wrong or missing token is refused with
+// A node (or client) with a wrong or missing token is refused with
 // a clear error on both sides, and nothing of that peer becomes reachable.
 #define BOOST_TEST_MODULE test_runtime_auth
 #include <boost/test/unit_test.hpp>

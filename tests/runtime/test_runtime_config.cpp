@@ -1,4 +1,4 @@
-// Test 5 of issue 3: an invalid cluster file is rejected with one line naming the
+// An invalid cluster file is rejected with one line naming the
 // file, line, column and problem, both by the parser and by `dilaserve up`.
 #define BOOST_TEST_MODULE test_runtime_config
 #include <boost/test/unit_test.hpp>

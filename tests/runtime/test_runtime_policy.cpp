@@ -11,6 +11,7 @@
 #include "cluster_fixture.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <set>
@@ -388,4 +389,40 @@ BOOST_AUTO_TEST_CASE(provision_plans_the_layout_from_a_history_and_regroups_to_i
   BOOST_TEST(b.err.find("bad.csv") != std::string::npos, b.err);
   BOOST_TEST(std::count(b.err.begin(), b.err.end(), '\n') <= 1, b.err);
   BOOST_TEST((degrees() == std::multiset<int>{2}));
+}
+
+// A request's SLO counts what a lone request spends outside the engine (docs/runtime.md,
+// "Deadlines"): the head times lone probes once every node has joined, before `up` returns, and
+// a deadline adds slo_scale x that figure to the profiled solo latency; a figure the cluster file
+// gives is used as it is. On one profile, the same prompt's windows under the two differ by
+// slo_scale x the difference of the figures (up to the groups' idle per-step overheads, which
+// each cluster times for itself).
+BOOST_AUTO_TEST_CASE(deadlines_count_the_path_overhead_measured_at_startup_or_fixed_in_the_file) {
+  dls::test::scratch_dir dir;
+  const auto profile = dls::test::write_two_degree_profile(dir, 0.001);
+  const auto prompt = dls::test::eval_problems(1)[0].prompt;
+  auto setup = [&](const std::string& overhead) {
+    return "nodes: [{name: node0, host: 127.0.0.1, devices: {kind: cpu, count: 1}, groups: [1]}]\n"
+           "scheduler: {policy: static, slo_scale: 2, profile: " + profile + overhead + "}\n";
+  };
+  auto window_ms = [&](const cluster& c) {
+    const auto a = c.json_cli({"submit", "--prompt", prompt});
+    BOOST_TEST_REQUIRE(a.contains("deadline_ms"), a.dump());
+    return a.at("deadline_ms").get<double>();
+  };
+  double measured = 0, measured_window = 0;
+  {
+    cluster c("local.yaml", 0, setup(""));
+    const auto st = c.json_cli({"status"});
+    BOOST_TEST_REQUIRE(st.contains("slo_request_overhead_ms"), st.dump());
+    measured = st.at("slo_request_overhead_ms").get<double>();
+    BOOST_TEST(measured > 0.0);
+    measured_window = window_ms(c);
+    BOOST_TEST(measured_window > 2 * measured);
+  }
+  cluster c("local.yaml", 0, setup(", slo_request_overhead_ms: 40"));
+  BOOST_TEST(c.json_cli({"status"}).at("slo_request_overhead_ms").get<double>() == 40.0);
+  const double expected = 2 * (40 - measured);
+  const double got = window_ms(c) - measured_window;
+  BOOST_TEST(std::abs(got - expected) < 10.0, "windows differ by " << got << " ms, expected " << expected);
 }

@@ -165,7 +165,7 @@ BOOST_AUTO_TEST_CASE(rewrite_replaces_the_log_atomically) {
   BOOST_TEST(again.recovered() == (std::vector<std::string>{"kept", "after"}));
 }
 
-BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_and_port) {
+BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_port_and_slo_overhead) {
   temp_dir dir;
   {
     rt::head_journal j(dir.path, false, 100);
@@ -173,6 +173,7 @@ BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_and_p
     j.joined("node0", 1);
     j.layout("node0", {1, 1});
     j.policy("dilaserve");
+    j.slo_overhead(2.5);
     j.accepted(request(1, "k1"));
     j.accepted(request(2, "k2"));
     j.accepted(request(3, ""));
@@ -187,6 +188,7 @@ BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_and_p
   BOOST_TEST(st.joins.at("node0") == 2u);
   BOOST_TEST(st.layouts.at("node0") == (std::vector<int32_t>{1, 1}));
   BOOST_TEST(st.policy == "dilaserve");
+  BOOST_TEST(st.slo_request_overhead_ms == 2.5);
   BOOST_TEST(st.next_id == 4u);
   BOOST_REQUIRE(st.live.size() == 2u);
   const auto& r1 = st.live.at(1);
@@ -260,6 +262,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {
   {
     rt::head_journal j(dir.path, false, 5, small);
     j.joined("node0", 3);
+    j.slo_overhead(1.25);
     // 2000 requests come and go, each with snapshots; 10 stay in flight.
     for (uint64_t id = 1; id <= 2000; ++id) {
       j.accepted(request(id, "k" + std::to_string(id)));
@@ -276,6 +279,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {
   BOOST_TEST(st.live.size() == 10u);
   BOOST_TEST(st.next_id == 2001u);
   BOOST_TEST(st.joins.at("node0") == 3u);
+  BOOST_TEST(st.slo_request_overhead_ms == 1.25);
   for (const auto& [id, r] : before.live) {
     BOOST_REQUIRE(st.live.count(id) == 1u);
     BOOST_TEST(st.live.at(id).canvas == r.canvas);
@@ -317,6 +321,9 @@ BOOST_AUTO_TEST_CASE(record_decoding_refuses_malformed_payloads_with_a_journal_e
   BOOST_CHECK_THROW(rt::apply_record(st, rt::encode_port(70000), 10), rt::journal_error);
   rt::apply_record(st, rt::encode_port(6390), 10);
   BOOST_TEST(st.port == 6390);
+  BOOST_CHECK_THROW(rt::apply_record(st, rt::encode_slo_overhead(-1), 10), rt::journal_error);
+  rt::apply_record(st, rt::encode_slo_overhead(3), 10);
+  BOOST_TEST(st.slo_request_overhead_ms == 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(accepts_written_together_are_made_durable_by_one_sync) {

@@ -96,6 +96,7 @@ json answer_json(const rt::answer& a) {
          {"steps", a.steps},           {"tokens", a.tokens}, {"node", a.node},   {"group", a.group},
          {"threshold", a.threshold},   {"slo_met", a.slo_met}, {"moves", a.moves}};
   j["tokens_per_step"] = a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0;
+  if (a.deadline_ms > 0) j["deadline_ms"] = a.deadline_ms;
   j["outcome"] = a.ok ? "answered" : "failed";
   if (!a.ok) j["error"] = a.error;
   return j;
@@ -320,10 +321,12 @@ int run_submit(const submit_options& o) {
       std::cerr << "dilaserve: error: request " << a.request_id << " failed: " << a.error << "\n";
     } else {
       std::cout << (o.stream ? "\n" : a.text + "\n");
+      char slo[64] = "";
+      if (a.deadline_ms > 0)
+        std::snprintf(slo, sizeof slo, ", SLO %.1f ms %s", a.deadline_ms, a.slo_met ? "met" : "missed");
       std::printf("latency %.1f ms, %d steps, %.2f tokens/step, tau %.2f, ran on %s (node %s)%s%s\n", a.latency_ms,
                   a.steps, a.steps ? static_cast<double>(a.tokens) / a.steps : 0.0, a.threshold, a.group.c_str(),
-                  a.node.c_str(), a.moves ? (", moved " + std::to_string(a.moves) + "x").c_str() : "",
-                  o.slo_ms > 0 ? (a.slo_met ? ", SLO met" : ", SLO missed") : "");
+                  a.node.c_str(), a.moves ? (", moved " + std::to_string(a.moves) + "x").c_str() : "", slo);
     }
     return a.ok ? 0 : 1;
   }

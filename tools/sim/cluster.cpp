@@ -141,6 +141,7 @@ sim_cluster parse_cluster(const std::string& text, const std::string& base_dir, 
   out.cap_forecast_s = seconds(s.cap_forecast_ms);
   out.cap_forecast_refresh_s = seconds(s.cap_forecast_refresh_ms);
   out.control_interval_s = seconds(s.control_interval_ms);
+  out.slo_request_overhead_s = std::max(0.0, s.slo_request_overhead_ms) / 1e3;
   if (s.refuse_overload) c.fail(sched["on_overload"], "scheduler.on_overload: refuse is not modelled by the simulator");
   parse_scheduler_extras(c, sched, out);
 

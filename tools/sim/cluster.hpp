@@ -25,6 +25,9 @@ struct sim_cluster {
   // Unset: `cost` (no control plane, or one without its own slo_step_ms).
   std::optional<policy::step_cost_model> slo_cost;
   const policy::step_cost_model& deadline_cost() const { return slo_cost ? *slo_cost : cost; }
+  // scheduler.slo_request_overhead_ms: the path overhead per request a live head measures and
+  // its deadlines count; the simulator cannot measure it, so absent (`measure`) counts none.
+  double slo_request_overhead_s = 0;
   policy::quality_model quality;
 
   std::vector<int> node_devices;                 // devices per node

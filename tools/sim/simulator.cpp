@@ -631,7 +631,7 @@ run_result simulate(const sim_cluster& cluster, const std::vector<sim_request>& 
 
 double request_deadline_s(const sim_cluster& c, const sim_request& r, double slo_scale) {
   return policy::slo_deadline_s(r.arrival_s, slo_scale, c.deadline_cost(), c.quality, r.prompt_len, r.gen_len, c.block_len,
-                                c.ref_tau);
+                                c.ref_tau, c.slo_request_overhead_s);
 }
 
 double cluster_capacity_rps(const sim_cluster& c, const std::vector<policy::length_class>& mix) {
