@@ -262,8 +262,10 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
 // The calibration of the path overhead per request: lone probe requests, one after another,
 // each a block long on a digits prompt that any tokenizer encodes. Each one's overhead is its
 // latency at the head less its time on the group (the engine's part, which the profile
-// predicts, whatever the prompt makes of it); the median keeps one probe that a scheduling
-// hiccup delayed from setting every window.
+// predicts, whatever the prompt makes of it). The figure is the least of them: what the path
+// costs with nothing in its way, as the idle per-step overhead is the least of its round trips.
+// Right after startup the processes are still settling, and the others vary from start to start
+// by several times (docs/runtime.md, "Deadlines").
 constexpr int slo_probes = 7;
 constexpr auto slo_probe_timeout = std::chrono::seconds(60);  // a lone block on the slowest engine we run
 constexpr int32_t probe_slo_ms = 3600000;                      // an hour
@@ -308,9 +310,15 @@ void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
             cal->overhead_ms.push_back(std::max(0.0, a.latency_ms - a.group_ms));
             if (static_cast<int>(cal->overhead_ms.size()) < slo_probes) return probe_once(self, cal);
             auto v = cal->overhead_ms;
-            std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-            settle_calibration(self, cal, v[v.size() / 2],
-                               "the median of " + std::to_string(slo_probes) + " lone probes");
+            std::sort(v.begin(), v.end());
+            std::string all;
+            for (double x : v) {
+              char one[24];
+              std::snprintf(one, sizeof one, "%s%.3f", all.empty() ? "" : " ", x);
+              all += one;
+            }
+            settle_calibration(self, cal, v.front(),
+                               "the least of " + std::to_string(slo_probes) + " lone probes: " + all + " ms");
           },
           [=](caf::error& e) {
             settle_calibration(self, cal, 0, "a probe got no answer, so none: " + self->system().render(e));

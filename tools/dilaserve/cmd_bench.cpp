@@ -362,7 +362,11 @@ int run_bench(const bench_options& o) {
   auto tick = [&] { bar.advance(1); };
 
   set_policy(session, "static");
-  const auto initial_layout = layout_of(head_status(session));
+  const auto first_status = head_status(session);
+  const auto initial_layout = layout_of(first_status);
+  // The path overhead per request the head measured at startup; its deadlines count it.
+  const double path_ms = first_status.value("slo_request_overhead_ms", 0.0);
+  std::fprintf(stderr, "bench: deadlines count %.3f ms of path overhead per request\n", path_ms);
   // Each request's prompt tokens and answer length: the runs' provisioning histories and
   // arrivals.csv.
   std::vector<std::pair<int, int>> shapes;
@@ -462,6 +466,7 @@ int run_bench(const bench_options& o) {
     std::ofstream(o.out + "/bench.json") << json{{"capacity_rps", capacity},
                                                  {"capacity_measured", o.capacity <= 0},
                                                  {"slo_scale", slo_scale},
+                                                 {"slo_request_overhead_ms", path_ms},
                                                  {"requests", reqs.size()},
                                                  {"trace_rate_rps", raw_rate},
                                                  {"via", ep ? "http" : "caf"}}
