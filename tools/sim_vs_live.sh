@@ -11,7 +11,8 @@
 #    steps, engine time and the profile's prediction (`status`).
 # 3. `dilaserve bench` replays the first DURATION s of the Azure code trace open loop at each
 #    load (relative to the capacity it measures), each policy in turn on the same arrivals,
-#    prompts and answers from the shipped eval set, SLO = SLO_SCALE x profiled solo latency,
+#    prompts and answers from the shipped eval set, SLO = SLO_SCALE x solo latency (the profile
+#    plus the path overhead the head measured at startup, which the simulator counts too),
 #    while every process's CPU is sampled each second (cpu-samples.jsonl; reported, not used).
 #    Then the profile is measured again (cpu-after.yaml): how far the machine drifted.
 # 4. `dilaserve sim` replays the bench's arrivals.csv (the same requests, their token counts)
