@@ -266,13 +266,19 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
 // costs with nothing in its way, as the idle per-step overhead is the least of its round trips.
 // Right after startup the processes are still settling, and the others vary from start to start
 // by several times (docs/runtime.md, "Deadlines").
+// Each probe commits its whole block in one step (quota rule, one step a block), so that a large
+// model on a slow device pays one step per probe. That rule does not read tau, so the probe runs
+// at the reference tau and spends none of its group's accuracy budget, as a tau of 0 would. Past
+// the budget no further probe starts, and the least of those that ran is the figure.
 constexpr int slo_probes = 7;
-constexpr auto slo_probe_timeout = std::chrono::seconds(60);  // a lone block on the slowest engine we run
+constexpr auto slo_probe_budget = std::chrono::seconds(5);    // the probes' share of `up`
+constexpr auto slo_probe_timeout = std::chrono::seconds(60);  // one step on the slowest engine we run
 constexpr int32_t probe_slo_ms = 3600000;                      // an hour
 
 struct slo_calibration {
   std::vector<double> overhead_ms;
   caf::response_promise rp;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 void settle_calibration(sup_ptr self, const std::shared_ptr<slo_calibration>& cal, double ms, const std::string& how) {
@@ -299,6 +305,8 @@ void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
   // Lax, so that no group refuses it (on_miss: reject, on_overload: refuse) and its window is
   // none that the figure it measures would have changed.
   spec.slo_ms = probe_slo_ms;
+  spec.rule = static_cast<int32_t>(common::commit_rule::quota);
+  spec.steps_per_block = 1;
   const auto id = st.next_id++;
   auto started = spawn_request(self->system(), id, std::move(spec), st.defaults, st.core,
                                caf::actor_cast<caf::actor>(self), st.peers, nullptr, nullptr, /*listed*/ false);
@@ -308,7 +316,9 @@ void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
           [=](const rt::answer& a) {
             if (!a.ok) return settle_calibration(self, cal, 0, "a probe failed, so none: " + a.error);
             cal->overhead_ms.push_back(std::max(0.0, a.latency_ms - a.group_ms));
-            if (static_cast<int>(cal->overhead_ms.size()) < slo_probes) return probe_once(self, cal);
+            if (static_cast<int>(cal->overhead_ms.size()) < slo_probes &&
+                std::chrono::steady_clock::now() - cal->started < slo_probe_budget)
+              return probe_once(self, cal);
             auto v = cal->overhead_ms;
             std::sort(v.begin(), v.end());
             std::string all;
@@ -318,7 +328,7 @@ void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
               all += one;
             }
             settle_calibration(self, cal, v.front(),
-                               "the least of " + std::to_string(slo_probes) + " lone probes: " + all + " ms");
+                               "the least of " + std::to_string(v.size()) + " lone probes: " + all + " ms");
           },
           [=](caf::error& e) {
             settle_calibration(self, cal, 0, "a probe got no answer, so none: " + self->system().render(e));
