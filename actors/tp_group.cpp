@@ -103,6 +103,10 @@ struct group_state {
   // made on arrival, so it uses the idle figure.
   double slo_overhead_s = 0;
   bool slo_overhead_fixed = false;  // taken from the node's book, or all rounds timed
+  // The cost model deadlines derive from (the profile with slo_overhead_s on every step), built
+  // again only when that figure changes, not for every request.
+  std::optional<policy::step_cost_model> slo_cost;
+  double slo_cost_overhead_s = -1;
   double idle_round_trip_s = 0;     // the least empty round trip this group timed
   double predicted_s = 0;      // the profile's time for the step in flight
   bool dirty = true;           // requests came or went since the last tau control
@@ -362,15 +366,19 @@ queued_request& add_request(group_ptr self, rt::work_item item, const canvas_pro
   lr.progress = progress;
   q.reached_s = now_s(st);
   lr.arrival_s = q.reached_s - item.age_ms / 1e3;
-  if (item.deadline_ms > 0)
+  if (item.deadline_ms > 0) {
     lr.deadline_s = lr.arrival_s + item.deadline_ms / 1e3;
-  else if (ctx.cost && ctx.cost->supports(1))
-    lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale,
-                                           policy::with_step_overhead(*ctx.cost, 1, st.slo_overhead_s), ctx.quality,
-                                           progress.prompt_len, progress.gen_len, progress.block_len,
-                                           ctx.knobs.tau_max, item.slo_request_overhead_ms / 1e3);
-  else
+  } else if (ctx.cost && ctx.cost->supports(1)) {
+    if (!st.slo_cost || st.slo_cost_overhead_s != st.slo_overhead_s) {
+      st.slo_cost = policy::with_step_overhead(*ctx.cost, 1, st.slo_overhead_s);
+      st.slo_cost_overhead_s = st.slo_overhead_s;
+    }
+    lr.deadline_s = policy::slo_deadline_s(lr.arrival_s, ctx.slo_scale, *st.slo_cost, ctx.quality, progress.prompt_len,
+                                           progress.gen_len, progress.block_len, ctx.knobs.tau_max,
+                                           item.slo_request_overhead_ms / 1e3);
+  } else {
     lr.deadline_s = lr.arrival_s + no_deadline_s;
+  }
   lr.tau = item.threshold;
   lr.tau_pinned = tau_held(item, progress);
   lr.tau_floor = item.min_threshold;
