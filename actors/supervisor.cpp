@@ -260,7 +260,7 @@ auto start_request(sup_ptr self, uint64_t id, rt::submit_spec spec, AwaitAnswer 
 }
 
 // The calibration of the path overhead per request: lone probe requests, one after another,
-// each a block long on a digits prompt that any tokenizer encodes. Each one's overhead is its
+// each one block on a digits prompt that any tokenizer encodes. Each one's overhead is its
 // latency at the head less its time on the group (the engine's part, which the profile
 // predicts, whatever the prompt makes of it). The figure is the least of them: what the path
 // costs with nothing in its way, as the idle per-step overhead is the least of its round trips.
@@ -302,8 +302,8 @@ void probe_once(sup_ptr self, std::shared_ptr<slo_calibration> cal) {
   rt::submit_spec spec;
   spec.prompt = "0123456789=";
   spec.gen_length = st.defaults.decode.block_length;
-  // Lax, so that no group refuses it (on_miss: reject, on_overload: refuse) and its window is
-  // none that the figure it measures would have changed.
+  // Lax, so that no group refuses it (on_miss: reject, on_overload: refuse), and with a window
+  // of its own, which the figure being measured cannot change.
   spec.slo_ms = probe_slo_ms;
   spec.rule = static_cast<int32_t>(common::commit_rule::quota);
   spec.steps_per_block = 1;
