@@ -1,5 +1,5 @@
-// local-2node (a head and two node processes) answers 20 concurrent requests with the shipped model's accuracy, and `actors` shows every kind of actor
-// on the right node.
+// local-2node (a head and two node processes) answers 20 concurrent requests with the shipped
+// model's accuracy, and `actors` shows every kind of actor on the right node.
 #define BOOST_TEST_MODULE test_runtime_cluster
 #include <boost/test/unit_test.hpp>
 
