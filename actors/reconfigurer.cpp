@@ -63,6 +63,9 @@ struct reconfigurer_state {
   // The policy set the groups run, as of the last automatic look: only a set with
   // reconfiguration (dilaserve, reconfig-only and the ablations that keep it) regroups by itself.
   std::string policy;
+  // The path overhead per request that the supervisor's deadlines count (seconds), as of the
+  // last look at the load: the optimizer's deadlines count it too.
+  double request_overhead_s = 0;
   static inline const char* name = "dls.reconfigurer";
 };
 
@@ -200,6 +203,7 @@ policy::reconfig_config planner_settings(const reconfigurer_state& st, double ho
   const auto& rc = st.cfg.reconfigure;
   policy::reconfig_config rcfg;
   rcfg.slo_scale = st.cfg.scheduler.slo_scale;
+  rcfg.request_overhead_s = st.request_overhead_s;
   rcfg.ref_tau = st.cfg.engine.decode.threshold;
   policy::threshold_config levels;
   levels.tau_max = st.cfg.engine.decode.threshold;
@@ -230,10 +234,15 @@ void layout_now(reconfigurer_state& st, std::vector<int>& devices, std::vector<p
 }
 
 // Why the optimizer chose a layout, as `status` lists each decision.
-json plan_reason(const policy::forecast& fc, const policy::reconfig_plan& plan) {
-  return json{{"forecast_rps", fc.arrival_rate}, {"mean_rps", fc.mean_rate},     {"capacity_rps", plan.capacity_rps},
-              {"predicted_latency_s", plan.latency_score}, {"feasible", plan.feasible}, {"burst", plan.burst},
-              {"tau", plan.tau}};
+json plan_reason(const policy::forecast& fc, const policy::reconfig_plan& plan, const policy::reconfig_config& rcfg) {
+  return json{{"forecast_rps", fc.arrival_rate},
+              {"mean_rps", fc.mean_rate},
+              {"capacity_rps", plan.capacity_rps},
+              {"predicted_latency_s", plan.latency_score},
+              {"feasible", plan.feasible},
+              {"burst", plan.burst},
+              {"tau", plan.tau},
+              {"request_overhead_ms", rcfg.request_overhead_s * 1e3}};
 }
 
 // Records a decision's outcome (`reason` plus ok and, on failure, the error of the regroup's
@@ -266,8 +275,10 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
   if (drain_room(st) <= 0 || !st.cost || !st.quality) return;
   self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
       .then(
-          [=](const std::vector<double>& v, const std::string& policy_name, const std::map<std::string, int32_t>& held) {
+          [=](const std::vector<double>& v, const std::string& policy_name, const std::map<std::string, int32_t>& held,
+              double overhead_ms) {
             auto& st = self->state;
+            st.request_overhead_s = std::max(0.0, overhead_ms) / 1e3;
             if (policy_name != st.policy) {
               st.policy = policy_name;
               publish(self, core);
@@ -307,7 +318,7 @@ void auto_tick(reconf_ptr self, caf::actor core, caf::actor supervisor) {
             for (const int k : drain) {
               const auto i = static_cast<std::size_t>(k);
               const auto& node = st.cfg.nodes[i].name;
-              auto reason = plan_reason(fc, plan);
+              auto reason = plan_reason(fc, plan, rcfg);
               reason["node"] = node;
               reason["from"] = current[i];
               reason["to"] = plan.nodes[i];
@@ -365,6 +376,9 @@ void provision_next(reconf_ptr self, caf::actor core, caf::actor supervisor, std
   }
 }
 
+void provision_plan(reconf_ptr self, caf::actor core, caf::actor supervisor,
+                    const std::vector<policy::arrival_record>& history, std::function<void(std::string)> done);
+
 // Provisioning from history (`dilaserve provision`): the layout the optimizer plans for the
 // aggregate statistics of a history of arrivals (policy::provisioning_forecast, the simulator's
 // boot layout), from scratch rather than against today's layout, then each node that differs
@@ -390,14 +404,35 @@ void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const st
   std::stable_sort(history.begin(), history.end(),
                    [](const policy::arrival_record& a, const policy::arrival_record& b) { return a.t_s < b.t_s; });
   if (auto why = load_models(st); !why.empty()) return done(fail("cannot plan a layout: " + why));
+  st.provisioning = true;  // no regroup starts while the supervisor answers
+  // The deadlines the plan is for count the supervisor's path overhead.
+  self->request(supervisor, std::chrono::seconds(10), rt::load_atom::value)
+      .then(
+          [=](const std::vector<double>&, const std::string&, const std::map<std::string, int32_t>&, double overhead_ms) {
+            self->state.request_overhead_s = std::max(0.0, overhead_ms) / 1e3;
+            provision_plan(self, core, supervisor, history, done);
+          },
+          [=](caf::error& e) {
+            self->state.provisioning = false;
+            done(fail("cannot plan a layout: the supervisor did not answer: " + to_string(e)));
+          });
+}
+
+// The plan of a provisioning and its regroups, in waves.
+void provision_plan(reconf_ptr self, caf::actor core, caf::actor supervisor,
+                    const std::vector<policy::arrival_record>& history, std::function<void(std::string)> done) {
+  auto& st = self->state;
   const auto fc = policy::provisioning_forecast(history, forecast_settings(st));
   std::vector<int> devices;
   std::vector<policy::partition> current;
   layout_now(st, devices, current);
-  const auto plan = policy::optimize_layout(devices, {}, fc, *st.cost, *st.quality,
-                                            planner_settings(st, st.cfg.reconfigure.min_dwell_ms / 1e3));
-  if (plan.nodes.size() != devices.size()) return done(fail("the optimizer found no layout for these devices"));
-  auto reason = plan_reason(fc, plan);
+  const auto rcfg = planner_settings(st, st.cfg.reconfigure.min_dwell_ms / 1e3);
+  const auto plan = policy::optimize_layout(devices, {}, fc, *st.cost, *st.quality, rcfg);
+  if (plan.nodes.size() != devices.size()) {
+    st.provisioning = false;
+    return done(fail("the optimizer found no layout for these devices"));
+  }
+  auto reason = plan_reason(fc, plan, rcfg);
   reason["provisioned_from"] = history.size();
   auto run = std::make_shared<provision_run>();
   run->reason = reason;
@@ -413,7 +448,6 @@ void provision(reconf_ptr self, caf::actor core, caf::actor supervisor, const st
       run->todo.push_back({current[i], rt::regroup_spec{node, std::vector<int32_t>(plan.nodes[i].begin(), plan.nodes[i].end())}});
   }
   rt::log_line("reconfigurer", "provision: " + run->answer.dump());
-  st.provisioning = true;
   provision_next(self, core, supervisor, run);
 }
 

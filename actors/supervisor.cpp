@@ -635,8 +635,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       },
       // The reconfigurer's view of the load, [now, t, prompt, gen, t, prompt, gen, ...], the
       // policy set the groups run (it regroups only for a set with reconfiguration, as the
-      // simulator does) and the requests each node's groups hold (it drains the emptiest first).
-      [=](rt::load_atom) -> caf::result<std::vector<double>, std::string, std::map<std::string, int32_t>> {
+      // simulator does), the requests each node's groups hold (it drains the emptiest first) and
+      // the path overhead per request that deadlines count (ms; the optimizer plans with it).
+      [=](rt::load_atom) -> caf::result<std::vector<double>, std::string, std::map<std::string, int32_t>, double> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));
         auto& st = self->state;
         std::vector<double> out{std::chrono::duration<double>(std::chrono::steady_clock::now() - st.epoch).count()};
@@ -648,7 +649,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         }
         std::map<std::string, int32_t> held;
         for (const auto& [name, g] : st.groups) held[g.info.node] += g.held;
-        return {std::move(out), st.policy, std::move(held)};
+        return {std::move(out), st.policy, std::move(held), st.slo_request_overhead_ms};
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
         if (!local(self)) return caf::make_error(caf::sec::runtime_error, std::string("not authenticated"));

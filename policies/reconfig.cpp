@@ -52,7 +52,9 @@ group_perf evaluate_group(const step_cost_model& m, const quality_model& q,
     const double w = c.weight / wsum;
     mean_l += w * l;
     mean_l2 += w * l * l;
-    const double d = cfg.slo_scale * isolated_latency_s(m, q, c.prompt_len, c.gen_len, block, cfg.ref_tau, 1);
+    // The group's share of the window: the path overhead is paid outside the group, unscaled.
+    const double o = std::max(0.0, cfg.request_overhead_s);
+    const double d = cfg.slo_scale * (isolated_latency_s(m, q, c.prompt_len, c.gen_len, block, cfg.ref_tau, 1) + o) - o;
     const double lat = isolated_latency_s(m, q, c.prompt_len, c.gen_len, block, tau, tp);
     gp.latency_s += w * lat;
     rho_w.push_back({d > 0 ? 1.0 - lat / d : -1.0, w});

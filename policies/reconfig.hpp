@@ -54,7 +54,10 @@ using partition = common::tp_layout;  // TP degrees, non-increasing, summing to 
 std::vector<partition> enumerate_partitions(int devices, std::vector<int> degrees);
 
 struct reconfig_config {
-  double slo_scale = 2.0;          // deadline = arrival + S x isolated latency (TP 1, ref tau)
+  double slo_scale = 2.0;          // deadline = arrival + S x (isolated latency (TP 1, ref tau) + overhead)
+  // The path overhead per request outside its group (seconds; slo_deadline_s): it is in every
+  // deadline and in every request's latency, so a group has S x (solo + overhead) - overhead.
+  double request_overhead_s = 0;
   double ref_tau = 0.9;
   std::vector<double> tau_levels{0.9, 0.85, 0.8, 0.75, 0.7};  // best accuracy first
   double attainment_target = 0.9;  // fraction of arrivals predicted to meet the SLO

@@ -166,6 +166,25 @@ BOOST_AUTO_TEST_CASE(slo_capacity_and_throughput_by_hand) {
   BOOST_TEST(g2.rho_star == 0.7, tt::tolerance(1e-9));
 }
 
+// A path overhead of 40 ms per request is in the deadline (2 x (160 + 40) = 400 ms) and in the
+// latency, outside the group: the group has 360 ms, so rho* = 1 - 160/360 at TP 1 and
+// 1 - 96/360 at TP 2. The throughput does not depend on it.
+BOOST_AUTO_TEST_CASE(the_path_overhead_widens_the_group_s_share_of_the_window_by_s_minus_one_times_it) {
+  auto m = tp12_cost();
+  auto q = test::two_step_quality();
+  auto cfg = reconfig_cfg();
+  cfg.request_overhead_s = 0.040;
+  const auto mix = tp12_forecast(0, 0).mix;
+  auto g1 = policy::evaluate_group(m, q, mix, 1, 0.9, cfg);
+  auto g2 = policy::evaluate_group(m, q, mix, 2, 0.9, cfg);
+  BOOST_TEST(g1.rho_star == 1.0 - 160.0 / 360.0, tt::tolerance(1e-9));
+  BOOST_TEST(g2.rho_star == 1.0 - 96.0 / 360.0, tt::tolerance(1e-9));
+  BOOST_TEST(g1.max_rps == 6.25, tt::tolerance(1e-6));
+  // With S = 1 the window is the solo latency: a TP-1 group has no room for queueing at all.
+  cfg.slo_scale = 1.0;
+  BOOST_TEST(policy::evaluate_group(m, q, mix, 1, 0.9, cfg).rho_star == 0.0, tt::tolerance(1e-9));
+}
+
 BOOST_AUTO_TEST_CASE(a_burst_maximises_slo_capacity_and_sustained_overload_throughput) {
   auto m = tp12_cost();
   auto q = test::two_step_quality();

@@ -359,8 +359,12 @@ BOOST_AUTO_TEST_CASE(provision_plans_the_layout_from_a_history_and_regroups_to_i
   BOOST_TEST((j["regrouped"] == json::array({"node0"})));
   BOOST_TEST(j["provisioned_from"].get<int>() == 4000);
   BOOST_TEST((degrees() == std::multiset<int>{1, 1}));
-  // The decision is listed with its reason, as the automatic ones are.
+  // The decision is listed with its reason, as the automatic ones are; its deadlines count the
+  // path overhead that the head measured at startup, as the groups' deadlines do.
   const auto st = c.json_cli({"status"});
+  BOOST_TEST(st["slo_request_overhead_ms"].get<double>() > 0.0);
+  BOOST_TEST(j["request_overhead_ms"].get<double>() == st["slo_request_overhead_ms"].get<double>(),
+             boost::test_tools::tolerance(1e-9));
   const auto& last = st["reconfigurer"]["decisions"].back();
   BOOST_TEST(last["provisioned_from"].get<int>() == 4000);
   BOOST_TEST((last["to"] == json::array({1, 1})));

@@ -43,6 +43,7 @@ engine::engine(const sim_cluster& c, const std::vector<sim_request>& in, const r
   rcfg_.horizon_s = c.min_dwell_s;
   rcfg_.nodes_at_once = policy::nodes_at_once(c.max_reconfig_fraction, c.node_devices.size());
   rcfg_.slo_scale = cfg.slo_scale;
+  rcfg_.request_overhead_s = c.slo_request_overhead_s;
   mcfg_ = c.migration;
   mcfg_.mode = p.migration;
   co_run_ = p.co_run && c.co_run.model != policy::co_run_model::off;
