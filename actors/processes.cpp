@@ -41,7 +41,7 @@ std::unique_ptr<gateway::http_gateway> start_http_gateway(caf::actor_system& sys
 int run_head(const rt::cluster_config& cfg, const head_options& opts) {
   rt::stop_signal stop;  // before any CAF thread exists, so they inherit the signal mask
   caf::actor_system_config caf_cfg;
-  rt::configure_networked_caf(caf_cfg, cfg.process_caf_args(), opts.security);
+  rt::configure_networked_caf(caf_cfg, cfg.head_process_caf_args(), opts.security);
   caf::actor_system sys{caf_cfg};
   spawn_stall_probe(sys, "head");
   rt::head_journal_ptr journal;

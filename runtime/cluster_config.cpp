@@ -19,21 +19,22 @@ using checker = config::yaml_checker;
 
 // CAF's own parser knows each option's type, so the YAML tree is flattened into
 // command-line style arguments ("--scheduler.max-threads=2") and handed to it.
+// `section` is where the options sit in the file ("caf" or "head.caf"), for the errors.
 void flatten_caf(const checker& c, const YAML::Node& n, const std::string& prefix,
-                 std::vector<std::string>& out) {
-  c.expect_map(n, prefix.empty() ? "caf" : "caf." + prefix);
+                 std::vector<std::string>& out, const std::string& section = "caf") {
+  c.expect_map(n, prefix.empty() ? section : section + "." + prefix);
   for (const auto& kv : n) {
     auto key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
     if (kv.second.IsMap()) {
-      flatten_caf(c, kv.second, key, out);
+      flatten_caf(c, kv.second, key, out, section);
     } else if (kv.second.IsScalar()) {
       out.push_back("--" + key + "=" + kv.second.Scalar());
     } else if (kv.second.IsSequence()) {
       std::string list;
-      for (const auto& e : kv.second) list += (list.empty() ? "" : ",") + c.str(e, "caf." + key);
+      for (const auto& e : kv.second) list += (list.empty() ? "" : ",") + c.str(e, section + "." + key);
       out.push_back("--" + key + "=[" + list + "]");
     } else {
-      c.fail(kv.second, "caf." + key + " has no value");
+      c.fail(kv.second, section + "." + key + " has no value");
     }
   }
 }
@@ -192,6 +193,13 @@ std::vector<std::string> cluster_config::process_caf_args() const {
   return args;
 }
 
+std::vector<std::string> cluster_config::head_process_caf_args() const {
+  auto args = process_caf_args();
+  args.push_back("--scheduler.max-threads=1");
+  args.insert(args.end(), head_caf_args.begin(), head_caf_args.end());
+  return args;
+}
+
 const node_config* cluster_config::find_node(const std::string& node_name) const {
   for (const auto& n : nodes)
     if (n.name == node_name) return &n;
@@ -245,8 +253,9 @@ cluster_config parse_cluster_config(const std::string& text, const std::string& 
   }
 
   auto head = c.require(root, "head", "the top level");
-  c.check_keys(head, {"host", "port", "wal"}, "head");
+  c.check_keys(head, {"host", "port", "wal", "caf"}, "head");
   if (head["wal"]) cfg.head_wal = c.one_of(head["wal"], "head.wal", {"true", "false"}) == "true";
+  if (head["caf"]) flatten_caf(c, head["caf"], "", cfg.head_caf_args, "head.caf");
   cfg.head_host = c.str(c.require(head, "host", "head"), "head.host");
   cfg.head_port = static_cast<uint16_t>(c.integer(c.require(head, "port", "head"), "head.port", 0, 65535));
 

@@ -116,6 +116,7 @@ struct cluster_config {
   /// are substituted.
   std::string launch_command = "ssh {host} {command}";
   std::vector<std::string> caf_args;  // "--scheduler.max-threads=2", ...
+  std::vector<std::string> head_caf_args;  // `head.caf`: the head process only, after `caf`
   http_config http;
   ucx_config ucx;
 
@@ -124,6 +125,10 @@ struct cluster_config {
   /// after heartbeat.dead_after_ms, the cluster's own grace for a stopped peer, then the
   /// file's `caf:` section, which wins.
   std::vector<std::string> process_caf_args() const;
+  /// The head's: process_caf_args, then one scheduler thread (the head's actors pass messages
+  /// and never compute for long, and a second thread costs the head CPU in wakeups between the
+  /// two: docs/performance.md, "Head CPU per request"), then the file's `head.caf`, which wins.
+  std::vector<std::string> head_process_caf_args() const;
 };
 
 /// Loads and validates `path`; throws config_error with a one-line message.

@@ -186,3 +186,29 @@ BOOST_AUTO_TEST_CASE(the_tau_control_interval_is_a_scheduler_key) {
   BOOST_TEST(cfg.scheduler.control_interval_ms == 50);
   check_error(std::string(good) + "scheduler: {control_interval_ms: 0}\n", "9:34", "scheduler.control_interval_ms");
 }
+
+// The head runs one CAF scheduler thread unless `head.caf` says otherwise; `caf` applies to
+// every process and `head.caf` to the head after it, so each wins where it applies.
+BOOST_AUTO_TEST_CASE(the_head_runs_one_scheduler_thread_unless_head_caf_says_otherwise) {
+  auto last_threads = [](const std::vector<std::string>& args) {
+    std::string v;
+    for (const auto& a : args)
+      if (a.rfind("--scheduler.max-threads=", 0) == 0) v = a.substr(a.find('=') + 1);
+    return v;
+  };
+  auto plain = rt::parse_cluster_config(good, "good.yaml", "/tmp");
+  BOOST_TEST(last_threads(plain.head_process_caf_args()) == "1");
+  BOOST_TEST(last_threads(plain.process_caf_args()).empty());  // the nodes keep CAF's setup default
+  auto both = rt::parse_cluster_config(
+      replace(replace(good, "port: 0}", "port: 0, caf: {scheduler: {max-threads: 3}}}"), "model:",
+              "caf: {scheduler: {max-threads: 4}}\nmodel:"),
+      "good.yaml", "/tmp");
+  BOOST_TEST(last_threads(both.process_caf_args()) == "4");
+  BOOST_TEST(last_threads(both.head_process_caf_args()) == "3");
+  auto global_only = rt::parse_cluster_config(replace(good, "model:", "caf: {scheduler: {max-threads: 4}}\nmodel:"),
+                                              "good.yaml", "/tmp");
+  BOOST_TEST(last_threads(global_only.head_process_caf_args()) == "1");
+  check_error(replace(good, "port: 0}", "port: 0, caf: [1]}"), "3:39", "head.caf must be a mapping");
+  check_error(replace(good, "port: 0}", "port: 0, caf: {scheduler: {max-threads: }}}"), "3:65",
+              "head.caf.scheduler.max-threads has no value");
+}
