@@ -2,8 +2,10 @@
 // The collective a tensor-parallel shard calls after attention and after the MLP. CPU device
 // slots in one process use shared memory; the CUDA backend uses NCCL behind the same class.
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace dls::gpu {
@@ -35,6 +37,10 @@ class shm_allreduce_group {
   std::size_t n_ = 0;
   std::atomic<int> arrived_{0};
   std::atomic<int> sense_{0};
+  // Ranks that stopped spinning and sleep until the barrier opens (see barrier()).
+  std::atomic<int> sleepers_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable opened_;
 };
 
 }  // namespace dls::gpu

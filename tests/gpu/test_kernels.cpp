@@ -1,12 +1,15 @@
 #define BOOST_TEST_MODULE gpu_kernels
+#include "gpu/allreduce.hpp"
 #include "gpu/cpu_kernels.hpp"
 #include "gpu/cpu_packed_gemm.hpp"
 #include "gpu/cpu_small_attention.hpp"
 
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 using namespace dls::gpu;
@@ -187,4 +190,31 @@ BOOST_AUTO_TEST_CASE(gumbel_sampling_follows_softmax) {
   // Reproducible for the same coordinates.
   BOOST_TEST(cpu::gumbel_noise(1, 2, 3, 4) == cpu::gumbel_noise(1, 2, 3, 4));
   BOOST_TEST(cpu::gumbel_noise(1, 2, 3, 4) != cpu::gumbel_noise(1, 3, 3, 4));
+}
+
+// The TP barrier spins briefly and then sleeps until the last rank arrives. Ranks that arrive
+// a millisecond late (a descheduled thread on a shared host) put the others to sleep; every
+// round must still end with the same, exact sum on every rank.
+BOOST_AUTO_TEST_CASE(the_tp_allreduce_sums_exactly_when_ranks_sleep_at_the_barrier) {
+  constexpr int world = 3, rounds = 400;
+  shm_allreduce_group group(world);
+  std::vector<std::vector<float>> seen(world, std::vector<float>(rounds));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      auto ep = group.endpoint(r);
+      std::vector<float> v(64);
+      for (int i = 0; i < rounds; ++i) {
+        // Rank 1 is late every tenth round, rank 2 every seventh: both late at once sometimes.
+        if ((r == 1 && i % 10 == 0) || (r == 2 && i % 7 == 0)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (std::size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(r + 1) * static_cast<float>(i + static_cast<int>(j));
+        ep->sum(v.data(), v.size());
+        seen[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = v[5];
+      }
+    });
+  for (auto& t : ranks) t.join();
+  // Sum over ranks of (r + 1) (i + 5) = 6 (i + 5), exact in float at these sizes.
+  for (int r = 0; r < world; ++r)
+    for (int i = 0; i < rounds; ++i)
+      BOOST_TEST(seen[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] == 6.0f * static_cast<float>(i + 5));
 }
