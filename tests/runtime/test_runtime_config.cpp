@@ -6,6 +6,9 @@
 #include "cluster_fixture.hpp"
 #include "runtime/cluster_config.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <fstream>
 
 namespace rt = dls::runtime;
@@ -211,4 +214,27 @@ BOOST_AUTO_TEST_CASE(the_head_runs_one_scheduler_thread_unless_head_caf_says_oth
   check_error(replace(good, "port: 0}", "port: 0, caf: [1]}"), "3:39", "head.caf must be a mapping");
   check_error(replace(good, "port: 0}", "port: 0, caf: {scheduler: {max-threads: }}}"), "3:65",
               "head.caf.scheduler.max-threads has no value");
+}
+
+// A CPU device slot is meant to be a core: `up` warns, in one line naming the nodes, when the
+// nodes on this host have more slots than it has cores, and says nothing when they fit.
+BOOST_AUTO_TEST_CASE(up_warns_when_cpu_slots_outnumber_the_cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  BOOST_REQUIRE(::sched_getaffinity(0, sizeof(set), &set) == 0);
+  const int cores = CPU_COUNT(&set);
+  auto nodes = [](int count) {
+    return "nodes:\n  - name: wide\n    host: 127.0.0.1\n    devices: {kind: cpu, count: " + std::to_string(count) +
+           "}\n    groups: [1]\n";
+  };
+  {
+    dls::test::cluster c("local.yaml", 0, nodes(cores + 1));
+    const auto& err = c.up_error_output();
+    const auto expected = "puts " + std::to_string(cores + 1) + " CPU device slots on this host's " +
+                          std::to_string(cores) + " cores (nodes wide)";
+    BOOST_TEST(err.find(expected) != std::string::npos, err);
+    BOOST_TEST(std::count(err.begin(), err.end(), '\n') == 1, err);
+  }
+  dls::test::cluster fits("local.yaml", 0, nodes(1));
+  BOOST_TEST(fits.up_error_output().find("CPU device slots") == std::string::npos, fits.up_error_output());
 }

@@ -10,6 +10,7 @@
 
 #include <caf/scoped_actor.hpp>
 
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -33,6 +34,26 @@ struct up_options {
   int timeout_s = 60;
   double slo_scale = 0;  // > 0: instead of the file's scheduler.slo_scale
 };
+
+// A CPU device slot is meant to be a core. With more slots on this host than cores, TP groups
+// share cores, so under load their steps run slower than the profile (which times each group
+// alone, with the machine to itself) predicts, and the policies plan with that profile.
+void warn_if_cores_are_shared(const rt::cluster_config& cfg, const std::string& file) {
+  int slots = 0;
+  std::string names;
+  for (const auto& n : cfg.nodes)
+    if (rt::is_local_host(n.host) && n.devices.kind == "cpu") {
+      slots += n.devices.slots();
+      names += (names.empty() ? "" : ", ") + n.name;
+    }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (cores <= 0 || slots <= cores) return;
+  std::cerr << "dilaserve: warning: " << file << " puts " << slots << " CPU device slots on this host's " << cores
+            << " cores (nodes " << names
+            << "): TP groups share cores, and under load their steps take longer than the profile measured\n";
+}
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -129,6 +150,7 @@ int run_up(const up_options& o) {
     node_token_file = (fs::path(dir) / "node.token").string();
     rt::write_token(node_token_file, cfg.node_token);
   }
+  warn_if_cores_are_shared(cfg, o.config);
   std::vector<std::string> transport;
   if (cfg.insecure) {
     st.insecure = true;
