@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 #if defined(__x86_64__)
 #include <immintrin.h>

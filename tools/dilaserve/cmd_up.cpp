@@ -10,7 +10,6 @@
 
 #include <caf/scoped_actor.hpp>
 
-#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -46,9 +45,8 @@ void warn_if_cores_are_shared(const rt::cluster_config& cfg, const std::string& 
       slots += n.devices.slots();
       names += (names.empty() ? "" : ", ") + n.name;
     }
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+  // Counted as ensure_profile counts them for the TP degrees it measures.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores <= 0 || slots <= cores) return;
   std::cerr << "dilaserve: warning: " << file << " puts " << slots << " CPU device slots on this host's " << cores
             << " cores (nodes " << names
