@@ -60,6 +60,19 @@ uint64_t directory::update_request(uint64_t request_id, const std::string& state
 void directory::erase(uint64_t id) {
   rows_.erase(id);
   request_details_.erase(id);
+  group_details_.erase(id);
+}
+
+void directory::update_group(uint64_t row_id, group_details details) {
+  auto it = rows_.find(row_id);
+  if (it == rows_.end()) return;
+  it->second.details.clear();
+  group_details_[row_id] = std::move(details);
+}
+
+const group_details* directory::group_of(uint64_t row_id) const {
+  auto it = group_details_.find(row_id);
+  return it == group_details_.end() ? nullptr : &it->second;
 }
 
 const request_details* directory::request_of(uint64_t row_id) const {
@@ -111,7 +124,10 @@ std::vector<runtime::actor_info> directory::list() const {
   out.reserve(rows_.size());
   for (const auto& [id, row] : rows_) {
     out.push_back(row);
-    if (auto* d = request_of(id)) out.back().details = d->to_json().dump();
+    if (auto* d = request_of(id))
+      out.back().details = d->to_json().dump();
+    else if (auto* g = group_of(id))
+      out.back().details = g->to_json().dump();
   }
   return out;
 }

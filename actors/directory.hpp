@@ -44,7 +44,12 @@ class directory {
                       int32_t pid, clock::time_point now = clock::now());
   /// A request row's details, typed; nullptr for any other row.
   const request_details* request_of(uint64_t row_id) const;
-  /// The rows as stored: a request row's `details` is empty (request_of has them).
+  /// A TP group row's details from its newest load report; ignored for a row not listed.
+  void update_group(uint64_t row_id, group_details details);
+  /// A TP group row's details, typed; nullptr before its first load report and for any other row.
+  const group_details* group_of(uint64_t row_id) const;
+  /// The rows as stored: a request row's `details` is empty (request_of has them), and so is a
+  /// group row's once it reported its load (group_of has them).
   const std::map<uint64_t, runtime::actor_info>& rows() const { return rows_; }
 
   /// Removes finished request rows older than the retention age; returns how many.
@@ -71,6 +76,7 @@ class directory {
   std::deque<std::pair<uint64_t, clock::time_point>> finished_rows_;  // oldest first
   std::map<uint64_t, uint64_t> live_requests_;  // request id -> row id, until the request ends
   std::map<uint64_t, request_details> request_details_;  // by row id
+  std::map<uint64_t, group_details> group_details_;      // by row id
   uint64_t requests_ = 0, finished_ = 0, failed_ = 0;
 };
 

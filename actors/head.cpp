@@ -173,7 +173,8 @@ std::string status_json(const head_state& st) {
   auto live = json::array();  // in-flight requests with their policy state
   for (const auto& [id, row] : st.dir.rows()) {
     if (row.kind == "tp_group" && row.state == "ALIVE") {
-      auto d = json::parse(row.details, nullptr, false);
+      const auto* typed = st.dir.group_of(id);
+      auto d = typed ? typed->to_json() : json::parse(row.details, nullptr, false);
       json g{{"id", row.id}, {"name", row.name}, {"node", row.node}};
       if (d.is_object()) g.update(d);
       j["groups"].push_back(g);
@@ -397,6 +398,10 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
       [=](rt::detail_atom, uint64_t id, const std::string& state, const std::string& details) {
         if (!from_head(self)) return;
         self->state.dir.update(id, state, details);
+      },
+      [=](group_row_atom, uint64_t row_id, group_details& details) {
+        if (!from_head(self)) return;
+        self->state.dir.update_group(row_id, std::move(details));
       },
       [=](request_row_atom, uint64_t request_id, const std::string& state, request_details& details, bool answered) {
         if (!from_head(self)) return;

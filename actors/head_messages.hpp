@@ -1,12 +1,15 @@
 #pragma once
 // Messages between actors of the head process only (request actors, supervisor, core): they
 // never cross the wire, so they are not registered for serialization.
+#include "runtime/group_load.hpp"
+
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dls::actors {
 
@@ -51,6 +54,28 @@ struct request_details {
 /// directory row, created by its first update.
 using request_row_atom = caf::atom_constant<caf::atom("reqrow")>;
 
+/// What a TP group's directory row shows: its last load report and where it runs. It travels
+/// typed, like request_details, and is written as JSON only when someone lists the directory:
+/// a group reports on every change of its queue.
+struct group_details {
+  runtime::group_load load;
+  int32_t degree = 1;
+  std::vector<int32_t> devices;
+  uint64_t refused_at_placement = 0;
+
+  nlohmann::json to_json() const {
+    auto j = load.to_json();
+    j["degree"] = degree;
+    j["devices"] = devices;
+    j["refused_at_placement"] = refused_at_placement;
+    return j;
+  }
+};
+
+/// (group_row_atom, row id, group_details): a TP group's load, from the supervisor.
+using group_row_atom = caf::atom_constant<caf::atom("grprow")>;
+
 }  // namespace dls::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::request_details)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dls::actors::group_details)

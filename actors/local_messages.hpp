@@ -32,6 +32,7 @@ using handover_atom = caf::atom_constant<caf::atom("handover")>;
 using kv_landed_atom = caf::atom_constant<caf::atom("kv_landed")>;
 using keep_atom = caf::atom_constant<caf::atom("keep")>;  // a peer's snapshot landed (UCX thread -> agent)
 using wired_atom = caf::atom_constant<caf::atom("wired")>;  // a wireup pong landed or its ping failed (UCX thread -> agent)
+using report_atom = caf::atom_constant<caf::atom("report")>;  // a TP group's notes of policy state are due (group -> itself)
 
 /// Which shard a worker computes from now on. A new collective per TP group.
 struct shard_setup {

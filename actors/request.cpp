@@ -234,6 +234,14 @@ void replace(req_ptr self, const std::string& why) {
           });
 }
 
+void take_progress(request_state& st, const rt::request_progress& p) {
+  if (p.next_kind.empty()) return;  // no decision on it yet
+  st.threshold = p.tau;
+  st.slack_ms = p.slack_ms;
+  st.deadline_ms = p.deadline_ms;
+  st.next_step = p.next_kind;
+}
+
 // The supervisor (await, replace) is local; placements, snapshots, blocks and answers come from
 // the TP group the request runs on, on a node that joined with a node credential.
 bool from_group(req_ptr self) {
@@ -389,15 +397,13 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         item.moved_at_us = h.stopped_at_us;
         self->send(st.supervisor, rt::enqueue_atom::value, std::move(item), h.to);
       },
-      // The group's policy state for this request, sent when its tau or next step kind changes.
+      // The group's policy state for this request when its tau or next step kind changed: the
+      // supervisor hands it on from the group's load report.
       [=](rt::progress_atom, uint32_t epoch, const rt::request_progress& p) {
-        if (!from_group(self)) return;
+        if (!from_head(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
-        st.threshold = p.tau;
-        st.slack_ms = p.slack_ms;
-        st.deadline_ms = p.deadline_ms;
-        st.next_step = p.next_kind;
+        take_progress(st, p);
         publish(self);
       },
       [=](rt::block_atom, uint32_t epoch, rt::block_chunk& chunk) {
@@ -415,6 +421,7 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch) return;
+        take_progress(st, r.progress);
         st.steps = r.steps;
         st.tokens = r.tokens;
         st.node = r.node;

@@ -1,6 +1,7 @@
 // The supervisor: admission and placement of requests (policy::place_request), the
 // active policy set of every group (`policy set`), and re-placement when a node dies. It
 // is never on the per-step path: groups report load only when their queue changes.
+#include "actors/head_messages.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "policies/forecast.hpp"
@@ -576,6 +577,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
+        for (const auto& e : load.progress)
+          if (auto r = self->state.requests.find(e.request_id); r != self->state.requests.end() && r->second.actor)
+            self->send(r->second.actor, rt::progress_atom::value, e.epoch, e.progress);
         auto& g = it->second;
         g.held = load.queued;
         g.prompt_bytes = load.prompt_bytes;
@@ -585,11 +589,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         g.grace = load.shed_grace;
         g.lowest_tau = load.lowest_tau;
         g.tau_ref = load.tau_ref;
-        auto details = load.to_json();
-        details["degree"] = g.info.degree;
-        details["devices"] = g.info.devices;
-        details["refused_at_placement"] = g.refused_here;
-        self->send(self->state.core, rt::detail_atom::value, g.info.id, std::string{}, details.dump());
+        group_details details{load, g.info.degree, g.info.devices, g.refused_here};
+        details.load.progress.clear();
+        self->send(self->state.core, group_row_atom::value, g.info.id, std::move(details));
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
         if (!local(self)) return;

@@ -144,6 +144,10 @@ struct group_state {
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
   double report_seconds = 0;      // wall time of the progress reports, sent once the step is out
   double report_cpu_seconds = 0;  // the same on this thread's CPU clock
+  // Policy states that changed since the last load report, which carries them (tell_progress).
+  std::vector<rt::progress_entry> progress_out;
+  double last_report_s = -1e9;  // group clock of the last load report
+  bool report_due = false;      // a report_atom is on its way for them
   // Time the group held requests with no step in flight: the loop's own cost between steps
   // (its decisions, its mailbox) and any wait for work it could not step yet.
   double idle_with_work_seconds = 0;
@@ -218,8 +222,9 @@ constexpr double overhead_weight = 0.05;
 // enough that one of them sees the workers awake, each a fraction of a millisecond.
 constexpr int slo_overhead_rounds = 5;
 
-// A change of only the next step kind is told to the request actor at most this often: the
-// kind flips twice per block, and every message ends as a directory update at the head.
+// A change of only the next step kind is noted at most this often (the kind flips twice per
+// block, and every note ends as a directory update at the head), and notes alone send a load
+// report at most this often.
 constexpr double kind_report_interval_s = 0.1;
 
 // DILASERVE_DECISION_LOG writes one decision in this many by default: a record holds every
@@ -249,6 +254,16 @@ void set_policy(group_state& st, const std::string& name) {
 gpu::decode_params params_for(const rt::engine_defaults& d, const rt::work_item& item) {
   gpu::decode_params p = rt::with_request(d.decode, item);
   p.threshold = item.threshold;
+  return p;
+}
+
+// A request's policy state now; the slack is the one at this moment.
+rt::request_progress progress_now(const group_state& st, const queued_request& q, double now, double step_s) {
+  rt::request_progress p;
+  p.tau = q.live.tau;
+  p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
+  p.slack_ms = 1e3 * policy::slack_s(view_of(q.live), now, st.setup.policy->quality, step_s);
+  p.next_kind = q.live.progress.next_refresh ? "refresh" : "reuse";
   return p;
 }
 
@@ -301,6 +316,12 @@ void report_load(group_ptr self) {
       l.downtime_ms[how].push_back(d.to_step_end_ms);
       l.downtime_start_ms[how].push_back(d.to_step_start_ms);
     }
+  // Only requests still here: an answer carries the last state of one that finished.
+  for (auto& e : st.progress_out)
+    if (auto q = st.queue.find(e.request_id); q != st.queue.end() && q->second.meta.epoch == e.epoch)
+      l.progress.push_back(std::move(e));
+  st.progress_out.clear();
+  st.last_report_s = now_s(st);
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
 }
 
@@ -662,7 +683,8 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
       if (o.report.finished) {
         st.ledger.finish();
         rt::run_result r{q.text.text(), static_cast<int32_t>(o.steps), static_cast<int32_t>(o.committed),
-                         st.setup.node, st.setup.name, (now_s(st) - q.reached_s) * 1e3};
+                         st.setup.node, st.setup.name, (now_s(st) - q.reached_s) * 1e3,
+                         progress_now(st, q, now_s(st), st.step_s)};
         self->send(req, rt::finished_atom::value, q.meta.epoch, r);
         remove(self, o.id, "finished");
         changed = true;
@@ -676,27 +698,32 @@ void on_step_done(group_ptr self, const std::vector<uint64_t>& ids, std::vector<
   kick(self);
 }
 
-// Tells each request actor its policy state when its tau or next step kind changed (or on
-// the first decision), so `actors` can show them without a message per step; the slack shown
-// is the one at that moment.
+// Notes each request's policy state when its tau or next step kind changed (or on the first
+// decision), so `actors` can show them without a message per step. The notes ride the next
+// load report, which goes out at once when the last one is older than the kind's report
+// interval: the head gets no message per request for them.
 void tell_progress(group_ptr self, double now, double step_s, const std::vector<queued_request*>& which) {
   auto& st = self->state;
-  const auto& ctx = *st.setup.policy;
   for (auto* qp : which) {
     auto& q = *qp;
     const char* kind = q.live.progress.next_refresh ? "refresh" : "reuse";
     if (q.told_once && q.live.tau == q.told.tau &&
         (q.told.next_kind == kind || now - q.told_at_s < kind_report_interval_s))
       continue;
-    rt::request_progress p;
-    p.tau = q.live.tau;
-    p.deadline_ms = 1e3 * (q.live.deadline_s - q.live.arrival_s);
-    p.slack_ms = 1e3 * policy::slack_s(view_of(q.live), now, ctx.quality, step_s);
-    p.next_kind = kind;
-    q.told = p;
+    q.told = progress_now(st, q, now, step_s);
     q.told_once = true;
     q.told_at_s = now;
-    self->send(q.meta.request, rt::progress_atom::value, q.meta.epoch, p);
+    st.progress_out.push_back({q.meta.request_id, q.meta.epoch, q.told});
+  }
+  if (st.progress_out.empty()) return;
+  const double wait_s = st.last_report_s + kind_report_interval_s - now;
+  if (wait_s <= 0) {
+    report_load(self);
+  } else if (!st.report_due) {
+    // A group that takes no further step (held, or waiting on a KV cache) sends them anyway.
+    st.report_due = true;
+    self->delayed_send(self, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(wait_s)),
+                       report_atom::value);
   }
 }
 
@@ -1455,6 +1482,12 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
       },
       [=](step_atom) {
         if (sender_is_local(self, "tp_group") && !self->state.holding) run_step(self);
+      },
+      [=](report_atom) {
+        if (!sender_is_local(self, "tp_group")) return;
+        auto& st = self->state;
+        st.report_due = false;
+        if (!st.progress_out.empty()) report_load(self);
       },
       // A shard of a KV cache in flight landed (or failed), from the UCX progress thread.
       [=](kv_landed_atom, uint64_t id, uint32_t epoch, int32_t rank, const std::string& error,

@@ -2,6 +2,7 @@
 // A TP group's load and step totals, reported to the supervisor when its queue changes. It
 // travels typed: the supervisor reads the fields placement and shedding need, and the JSON the
 // directory shows is written once, at the head.
+#include "runtime/request_progress.hpp"
 #include "runtime/step_histogram.hpp"
 
 #include <caf/meta/type_name.hpp>
@@ -53,6 +54,9 @@ struct group_load {
   std::map<std::string, std::vector<int32_t>> downtime_rows;
   std::map<std::string, std::vector<double>> downtime_ms;
   std::map<std::string, std::vector<double>> downtime_start_ms;  // ... to the start of that step
+  // Requests whose policy state changed since the last report (not in the directory's view:
+  // the supervisor hands each to its request actor).
+  std::vector<progress_entry> progress;
 
   /// The directory's view of a tp_group row (docs/runtime.md, "The actor directory").
   nlohmann::json to_json() const {
@@ -109,7 +113,7 @@ typename Inspector::result_type inspect(Inspector& f, group_load& x) {
            x.policy_cpu_s, x.report_s, x.report_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.slo_step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
            x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer, x.prompt_bytes, x.prompt_tokens,
-           x.downtime_rows, x.downtime_ms, x.downtime_start_ms);
+           x.downtime_rows, x.downtime_ms, x.downtime_start_ms, x.progress);
 }
 
 }  // namespace dls::runtime

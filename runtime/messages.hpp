@@ -5,6 +5,7 @@
 // Every process of a cluster, and every embedding program, must call
 // add_message_types(cfg) so that all nodes agree on the type names on the wire.
 #include "runtime/cluster_config.hpp"
+#include "runtime/request_progress.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
@@ -466,25 +467,13 @@ struct run_result {
   std::string node;
   std::string group;
   double group_ms = 0;  // from reaching the group it finished on to its end there
+  request_progress progress;  // its policy state at its last step (its τ is the answer's)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_result& x) {
-  return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group, x.group_ms);
-}
-
-/// What a group tells a request about its policy state when it changes: its τ, its slack and
-/// deadline (ms after arrival) and the kind of its next step.
-struct request_progress {
-  double tau = 0;
-  double slack_ms = 0;
-  double deadline_ms = 0;
-  std::string next_kind;  // refresh | reuse
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, request_progress& x) {
-  return f(caf::meta::type_name("dls_request_progress"), x.tau, x.slack_ms, x.deadline_ms, x.next_kind);
+  return f(caf::meta::type_name("dls_run_result"), x.text, x.steps, x.tokens, x.node, x.group, x.group_ms,
+           x.progress);
 }
 
 /// A manual regrouping of one node's devices, e.g. {2} -> {1, 1}.

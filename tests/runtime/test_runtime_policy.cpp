@@ -191,6 +191,38 @@ BOOST_AUTO_TEST_CASE(tau_falls_in_a_burst_returns_after_it_and_a_pinned_tau_neve
   }
 }
 
+// A group sends no message per request for its policy state: the notes ride its load reports,
+// which go out at the latest one report interval after a note. A request held mid-run (its
+// group takes no more steps once it sent a snapshot, so no later report would carry them)
+// still shows its tau, deadline, slack and next step while it runs.
+BOOST_AUTO_TEST_CASE(a_running_request_shows_its_policy_state_without_further_steps) {
+  dls::test::scoped_env hold("DILASERVE_HOLD_AFTER_SNAPSHOT", "node0");
+  cluster c("local.yaml", 0, "scheduler: {policy: dilaserve, quality: quality/tiny-llada.json}\n");
+  auto problems = dls::test::eval_problems(1, 9);
+  BOOST_REQUIRE_EQUAL(problems.size(), 1u);
+  // Four blocks of 8 at tau 1 (one token per step): its first snapshot comes after step 8,
+  // with most of its answer still to decode.
+  auto submit = c.cli_background({"submit", "--prompt", problems[0].prompt, "--gen-length", "32", "--threshold",
+                                  "1", "--slo-ms", "60000", "--json", "--timeout", "120"});
+  json shown;
+  BOOST_REQUIRE(dls::test::eventually(30, [&] {
+    for (auto& row : c.json_cli({"actors", "--kind", "request"}))
+      if (row["details"].value("status", "") == "RUNNING" && row["details"].contains("next_step")) {
+        shown = row["details"];
+        return true;
+      }
+    return false;
+  }));
+  BOOST_TEST_MESSAGE("held request: " << shown.dump());
+  BOOST_TEST(shown.value("tau", 0.0) == 1.0);  // pinned
+  BOOST_TEST(std::abs(shown.value("deadline_ms", 0.0) - 60000.0) < 1.0);
+  BOOST_TEST(shown.contains("slack_ms"));
+  auto live = c.json_cli({"status"})["requests"]["live"];
+  BOOST_REQUIRE_EQUAL(live.size(), 1u);
+  BOOST_TEST(live[0].contains("next_step"));
+  BOOST_TEST(live[0].value("tau", 0.0) == 1.0);
+}
+
 BOOST_AUTO_TEST_CASE(a_node_splits_under_a_burst_and_merges_when_idle) {
   // A hand-written profile in which one TP 2 group is the faster for a lone request and two
   // TP 1 groups serve more requests per second, so the optimizer's layout depends on the load.

@@ -28,6 +28,7 @@ caf::behavior core_stub(caf::event_based_actor*) {
   return {
       [=](dls::actors::request_row_atom, uint64_t, const std::string&, const dls::actors::request_details&, bool) {},
       [=](rt::detail_atom, uint64_t, const std::string&, const std::string&) {},
+      [=](dls::actors::group_row_atom, uint64_t, const dls::actors::group_details&) {},
   };
 }
 

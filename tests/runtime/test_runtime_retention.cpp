@@ -85,6 +85,35 @@ BOOST_AUTO_TEST_CASE(age_retention_expires_old_finished_rows) {
   BOOST_TEST(d.requests().retained == 0u);
 }
 
+// A TP group's row keeps its newest load report typed and lists it as JSON with where the group
+// runs; the row as registered (before any report) keeps its registration details.
+BOOST_AUTO_TEST_CASE(a_group_row_lists_its_newest_load_report_and_where_it_runs) {
+  directory d;
+  const auto id = d.add({0, "tp_group", "node0-g0", "node0", 1, "ALIVE", 0, R"({"degree":2,"queue":0})"});
+  BOOST_TEST(d.group_of(id) == nullptr);
+  BOOST_TEST(json::parse(d.list().at(0).details)["degree"] == 2);
+  for (uint64_t steps : {3u, 7u}) {
+    dls::actors::group_details g;
+    g.load.steps = steps;
+    g.load.queued = 4;
+    g.degree = 2;
+    g.devices = {0, 1};
+    g.refused_at_placement = 1;
+    d.update_group(id, g);
+  }
+  d.update_group(id + 1, {});  // no such row: ignored
+  BOOST_REQUIRE(d.group_of(id) != nullptr);
+  BOOST_TEST(d.group_of(id + 1) == nullptr);
+  BOOST_TEST(d.find(id)->details.empty());
+  auto shown = json::parse(d.list().at(0).details);
+  BOOST_TEST(shown["steps"] == 7);
+  BOOST_TEST(shown["queue"] == 4);
+  BOOST_TEST(shown["degree"] == 2);
+  BOOST_TEST(shown["devices"] == json::array({0, 1}));
+  BOOST_TEST(shown["refused_at_placement"] == 1);
+  BOOST_TEST(d.list().size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_cluster_keeps_at_most_the_retained_rows_and_counts_everything) {
   constexpr int keep = 5, served = 30;
   cluster c("local.yaml", 0, "retention: {finished_requests: 5, finished_age_s: 0}\n");
