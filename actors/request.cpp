@@ -234,6 +234,14 @@ void replace(req_ptr self, const std::string& why) {
           });
 }
 
+void take_placement(request_state& st, const std::string& node, const std::string& group, caf::actor handle) {
+  if (!st.group.empty() && st.group != group) ++st.moves;
+  st.node = node;
+  st.group = group;
+  st.group_handle = std::move(handle);
+  st.status = "RUNNING";
+}
+
 void take_progress(request_state& st, const rt::request_progress& p) {
   if (p.next_kind.empty()) return;  // no decision on it yet
   st.threshold = p.tau;
@@ -319,15 +327,23 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
           self->state.waiting.push_back(rp);
         return rp;
       },
+      // Where placement `epoch` sent it: from the supervisor, which placed it there (so the head
+      // gets no message from the group for it) ...
+      [=](rt::placed_atom, uint32_t epoch, const std::string& node, const std::string& group,
+          const caf::actor& handle) {
+        if (!from_head(self)) return;
+        auto& st = self->state;
+        if (epoch != st.epoch || st.done) return;
+        take_placement(st, node, group, handle);
+        publish(self);
+      },
+      // ... or from a group it was handed over to within a node, which the supervisor learns
+      // from here.
       [=](rt::placed_atom, uint32_t epoch, const std::string& node, const std::string& group) {
         if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
-        if (!st.group.empty() && st.group != group) ++st.moves;
-        st.node = node;
-        st.group = group;
-        st.group_handle = caf::actor_cast<caf::actor>(self->current_sender());
-        st.status = "RUNNING";
+        take_placement(st, node, group, caf::actor_cast<caf::actor>(self->current_sender()));
         self->send(st.supervisor, rt::placed_atom::value, st.id, group);
         publish(self);
       },

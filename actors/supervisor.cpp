@@ -147,9 +147,13 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
   g->held += 1;
   st.requests[item.request_id].group = g->info.name;
   st.requests[item.request_id].epoch = item.epoch;
-  // No answer is awaited: the group tells the request actor, a drained group sends the item
-  // back, and a group that ends takes the re-placement path of its requests (group_ended).
+  // No answer is awaited: a drained group sends the item back, a group that refuses it fails
+  // the request, and a group that ends takes the re-placement path of its requests
+  // (group_ended). The request actor hears where it went from here, not from the group.
+  auto request = item.request;
+  const auto epoch = item.epoch;
   self->send(g->info.handle, rt::enqueue_atom::value, std::move(item));
+  if (request) self->send(request, rt::placed_atom::value, epoch, g->info.node, g->info.name, g->info.handle);
 }
 
 // A group ended. A regroup retires groups with user_shutdown after handing their requests over;

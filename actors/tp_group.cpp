@@ -1393,6 +1393,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
   return {
       [=](rt::enqueue_atom, rt::work_item& item) {
         if (!sender_from(self, self->state.setup.head_node, "tp_group")) return;
+        // The supervisor tells the request actor where it placed it; an item from this node
+        // (a regroup moving its requests) the group announces itself.
+        const bool tell_placement = sender_is_local(self);
         auto& st = self->state;
         // A drained group is about to be replaced: the supervisor places the item again.
         if (st.drained) {
@@ -1444,7 +1447,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         if (!kv_bytes.empty() && item.kv.transfer != 0) {
           const auto why = kv_claim_problem(st, item.kv);
           if (why.empty()) {
-            self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
+            if (tell_placement)
+              self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
             pending_kv p;
             p.rows = static_cast<int32_t>(gpu::canvas::from_bytes(bytes).length());
             p.item = std::move(item);
@@ -1467,7 +1471,8 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
           else
             self->send(w, admit_atom::value, item.request_id, bytes, kv_bytes);
         }
-        self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
+        if (tell_placement)
+          self->send(item.request, rt::placed_atom::value, item.epoch, st.setup.node, st.setup.name);
         if (!item.moved_from.empty()) st.migrations_in += 1;
         auto& q = add_request(self, std::move(item), progress);
         q.arrived_how = kv_bytes.empty() ? "canvas" : "rebuild";
