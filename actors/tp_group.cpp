@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <unordered_set>
 
 namespace dls::actors {
 
@@ -316,10 +317,14 @@ void report_load(group_ptr self) {
       l.downtime_ms[how].push_back(d.to_step_end_ms);
       l.downtime_start_ms[how].push_back(d.to_step_start_ms);
     }
-  // Only requests still here: an answer carries the last state of one that finished.
-  for (auto& e : st.progress_out)
-    if (auto q = st.queue.find(e.request_id); q != st.queue.end() && q->second.meta.epoch == e.epoch)
-      l.progress.push_back(std::move(e));
+  // The newest note of each request still here: an answer carries the last state of one that
+  // finished, and an older note of the same request would be overwritten at the head anyway.
+  std::unordered_set<uint64_t> noted;
+  for (auto e = st.progress_out.rbegin(); e != st.progress_out.rend(); ++e)
+    if (auto q = st.queue.find(e->request_id);
+        q != st.queue.end() && q->second.meta.epoch == e->epoch && noted.insert(e->request_id).second)
+      l.progress.push_back(std::move(*e));
+  std::reverse(l.progress.begin(), l.progress.end());
   st.progress_out.clear();
   st.last_report_s = now_s(st);
   self->send(st.setup.supervisor, rt::load_atom::value, st.setup.name, std::move(l));
