@@ -143,7 +143,7 @@ struct group_state {
   double predicted_seconds = 0;  // the profile's time for the same steps (with a profile)
   double policy_seconds = 0;      // wall time of each decision (adapter, policies, applying it)
   double policy_cpu_seconds = 0;  // the same on this thread's CPU clock (no preemption)
-  double report_seconds = 0;      // wall time of the progress reports, sent once the step is out
+  double report_seconds = 0;      // wall time of noting the policy states, once the step is out
   double report_cpu_seconds = 0;  // the same on this thread's CPU clock
   // Policy states that changed since the last load report, which carries them (tell_progress).
   std::vector<rt::progress_entry> progress_out;

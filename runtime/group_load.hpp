@@ -25,7 +25,7 @@ struct group_load {
   int32_t queued = 0;  // requests the group holds, running and waiting (what placement balances)
   uint64_t steps = 0;
   double step_wall_s = 0, engine_s = 0, policy_s = 0, policy_cpu_s = 0;
-  double report_s = 0, report_cpu_s = 0;  // progress reports to the request actors, after each step is out
+  double report_s = 0, report_cpu_s = 0;  // noting the requests' policy states (tell_progress), after each step is out
   double predicted_s = 0;  // the profile's time for the same steps: step_wall_s - this is what it misses
   double idle_with_work_s = 0;  // held requests with no step in flight (between steps, before the first)
   uint64_t decisions = 0;
