@@ -1,6 +1,7 @@
 // The supervisor: admission and placement of requests (policy::place_request), the
 // active policy set of every group (`policy set`), and re-placement when a node dies. It
-// is never on the per-step path: groups report load only when their queue changes.
+// is never on the per-step path: groups report load when their queue changes, and for notes of
+// their requests' policy state at most every 100 ms.
 #include "actors/head_messages.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
@@ -577,7 +578,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           if (r->second.actor) self->send(r->second.actor, rt::cancel_atom::value);
         }
       },
-      [=](rt::load_atom, const std::string& group, const rt::group_load& load) {
+      [=](rt::load_atom, const std::string& group, rt::group_load& load) {
         if (!from_node(self)) return;
         auto it = self->state.groups.find(group);
         if (it == self->state.groups.end()) return;
@@ -593,8 +594,9 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
         g.grace = load.shed_grace;
         g.lowest_tau = load.lowest_tau;
         g.tau_ref = load.tau_ref;
-        group_details details{load, g.info.degree, g.info.devices, g.refused_here};
-        details.load.progress.clear();
+        // Moved, not copied: the report is this handler's, and the directory keeps it whole.
+        load.progress.clear();
+        group_details details{std::move(load), g.info.degree, g.info.devices, g.refused_here};
         self->send(self->state.core, group_row_atom::value, g.info.id, std::move(details));
       },
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
