@@ -38,6 +38,9 @@ using wal_synced_atom = caf::atom_constant<caf::atom("wal_synced")>;
 struct group_slot {
   rt::group_info info;
   int held = 0;  // requests it holds (running and queued), as it last reported plus those sent since
+  // Items sent to it: its reports count those that reached it, so the ones still on their way
+  // are the difference (it sends no report per arrival).
+  uint64_t sent = 0;
   uint64_t prompt_bytes = 0, prompt_tokens = 0;  // prompts it tokenized, as it last reported
   bool draining = false;
   // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
@@ -146,6 +149,7 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
     return;
   }
   g->held += 1;
+  g->sent += 1;
   st.requests[item.request_id].group = g->info.name;
   st.requests[item.request_id].epoch = item.epoch;
   // No answer is awaited: a drained group sends the item back, a group that refuses it fails
@@ -586,7 +590,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           if (auto r = self->state.requests.find(e.request_id); r != self->state.requests.end() && r->second.actor)
             self->send(r->second.actor, rt::progress_atom::value, e.epoch, e.progress);
         auto& g = it->second;
-        g.held = load.queued;
+        g.held = load.queued + static_cast<int>(g.sent - std::min(g.sent, load.enqueued));
         g.prompt_bytes = load.prompt_bytes;
         g.prompt_tokens = load.prompt_tokens;
         g.sheds = load.sheds;
@@ -602,17 +606,20 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
         if (!local(self)) return;
         auto& st = self->state;
+        std::map<caf::actor_addr, uint64_t> sent;  // a group that stays keeps its count
         for (auto it = st.groups.begin(); it != st.groups.end();) {
           if (it->second.info.node != node) {
             ++it;
             continue;
           }
+          sent[it->second.info.handle.address()] = it->second.sent;
           self->demonitor(it->second.info.handle);
           it = st.groups.erase(it);
         }
         for (auto& g : groups) {
           group_slot slot;
           slot.info = g;
+          if (auto s = sent.find(g.handle.address()); s != sent.end()) slot.sent = s->second;
           st.groups[g.name] = slot;
           self->monitor(g.handle);
           // A group starts with the policy of the cluster file; tell it if `policy set` changed it.

@@ -162,6 +162,7 @@ struct group_state {
   // that tau went down before anyone was refused.
   std::vector<uint64_t> fresh;
   uint64_t refused = 0;
+  uint64_t enqueued = 0;  // items from the supervisor that reached this group (group_load)
   uint64_t rejected_on_miss = 0;  // strict SLOs refused (on_miss: reject), apart from load shedding
   double lowest_tau = 1.0;  // the lowest unpinned tau of the last controlled decision
   double first_lowered_s = -1;
@@ -278,6 +279,7 @@ void report_load(group_ptr self) {
   rt::group_load l;
   l.work = work;
   l.queued = static_cast<int32_t>(st.queue.size());
+  l.enqueued = st.enqueued;
   l.prompt_bytes = st.prompt_bytes;
   l.prompt_tokens = st.prompt_tokens;
   l.steps = st.steps;
@@ -1402,6 +1404,9 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
         // (a regroup moving its requests) the group announces itself.
         const bool tell_placement = sender_is_local(self);
         auto& st = self->state;
+        const bool from_supervisor =
+            self->current_sender() == caf::actor_cast<caf::strong_actor_ptr>(st.setup.supervisor);
+        if (from_supervisor) ++st.enqueued;
         // A drained group is about to be replaced: the supervisor places the item again.
         if (st.drained) {
           self->send(st.setup.supervisor, rt::drain_atom::value, std::move(item));
@@ -1487,7 +1492,11 @@ caf::behavior tp_group(group_ptr self, group_setup setup) {
                         q.live.deadline_s - q.live.arrival_s});
         q.text = std::move(streamed);
         q.streamed_blocks = progress.block;
-        report_load(self);
+        // The supervisor counted a request it sent here when it sent it; the next report (a
+        // finish, or the notes of its first decision at most kind_report_interval_s later)
+        // brings the rest. A group that sheds reports at once: the head refuses at placement by
+        // its backlog.
+        if (!from_supervisor || st.policy.refuse_overload) report_load(self);
         kick(self);
       },
       [=](step_atom) {

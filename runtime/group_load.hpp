@@ -24,6 +24,9 @@ typename Inspector::result_type inspect(Inspector& f, step_histogram& x) {
 struct group_load {
   double work = 0;     // remaining answer tokens queued
   int32_t queued = 0;  // requests the group holds, running and waiting (what placement balances)
+  // Items the supervisor sent this group that have reached it (taken, refused or sent back):
+  // the supervisor adds those it sent since to `queued`, so the group need not report each one.
+  uint64_t enqueued = 0;
   uint64_t steps = 0;
   double step_wall_s = 0, engine_s = 0, policy_s = 0, policy_cpu_s = 0;
   double report_s = 0, report_cpu_s = 0;  // noting the requests' policy states (tell_progress), after each step is out
@@ -71,6 +74,7 @@ struct group_load {
         list.push_back({rows[i], ms->second[i], start->second[i]});
     }
     return {{"queue", queued},
+            {"enqueued", enqueued},
             {"queued_tokens", work},
             {"prompt_bytes", prompt_bytes},
             {"prompt_tokens", prompt_tokens},
@@ -110,7 +114,7 @@ struct group_load {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, group_load& x) {
-  return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.idle_with_work_s, x.policy_s,
+  return f(caf::meta::type_name("dls_group_load"), x.work, x.queued, x.enqueued, x.steps, x.step_wall_s, x.engine_s, x.predicted_s, x.idle_with_work_s, x.policy_s,
            x.policy_cpu_s, x.report_s, x.report_cpu_s, x.decisions, x.policy, x.tau_cap, x.step_overhead_s, x.slo_step_overhead_s, x.refresh, x.reuse, x.refused,
            x.lowest_tau, x.first_tau_lowered_s, x.first_refused_s, x.backlog_s, x.tau_ref, x.shed_grace, x.sheds,
            x.migrations_in, x.migrations_out, x.rejected_on_miss, x.kv_sent, x.kv_imported, x.kv_refused, x.snapshots_to_peer, x.prompt_bytes, x.prompt_tokens,

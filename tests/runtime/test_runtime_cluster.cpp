@@ -30,6 +30,14 @@ BOOST_AUTO_TEST_CASE(twenty_concurrent_requests_on_two_nodes) {
     return n;
   };
   const auto before = prompt_counts();
+  // What each group got from the supervisor so far, as its newest report counts it.
+  auto enqueued = [&] {
+    std::map<std::string, std::size_t> n;
+    for (const auto& g : c.json_cli({"actors", "--kind", "tp_group"}))
+      n[g["name"].get<std::string>()] = g["details"].value("enqueued", std::size_t{0});
+    return n;
+  };
+  const auto enqueued_before = enqueued();
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
   auto r = c.cli({"submit", "--file", prompts, "--json", "--timeout", "120"});
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
@@ -62,6 +70,17 @@ BOOST_AUTO_TEST_CASE(twenty_concurrent_requests_on_two_nodes) {
   BOOST_TEST(dls::test::eventually(30, [&] {
     const auto now = prompt_counts();
     return now.first - before.first == prompt_bytes && now.second - before.second == prompt_bytes;
+  }));
+
+  // A group reports no load per arrival: the supervisor counts what it sent, the group what
+  // reached it, and each report's count covers every request the group answered.
+  std::map<std::string, std::size_t> answered;
+  for (const auto& res : results) answered[res["group"].get<std::string>()] += 1;
+  BOOST_TEST(dls::test::eventually(30, [&] {
+    const auto now = enqueued();
+    for (const auto& [group, n] : now)
+      if (n - enqueued_before.at(group) != answered[group]) return false;
+    return now.size() == enqueued_before.size();
   }));
 
   auto actors = c.json_cli({"actors"});
