@@ -56,7 +56,7 @@ using request_row_atom = caf::atom_constant<caf::atom("reqrow")>;
 
 /// What a TP group's directory row shows: its last load report and where it runs. It travels
 /// typed, like request_details, and is written as JSON only when someone lists the directory:
-/// a group reports on every change of its queue.
+/// a group reports whenever its queue changes other than by an item the supervisor sent it.
 struct group_details {
   runtime::group_load load;
   int32_t degree = 1;

@@ -1,7 +1,8 @@
 // The supervisor: admission and placement of requests (policy::place_request), the
 // active policy set of every group (`policy set`), and re-placement when a node dies. It
-// is never on the per-step path: groups report load when their queue changes, and for notes of
-// their requests' policy state at most every 100 ms.
+// is never on the per-step path: groups report load when their queue changes other than by an
+// item the supervisor sent (it counts those itself), and for notes of their requests' policy
+// state at most every 100 ms.
 #include "actors/head_messages.hpp"
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"

@@ -1,6 +1,7 @@
 #pragma once
-// A TP group's load and step totals, reported to the supervisor when its queue changes (and,
-// with notes of its requests' policy state, at most every 100 ms otherwise). It
+// A TP group's load and step totals, reported to the supervisor when its queue changes other
+// than by an item the supervisor sent (which it counts itself; `enqueued`), and, with notes of
+// its requests' policy state, at most every 100 ms otherwise. It
 // travels typed: the supervisor reads the fields placement and shedding need, and the JSON the
 // directory shows is written once, at the head.
 #include "runtime/request_progress.hpp"
