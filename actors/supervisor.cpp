@@ -38,10 +38,11 @@ using wal_synced_atom = caf::atom_constant<caf::atom("wal_synced")>;
 
 struct group_slot {
   rt::group_info info;
-  int held = 0;  // requests it holds (running and queued), as it last reported plus those sent since
-  // Items sent to it: its reports count those that reached it, so the ones still on their way
-  // are the difference (it sends no report per arrival).
-  uint64_t sent = 0;
+  // What it holds: the requests (running and queued) of its last report, plus the items sent
+  // to it that had not reached it then (it sends no report per arrival from here).
+  int32_t reported = 0;
+  uint64_t sent = 0, arrived = 0;  // items sent to it; of those, reached it by its last report
+  int held() const { return reported + static_cast<int>(sent - std::min(sent, arrived)); }
   uint64_t prompt_bytes = 0, prompt_tokens = 0;  // prompts it tokenized, as it last reported
   bool draining = false;
   // Load shedding as the group last reported it: whether it sheds, its backlog in seconds, the
@@ -120,7 +121,7 @@ group_slot* pick_group(supervisor_state& st) {
   std::vector<policy::placement_view> views;
   std::vector<group_slot*> slots;
   for (auto& [name, g] : st.groups) {
-    views.push_back({g.info.degree, g.held, g.draining});
+    views.push_back({g.info.degree, g.held(), g.draining});
     slots.push_back(&g);
   }
   const int i = policy::place_request(views);
@@ -149,7 +150,6 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
     st.pending.push_back(std::move(item));
     return;
   }
-  g->held += 1;
   g->sent += 1;
   st.requests[item.request_id].group = g->info.name;
   st.requests[item.request_id].epoch = item.epoch;
@@ -591,7 +591,8 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           if (auto r = self->state.requests.find(e.request_id); r != self->state.requests.end() && r->second.actor)
             self->send(r->second.actor, rt::progress_atom::value, e.epoch, e.progress);
         auto& g = it->second;
-        g.held = load.queued + static_cast<int>(g.sent - std::min(g.sent, load.enqueued));
+        g.reported = load.queued;
+        g.arrived = load.enqueued;
         g.prompt_bytes = load.prompt_bytes;
         g.prompt_tokens = load.prompt_tokens;
         g.sheds = load.sheds;
@@ -607,20 +608,24 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
       [=](rt::groups_atom, const std::string& node, std::vector<rt::group_info>& groups) {
         if (!local(self)) return;
         auto& st = self->state;
-        std::map<caf::actor_addr, uint64_t> sent;  // a group that stays keeps its count
+        std::map<caf::actor_addr, group_slot> kept;  // a group that stays keeps its counts
         for (auto it = st.groups.begin(); it != st.groups.end();) {
           if (it->second.info.node != node) {
             ++it;
             continue;
           }
-          sent[it->second.info.handle.address()] = it->second.sent;
+          kept[it->second.info.handle.address()] = it->second;
           self->demonitor(it->second.info.handle);
           it = st.groups.erase(it);
         }
         for (auto& g : groups) {
           group_slot slot;
           slot.info = g;
-          if (auto s = sent.find(g.handle.address()); s != sent.end()) slot.sent = s->second;
+          if (auto k = kept.find(g.handle.address()); k != kept.end()) {
+            slot.reported = k->second.reported;
+            slot.sent = k->second.sent;
+            slot.arrived = k->second.arrived;
+          }
           st.groups[g.name] = slot;
           self->monitor(g.handle);
           // A group starts with the policy of the cluster file; tell it if `policy set` changed it.
@@ -664,7 +669,7 @@ caf::behavior supervisor(sup_ptr self, caf::actor core, rt::engine_defaults defa
           out.push_back(a.gen_len);
         }
         std::map<std::string, int32_t> held;
-        for (const auto& [name, g] : st.groups) held[g.info.node] += g.held;
+        for (const auto& [name, g] : st.groups) held[g.info.node] += g.held();
         return {std::move(out), st.policy, std::move(held), st.slo_request_overhead_ms};
       },
       [=](rt::drain_atom, const std::string& node) -> caf::result<bool> {
