@@ -138,6 +138,27 @@ void must(const std::string& error) {
 
 // -- the destination process ----------------------------------------------------------------
 
+// The receiving side of one bandwidth round: every receive posted at once, as the live path
+// posts its receives, so the round does not wait on this thread between transfers.
+void receive_round(rt::ucx_transport& t, plan_walker& w, int n) {
+  struct state {
+    std::atomic<int> left;
+    std::string failure;  // the first error, written on the progress thread
+    std::promise<void> done;
+  };
+  auto st = std::make_shared<state>();
+  st->left = n;
+  auto all = st->done.get_future();
+  const auto deadline = clock_type::now() + std::chrono::milliseconds(ucx_timeout_ms);
+  for (int i = 0; i < n; ++i)
+    t.receive(w.id(), deadline, [st](const std::string& e, rt::ucx_payload) {  // on the progress thread
+      if (!e.empty() && st->failure.empty()) st->failure = e;
+      if (--st->left == 0) st->done.set_value();
+    });
+  all.get();
+  must(st->failure);
+}
+
 int run_peer(const options& o, int ready_fd) {
   rt::ucx_transport t(ucx_for(o.peer_tls, o));
   const std::string parent = from_hex(o.peer_of);
@@ -157,7 +178,7 @@ int run_peer(const options& o, int ready_fd) {
   }
   for (auto size : o.sizes) {
     for (int r = 0; r < o.reps + 1; ++r) {
-      for (int i = 0, n = transfers_per_round(size); i < n; ++i) take(w.id());
+      receive_round(t, w, transfers_per_round(size));
       const auto id = w.id();
       take(id);
       ack(id, "ack");
