@@ -467,4 +467,6 @@ BOOST_AUTO_TEST_CASE(bench_migration_compares_with_perftest_as_it_comes_and_conf
                  size["ours_gbps"].get<double>() / size["perftest_like_ours_gbps"].get<double>(),
              boost::test_tools::tolerance(1e-9));
   expect_one_line_error({"bench-migration", "--window", "-1"}, 2, "--window");
+  expect_one_line_error({"bench-migration", "--sizes", "99999999999999"}, 1, "--sizes: 99999999999999 bytes is outside");
+  expect_one_line_error({"bench-migration", "--lengths", "100000000"}, 1, "--lengths: 100000000 is outside");
 }

@@ -68,6 +68,9 @@ struct options {
 // (<1 % at 1 GB/s) and small enough that 7 sizes x reps stay within seconds.
 constexpr std::size_t round_bytes = 64u << 20;
 constexpr int block = 32;          // the bench model's block, as bench-engine's default
+// The largest buffer a bandwidth round sends: 4x the largest KV cache measured (256 MiB); the
+// sender holds one and the receiver a round's worth, so larger ones fail for memory, not speed.
+constexpr std::size_t largest_size = std::size_t{1} << 30;
 constexpr int ucx_timeout_ms = 60000;  // a 256 MB round at 25 MB/s would still arrive
 
 std::string to_hex(const std::string& b) {
@@ -629,10 +632,15 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   sub->add_option("--peer-tls", o->peer_tls)->group("");
   sub->add_option("--ready-fd", *ready_fd)->group("");
   return std::function<int()>([o, ready_fd] {
+    const int longest = bench_config().max_seq;
     for (int L : o->lengths)
-      if (L <= block) throw std::invalid_argument("--lengths must exceed the block of " + std::to_string(block));
+      if (L <= block || L > longest)
+        throw std::invalid_argument("--lengths: " + std::to_string(L) + " is outside (" + std::to_string(block) + ", " +
+                                    std::to_string(longest) + "], the block and the bench model's longest canvas");
     for (auto s : o->sizes)
-      if (s == 0) throw std::invalid_argument("--sizes must be positive");
+      if (s == 0 || s > largest_size)
+        throw std::invalid_argument("--sizes: " + std::to_string(s) + " bytes is outside [1, " +
+                                    std::to_string(largest_size) + "] (1 GiB)");
     if (!o->peer_of.empty()) return run_peer(*o, *ready_fd);
     return run(*o);
   });
