@@ -56,6 +56,13 @@ BOOST_AUTO_TEST_CASE(numbers_out_of_range_name_the_option_and_the_rule) {
   expect_one_line_error(sim_args({"--rate", "nan"}), 2, "--rate: 'nan' is not a number");
   expect_one_line_error({"sim", "--cluster", sim_cluster, "--synthetic", "poisson", "--requests", "0"}, 2,
                         "--requests: must be > 0, got 0");
+  // Absurd sizes are refused before any memory is taken, by each simulator command.
+  expect_one_line_error({"sim", "--cluster", sim_cluster, "--synthetic", "poisson", "--requests", "100000000000"}, 2,
+                        "--requests: must be at most 20000000");
+  expect_one_line_error({"sim-suite", "--cluster", sim_cluster, "--requests", "30000000"}, 2,
+                        "--requests: must be at most 20000000");
+  expect_one_line_error({"sim-bound", "--cluster", sim_cluster, "--synthetic", "poisson", "--requests", "20000001"}, 2,
+                        "--requests: must be at most 20000000");
   expect_one_line_error({"eval", "--batch", "0"}, 2, "--batch: must be > 0, got 0");
 }
 

@@ -199,7 +199,7 @@ dls::cli::register_command reg{"sim", [](CLI::App& app) {
                                      "default: the cluster's capacity at tau 0.9")
       ->check(dls::cli::positive);
   sub->add_option("--requests", o->requests, "number of requests (trace: repeated or cut to N)")
-      ->check(dls::cli::positive);
+      ->check(dls::cli::sim_requests);
   sub->add_option("--load", o->loads, "load multipliers (arrival rate / base rate)")
       ->delimiter(',')
       ->check(dls::cli::positive);

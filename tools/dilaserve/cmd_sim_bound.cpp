@@ -102,7 +102,7 @@ dls::cli::register_command reg{"sim-bound", [](CLI::App& app) {
   workload->excludes(trace);
   sub->add_option("--seed", o->seed, "seed of a --workload's draws (sim-suite's default is 1)");
   sub->add_option("--requests", o->requests, "number of requests (repeated or cut to N)")
-      ->check(dls::cli::positive);
+      ->check(dls::cli::sim_requests);
   auto* rate = sub->add_option("--rate", o->rate, "base arrival rate (req/s) that --load multiplies, as for `dilaserve sim`; "
                                      "default: the cluster's capacity at tau 0.9")
       ->check(dls::cli::positive);

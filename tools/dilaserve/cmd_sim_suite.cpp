@@ -194,7 +194,7 @@ dls::cli::register_command reg{"sim-suite", [](CLI::App& app) {
                   "workload (each file's on_miss), serve or reject; several run the suite once each")
       ->delimiter(',');
   sub->add_option("--requests", o->cfg.requests, "cut or repeat every workload to N requests")
-      ->check(dls::cli::positive);
+      ->check(dls::cli::sim_requests);
   sub->add_option("--seed", o->cfg.seed, "seed for arrivals, lengths and commit draws");
   sub->add_flag("--json", o->json, "print {\"results\": [...]} only (the sim schema plus workload, on_miss, rejected)");
   sub->add_flag("--parts", o->parts, "also print where the mean latency goes (stderr with --json)");
