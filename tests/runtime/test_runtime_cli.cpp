@@ -301,7 +301,23 @@ BOOST_AUTO_TEST_CASE(profile_refuses_a_grid_the_model_or_machine_cannot_run) {
   expect_one_line_error({"profile", "--model", model, "--tp", "3"}, 1,
                         "--tp 3: TP degree 3 does not divide the head count (4 heads)");
   expect_one_line_error({"profile", "--model", model, "--lengths", "100"}, 1, "max_sequence_length (64)");
-  expect_one_line_error({"profile", "--batches", "0"}, 2, "--batches: must be > 0, got 0");
+  expect_one_line_error({"profile", "--batches", "0"}, 2, "--batches: Value 0 not in range 1 to 256");
+  expect_one_line_error({"profile", "--batches", "100000000"}, 2, "--batches: Value 100000000 not in range 1 to 256");
+}
+
+// Sizes no machine here could hold are refused before anything is allocated or written.
+BOOST_AUTO_TEST_CASE(benchmarks_refuse_absurd_sizes_with_one_line) {
+  expect_one_line_error({"bench-engine", "--lengths", "100000000"}, 1, "--lengths: 100000000 is outside (32, 8192]");
+  expect_one_line_error({"bench-runtime", "--lengths", "100000000"}, 1, "--lengths: 100000000 is outside [1, 4096]");
+  expect_one_line_error({"write-random-checkpoint", "--shape", "llada-8b", "--layers", "100000", "/tmp/unused"}, 2,
+                        "--layers: Value 100000 not in range 1 to 256");
+  // The widest and deepest shape the options allow: 9.8 TB, more than any disk here has free.
+  dls::test::scratch_dir dir;
+  const auto ckpt = dir.file("deep");
+  expect_one_line_error({"write-random-checkpoint", "--shape", "llada-8b", "--layers", "256", "--hidden-size", "32768",
+                         "--heads", "256", "--mlp", "151552", ckpt},
+                        1, "the checkpoint needs 9843.49 GB of bf16 weights, but");
+  BOOST_TEST(!std::filesystem::exists(ckpt));
 }
 
 // A trace replay's send times (`at_s`) are checked before anything is sent: each mistake is

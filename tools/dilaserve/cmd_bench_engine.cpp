@@ -108,6 +108,9 @@ gpu::canvas bench_canvas(const gpu::model_config& c, int length, int block, bool
   return cv;
 }
 
+// Positions of the random model: LLaDA-8B's context is 4096, and the benchmark goes twice as far.
+constexpr int bench_max_seq = 8192;
+
 int run_bench(const bench_options& o) {
   gpu::model_config c;
   c.d_model = o.d_model;
@@ -118,7 +121,7 @@ int run_bench(const bench_options& o) {
   c.vocab_size = o.vocab;
   c.mask_id = 1;
   c.eos_id = 0;
-  c.max_seq = 8192;
+  c.max_seq = bench_max_seq;
   auto big = gpu::make_random_model(c, 5);
   auto be = gpu::make_cpu_backend(big);
   gpu::cpu::pin_blas_threads();
@@ -296,13 +299,15 @@ register_command reg{"bench-engine", [](CLI::App& app) {
   sub->add_option("--vocab", o->vocab, "vocabulary of the random model")->check(CLI::Range(16, 262144));
   sub->add_option("--block", o->block, "block length of the reuse step")->check(dls::cli::positive);
   sub->add_option("--lengths", o->lengths, "sequence lengths")->delimiter(',');
-  sub->add_option("--reps", o->reps, "timed repetitions (the median is reported)")->check(dls::cli::positive);
+  sub->add_option("--reps", o->reps, "timed repetitions (the median is reported)")->check(CLI::Range(1, 1000));
   sub->add_option("--problems", o->problems, "eval problems for the tokens/s part")->check(dls::cli::positive);
   sub->add_flag("--skip-tp", o->skip_tp, "skip the TP=2 measurement");
   sub->add_flag("--json", o->json, "print one JSON object");
   return std::function<int()>([o] {
     for (int L : o->lengths)
-      if (L <= o->block) throw std::invalid_argument("--lengths must exceed --block");
+      if (L <= o->block || L > bench_max_seq)
+        throw std::invalid_argument("--lengths: " + std::to_string(L) + " is outside (" + std::to_string(o->block) +
+                                    ", " + std::to_string(bench_max_seq) + "], the block and the random model's positions");
     if (o->d_model % o->heads) throw std::invalid_argument("--d-model must be a multiple of --heads");
     return run_bench(*o);
   });

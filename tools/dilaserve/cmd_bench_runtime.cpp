@@ -258,6 +258,9 @@ int live_cluster(const bench_options& o, YAML::Node root, const std::string& mod
 }
 
 
+// Positions of the TP comparison's random model (LLaDA-8B's context).
+constexpr int tp_max_seq = 4096;
+
 int run_bench(const bench_options& o) {
   json report;
   // (1) TP=2 vs TP=1.
@@ -269,7 +272,7 @@ int run_bench(const bench_options& o) {
     mc.n_kv_heads = mc.n_heads;
     mc.mlp_hidden = o.d_model * 11 / 4;
     mc.vocab_size = 1024;
-    mc.max_seq = 4096;
+    mc.max_seq = tp_max_seq;
     mc.mask_id = 1;
     mc.eos_id = 0;
     auto m = dls::gpu::make_random_model(mc, 1);
@@ -324,7 +327,13 @@ dls::cli::register_command reg{"bench-runtime", [](CLI::App& app) {
   sub->add_option("--burst", o->burst, "Requests per throughput burst")->check(CLI::Range(1, 10000));
   sub->add_option("--live-d-model", o->live_d_model, "Also run the live part on a random model this wide (0: skip)");
   sub->add_option("--json", o->out_json, "Also write the numbers to this JSON file");
-  return std::function<int()>([o] { return run_bench(*o); });
+  return std::function<int()>([o] {
+    for (int len : o->lengths)
+      if (len < 1 || len > tp_max_seq)
+        throw std::invalid_argument("--lengths: " + std::to_string(len) + " is outside [1, " + std::to_string(tp_max_seq) +
+                                    "], the random model's positions");
+    return run_bench(*o);
+  });
 }};
 
 }  // namespace

@@ -288,9 +288,10 @@ register_command reg{"profile", [](CLI::App& app) {
                   "canvas lengths, prompt + one answer block (default: 1/4, 1/2 and all of the model's positions, at most 4096)")
       ->delimiter(',')
       ->check(dls::cli::positive);
-  sub->add_option("--batches", o->batches, "requests per step (default 1,4)")->delimiter(',')->check(dls::cli::positive);
+  // At most the largest engine.max_batch a shipped file uses: a batch is that many canvases held at once.
+  sub->add_option("--batches", o->batches, "requests per step (default 1,4)")->delimiter(',')->check(CLI::Range(1, 256));
   sub->add_option("--block", o->block, "answer block length (default 8)")->check(dls::cli::positive);
-  sub->add_option("--reps", o->reps, "timed steps per sample, the median is kept (default 5)")->check(dls::cli::positive);
+  sub->add_option("--reps", o->reps, "timed steps per sample, the median is kept (default 5)")->check(CLI::Range(1, 1000));
   sub->add_option("--out", o->out, "write the profile here (default: standard output)");
   return std::function<int()>([o, &app] {
     std::string cmd = "dilaserve profile";
