@@ -7,6 +7,7 @@
 #include "dilaserve/bench_cluster.hpp"
 #include "dilaserve/cluster_file_copy.hpp"
 #include "dilaserve/command_registry.hpp"
+#include "dilaserve/host_memory.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/random_model.hpp"
 #include "gpu/canvas.hpp"
@@ -275,6 +276,9 @@ int run_bench(const bench_options& o) {
     mc.max_seq = tp_max_seq;
     mc.mask_id = 1;
     mc.eos_id = 0;
+    dls::cli::require_memory(4 * static_cast<std::uint64_t>(mc.parameter_count()),
+                             "the random model (--d-model " + std::to_string(mc.d_model) + ", --layers " +
+                                 std::to_string(mc.n_layers) + ", f32)");
     auto m = dls::gpu::make_random_model(mc, 1);
     caf::actor_system_config cfg;
     rt::configure_caf(cfg, {});
@@ -325,7 +329,8 @@ dls::cli::register_command reg{"bench-runtime", [](CLI::App& app) {
   sub->add_option("--layers", o->layers, "Layers of the random model")->check(CLI::Range(1, 64));
   sub->add_option("--reps", o->reps, "Measured steps per point")->check(CLI::Range(1, 100));
   sub->add_option("--burst", o->burst, "Requests per throughput burst")->check(CLI::Range(1, 10000));
-  sub->add_option("--live-d-model", o->live_d_model, "Also run the live part on a random model this wide (0: skip)");
+  sub->add_option("--live-d-model", o->live_d_model, "Also run the live part on a random model this wide (0: skip)")
+      ->check(CLI::Range(0, 8192));
   sub->add_option("--json", o->out_json, "Also write the numbers to this JSON file");
   return std::function<int()>([o] {
     for (int len : o->lengths)
