@@ -2,6 +2,7 @@
 
 #include "gpu/dtype.hpp"
 #include "gpu/finite_scan.hpp"
+#include "gpu/host_memory.hpp"
 #include "gpu/safetensors.hpp"
 
 #include <dirent.h>
@@ -241,6 +242,9 @@ std::shared_ptr<const model> load_model(const std::string& dir) {
 }
 
 std::shared_ptr<const model> make_random_model(const model_config& cfg, uint64_t seed) {
+  require_memory(4 * static_cast<std::uint64_t>(cfg.parameter_count()),
+                 "a random model of d_model " + std::to_string(cfg.d_model) + ", " + std::to_string(cfg.n_layers) +
+                     " layers and a vocabulary of " + std::to_string(cfg.vocab_size) + " (f32)");
   auto m = std::make_shared<model>();
   m->config = cfg;
   m->source = "random(seed=" + std::to_string(seed) + ")";

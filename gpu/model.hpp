@@ -66,7 +66,8 @@ class model {
 /// values) or byte offset, or the shard the index names that is not there.
 std::shared_ptr<const model> load_model(const std::string& dir);
 
-/// A model of the given shape with deterministic random weights (benchmarks, TP tests).
+/// A model of the given shape with deterministic random weights (benchmarks, TP tests). Throws
+/// std::invalid_argument naming the shape when its f32 weights exceed the memory available.
 std::shared_ptr<const model> make_random_model(const model_config& cfg, uint64_t seed);
 
 /// The LLaDA checkpoint names, in a stable order, with their expected shapes.

@@ -311,7 +311,7 @@ BOOST_AUTO_TEST_CASE(benchmarks_refuse_absurd_sizes_with_one_line) {
   expect_one_line_error({"bench-runtime", "--lengths", "100000000"}, 1, "--lengths: 100000000 is outside [1, 4096]");
   // The largest random model the options allow: 430 GB of f32 weights, more than any host here.
   expect_one_line_error({"bench-engine", "--d-model", "8192", "--layers", "128", "--vocab", "262144", "--skip-tp"}, 1,
-                        "the random model (--d-model 8192, --layers 128, --vocab 262144, f32) needs 429.6 GB of memory");
+                        "a random model of d_model 8192, 128 layers and a vocabulary of 262144 (f32) needs 429.6 GB of memory");
   expect_one_line_error({"bench-runtime", "--live-d-model", "100000"}, 2, "--live-d-model: Value 100000 not in range");
   expect_one_line_error({"write-random-checkpoint", "--shape", "llada-8b", "--layers", "100000", "/tmp/unused"}, 2,
                         "--layers: Value 100000 not in range 1 to 256");

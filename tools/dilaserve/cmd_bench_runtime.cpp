@@ -7,7 +7,6 @@
 #include "dilaserve/bench_cluster.hpp"
 #include "dilaserve/cluster_file_copy.hpp"
 #include "dilaserve/command_registry.hpp"
-#include "dilaserve/host_memory.hpp"
 #include "dilaserve/median.hpp"
 #include "dilaserve/random_model.hpp"
 #include "gpu/canvas.hpp"
@@ -276,9 +275,6 @@ int run_bench(const bench_options& o) {
     mc.max_seq = tp_max_seq;
     mc.mask_id = 1;
     mc.eos_id = 0;
-    dls::cli::require_memory(4 * static_cast<std::uint64_t>(mc.parameter_count()),
-                             "the random model (--d-model " + std::to_string(mc.d_model) + ", --layers " +
-                                 std::to_string(mc.n_layers) + ", f32)");
     auto m = dls::gpu::make_random_model(mc, 1);
     caf::actor_system_config cfg;
     rt::configure_caf(cfg, {});

@@ -1,7 +1,7 @@
 #pragma once
-// A benchmark's random model is written in full (f32) when it is built, so one larger than the
-// host's memory is not refused by an allocation but killed by the OOM killer, or pushes the
-// host's other processes out first. These check the size against the memory available before.
+// Memory that is written in full as soon as it is allocated (a random model's f32 weights) is not
+// refused by the allocation when the host lacks it: the OOM killer ends the process, or the host's
+// other processes are pushed out first. These check a size against the memory available before.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace dls::cli {
+namespace dls::gpu {
 
 /// The memory the kernel can give without swapping (/proc/meminfo's MemAvailable), 0 if unknown.
 inline std::uint64_t available_memory_bytes() {
@@ -33,4 +33,4 @@ inline void require_memory(std::uint64_t bytes, const std::string& what) {
   throw std::invalid_argument(what + text);
 }
 
-}  // namespace dls::cli
+}  // namespace dls::gpu
