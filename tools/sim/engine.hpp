@@ -79,7 +79,7 @@ struct sim_group {
   std::vector<std::uint64_t> fresh;  // first placements no decision has seen (group_snapshot::fresh)
   policy::load_forecast arrivals;  // requests that joined lately, for the tau cap (threshold.hpp)
   // The accuracy budget's running state for the requests this group holds, as each live group
-  // keeps its own (actors/tp_group.cpp): a request enters it on joining and leaves it on going.
+  // keeps its own (actors/tp_group_state.hpp): a request enters it on joining and leaves it on going.
   policy::accuracy_ledger ledger;
   policy::group_load load;
   std::vector<int> batch;      // indices into `active` of the running step
@@ -190,7 +190,7 @@ class engine {
   // the clusters that model contention have one group). Steps last what cl_.cost says, stretched.
   policy::step_cost_model cost_;
   double overhead_est_s_ = 0;
-  // actors/tp_group.cpp's overhead_weight: the weight of the last step in that estimate.
+  // actors/tp_group_step.cpp's overhead_weight: the weight of the last step in that estimate.
   static constexpr double live_overhead_weight = 0.05;
   std::vector<sim_group> groups_;
   std::vector<sim_node> nodes_;

@@ -47,7 +47,7 @@ void engine::control(int gi) {
   }
 }
 
-// The step decision of a live group (policy::decide_step, called as actors/tp_group.cpp calls
+// The step decision of a live group (policy::decide_step, called as actors/tp_group_step.cpp calls
 // it): admission, tau control when due and the batch, in one call on the group's own lists.
 // What is left here is the simulator's bookkeeping: the memory and load of the admitted
 // requests, the steps left in a block whose tau changed, and migration's at-risk flag.
@@ -135,7 +135,7 @@ void engine::decide_as_live(int gi) {
 
 // A draining group's requests at their refresh boundary move on as canvases (their KV cache is
 // stale there anyway), to the group the placement picks, as a live draining group hands them
-// to the supervisor (actors/tp_group.cpp, leave_at_boundaries).
+// to the supervisor (actors/tp_group_drain.cpp, hand_back_at_boundaries).
 void engine::leave_at_boundaries(int gi) {
   auto& g = groups_[static_cast<std::size_t>(gi)];
   bool moved = false;
@@ -270,7 +270,7 @@ void engine::on_migrate_arrive(std::uint32_t id, int dst) {
     return;
   }
   // It joins the queue and is admitted by the group's next decision, as a live group takes a
-  // migrated request (actors/tp_group.cpp, join_queue).
+  // migrated request (actors/tp_group_migration.cpp, join_queue).
   enqueue(dst, r);
 }
 

@@ -394,7 +394,7 @@ void engine::on_step_done(int gi) {
   g.busy = false;
   if (cl_.control_plane.contention.enabled()) {
     // The live group's moving estimate of a step's excess over the profile, which its
-    // deadlines and decisions count (actors/tp_group.cpp, overhead_s).
+    // deadlines and decisions count (actors/tp_group_step.cpp, overhead_s).
     overhead_est_s_ += live_overhead_weight * (std::max(0.0, g.excess_s) - overhead_est_s_);
     for (int tp : cl_.cost.tp_degrees())
       cost_ = policy::with_step_overhead(tp == cl_.cost.tp_degrees().front() ? cl_.cost : cost_, tp,
