@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <set>
@@ -21,6 +22,13 @@ constexpr std::size_t max_stop_sequences = 4;
 // The largest SLO a request may carry: one day, in ms (fits int32).
 constexpr double max_slo_ms = 86'400'000;
 
+// A bound as a person writes it: 2 and 0.05, not 2.000000 and 0.050000.
+std::string shortest(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.15g", v);
+  return b;
+}
+
 [[noreturn]] void bad(const std::string& field, const std::string& why) {
   throw api_error(400, field + ": " + why, field);
 }
@@ -36,7 +44,7 @@ int integer(const json& v, const std::string& field, int lo, int hi) {
 double number(const json& v, const std::string& field, double lo, double hi) {
   if (!v.is_number()) bad(field, "must be a number");
   double d = v.get<double>();
-  if (!(d >= lo && d <= hi)) bad(field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  if (!(d >= lo && d <= hi)) bad(field, "must be in [" + shortest(lo) + ", " + shortest(hi) + "]");
   return d;
 }
 

@@ -77,6 +77,11 @@ void add_routes(httplib::Server& svr, gateway_context& ctx) {
       message = "the request body exceeds http.max_body_bytes (" + std::to_string(ctx.http.max_body_bytes) + " bytes)";
     else if (res.status == 404)
       message = "no route " + req.method + " " + req.path;
+    else if (res.status == 414)
+      message = "the request URI exceeds " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) + " bytes";
+    else if (res.status == 400)
+      message = "malformed HTTP request: a bad request line or header, or a header line over " +
+                std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH) + " bytes";
     else
       message = "HTTP " + std::to_string(res.status);
     res.set_content(error_body(res.status, message), "application/json");

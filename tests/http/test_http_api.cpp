@@ -148,6 +148,17 @@ BOOST_AUTO_TEST_CASE(unknown_models_and_routes_get_404) {
   BOOST_TEST(c.call("GET", "/v1/models/gpt-4").status == 404);
 }
 
+BOOST_AUTO_TEST_CASE(an_over_long_uri_or_header_is_refused_with_a_message_that_names_the_limit) {
+  const auto& c = shared();
+  auto uri = c.call("GET", "/v1/models?q=" + std::string(10000, 'a'));
+  BOOST_TEST(uri.status == 414, uri.body);
+  BOOST_TEST(error_of(uri)["message"] == "the request URI exceeds 8192 bytes");
+  auto header = c.call("GET", "/v1/models", "", true, {"-H", "X-Long: " + std::string(10000, 'b')});
+  BOOST_TEST(header.status == 400, header.body);
+  BOOST_TEST(error_of(header)["message"].get<std::string>().find("header line over 8192 bytes") != std::string::npos);
+  expect_serving(c);
+}
+
 BOOST_AUTO_TEST_CASE(an_over_long_body_gets_413_and_the_cluster_keeps_serving) {
   const auto& c = shared();
   std::string huge(2 << 20, 'a');  // twice configs/local.yaml's max_body_bytes

@@ -84,6 +84,19 @@ BOOST_AUTO_TEST_CASE(completion_fields_map_onto_the_runtime) {
   BOOST_TEST(d.threshold < 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_number_out_of_range_is_refused_with_its_bounds_as_written) {
+  const json base = {{"model", "tiny-llada"}, {"prompt", "p"}};
+  auto with = [&](const char* key, const json& v) {
+    auto b = base;
+    b[key] = v;
+    return b;
+  };
+  BOOST_TEST(refused_field(with("temperature", -1), facts()).second == "temperature: must be in [0, 2]");
+  BOOST_TEST(refused_field(with("threshold", 2), facts()).second == "threshold: must be in [0, 1]");
+  BOOST_TEST(refused_field(with("slo_ms", 1e308), facts()).second == "slo_ms: must be in [1, 86400000]");
+  BOOST_TEST(refused_field(with("max_tokens", 100000000), facts()).second == "max_tokens: must be in [1, 64]");
+}
+
 BOOST_AUTO_TEST_CASE(dlm_extras_are_read_at_the_top_level_and_under_extra_body) {
   auto r = parse_completion(R"({"model":"tiny-llada","prompt":"p","extra_body":{"gen_length":48,"deadline_ms":90}})",
                             false, facts());
