@@ -181,6 +181,8 @@ struct group_state {
 
 using group_ptr = caf::stateful_actor<group_state>*;
 
+// How long a group waits for a worker's answer (a step, a release, an eviction) before it fails
+// the work explicitly instead of stalling: generous, since a step of a large model takes seconds.
 constexpr auto step_timeout = std::chrono::minutes(5);
 
 // Empty round trips a starting group times for the overhead its SLOs count (the least is kept):
