@@ -4,6 +4,8 @@
 # Fails on the first crash, sanitizer report, leak, timeout or out-of-memory; the input that
 # caused it is left as build-fuzz/findings/NAME/crash-* (or leak-*, timeout-*, oom-*).
 # DLS_FUZZ_RUNS=N also stops each harness after N executions (for long campaigns).
+# DLS_FUZZ_JOBS=N runs N harnesses at once, each still one process on one core (default 1; CI
+# passes the core count, as nothing else runs beside it there).
 # usage: tools/fuzz.sh [SECONDS] [NAME...]     e.g. DLS_FUZZ_RUNS=10000000 tools/fuzz.sh 600 fuzz_canvas
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -12,6 +14,8 @@ seconds="${1:-15}"
 case "$seconds" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 shift || true
 build="${DLS_FUZZ_BUILD:-build-fuzz}"
+jobs="${DLS_FUZZ_JOBS:-1}"
+case "$jobs" in ''|*[!0-9]*|0) echo "fuzz.sh: DLS_FUZZ_JOBS must be a whole number ≥ 1, got '$jobs'" >&2; exit 2 ;; esac
 
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDLS_FUZZ=ON -DDLS_WITH_CUDA=OFF -DDLS_NATIVE=OFF >/dev/null
@@ -33,15 +37,15 @@ rss_limit_mb=2048
 # allocation in a report; detection itself is unchanged.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=10}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
-for name in "${names[@]}"; do
-  seeds="fuzz/corpus/${name#fuzz_}"
-  [ -d "$seeds" ] || { echo "fuzz.sh: no seed corpus $seeds for $name" >&2; exit 2; }
+# One harness from its seeds; returns non-zero on a finding, with the log's tail on stderr.
+fuzz_one() {
+  local name="$1"
+  local seeds="fuzz/corpus/${name#fuzz_}"
   # New inputs go to a scratch corpus so the committed seeds stay as they are.
-  work="$build/corpus/$name"
-  findings="$build/findings/$name"
+  local work="$build/corpus/$name"
+  local findings="$build/findings/$name"
   mkdir -p "$work" "$findings"
-  log="$build/findings/$name.log"
-  echo "fuzz.sh: $name for ${seconds} s"
+  local log="$build/findings/$name.log"
   # One plain libFuzzer process is one core; -jobs=1 would only add a supervisor process that
   # writes fuzz-0.log into the current directory.
   if ! "$build/fuzz/$name" -max_total_time="$seconds" -timeout="$per_input_timeout_s" \
@@ -49,9 +53,29 @@ for name in "${names[@]}"; do
        "$work" "$seeds" >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     echo "fuzz.sh: $name FAILED; the input is in $findings/" >&2
-    exit 1
+    return 1
   fi
-  grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec' "$log" | tr '\n' ' '
-  echo
+  echo "fuzz.sh: $name, ${seconds} s: $(grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec' "$log" | tr '\n' ' ')"
+}
+
+for name in "${names[@]}"; do
+  [ -d "fuzz/corpus/${name#fuzz_}" ] || { echo "fuzz.sh: no seed corpus fuzz/corpus/${name#fuzz_} for $name" >&2; exit 2; }
 done
-echo "fuzz.sh: ${#names[@]} harnesses, ${seconds} s each, no finding"
+# At most $jobs harnesses at a time; after a finding no other starts, and those running finish.
+failed=0
+running=0
+for name in "${names[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+    [ "$failed" -eq 0 ] || break
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+[ "$failed" -eq 0 ] || exit 1
+echo "fuzz.sh: ${#names[@]} harnesses, ${seconds} s each, $jobs at a time, no finding"
