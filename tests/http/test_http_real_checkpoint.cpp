@@ -15,8 +15,11 @@
 
 #include <boost/test/unit_test.hpp>
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 using namespace dls::test;
@@ -26,6 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int prompt_token_limit = 40;
+constexpr int gen_length_limit = 128;  // the longest answer a case asks for
 
 // The checkpoint folder, written once for the module; a missing tokenizer file throws here (the
 // message says to run tools/install-deps.sh), which fails every test case instead of skipping.
@@ -81,7 +85,9 @@ json chat_body(const std::vector<std::pair<std::string, std::string>>& turns, in
 
 http_cluster& served() {
   model();
-  static http_cluster c({}, 0, "limits: {max_prompt_tokens: " + std::to_string(prompt_token_limit) + "}");
+  static http_cluster c({}, 0,
+                        "limits: {max_prompt_tokens: " + std::to_string(prompt_token_limit) +
+                            ", max_gen_length: " + std::to_string(gen_length_limit) + "}");
   return c;
 }
 
@@ -197,4 +203,18 @@ BOOST_AUTO_TEST_CASE(per_request_sampler_fields_decode_as_generate_does_with_the
   auto j = json::parse(r.body);
   BOOST_TEST(j["choices"][0]["message"]["content"].get<std::string>() == want["answer"].get<std::string>());
   BOOST_TEST(j["dilaserve"]["steps"].get<int>() == want["steps"].get<int>());
+}
+
+// This checkpoint's config allows 131,072 positions, so `up` would measure canvases of 1,024 to
+// 4,096 tokens (40 s here); with both limits set the cluster admits at most 40 + 128, and the
+// profile measures only canvases it can hold.
+BOOST_AUTO_TEST_CASE(up_profiles_only_the_canvases_the_limits_admit) {
+  auto& c = served();
+  const auto profile = YAML::LoadFile(c.nodes().state_dir() + "/profile.yaml");
+  const int longest = prompt_token_limit + gen_length_limit;
+  std::set<int> lengths;
+  for (const auto& s : profile["samples"]) lengths.insert(s["key_rows"].as<int>());
+  BOOST_TEST(lengths == (std::set<int>{longest / 4, longest / 2, longest}));
+  BOOST_TEST(profile["source"].as<std::string>().find("canvases up to " + std::to_string(longest) + " tokens") !=
+             std::string::npos);
 }

@@ -32,6 +32,7 @@ struct profile_options {
   std::string model = "models/tiny-llada";
   std::vector<int> tp{1, 2};
   std::vector<int> lengths;  // canvas lengths (prompt + answer); empty: from the model
+  int longest = 0;           // with lengths empty: the longest canvas to measure; 0: the model's
   std::vector<int> batches{1, 4};
   int block = 8;
   int reps = 5;
@@ -222,7 +223,8 @@ int run_profile(profile_options o) {
   const auto& c = m->config;
   // A quarter, half and all of the model's positions, up to the longest canvas the policies are
   // tuned for: Dream's config allows 131072 positions, whose refresh alone would take hours here.
-  const int longest = std::min(c.max_seq, profile_default_longest);
+  // A cluster whose limits admit shorter canvases measures only those (`o.longest`).
+  const int longest = std::min({c.max_seq, profile_default_longest, o.longest > 0 ? o.longest : c.max_seq});
   if (o.lengths.empty())
     for (int l : {longest / 4, longest / 2, longest})
       if (l > o.block && (o.lengths.empty() || l != o.lengths.back())) o.lengths.push_back(l);
@@ -262,16 +264,19 @@ int run_profile(profile_options o) {
 
 }  // namespace
 
-void write_profile(const std::string& model, const std::vector<int>& tp, int block, int reps, const std::string& out) {
+void write_profile(const std::string& model, const std::vector<int>& tp, int block, int reps, int longest,
+                   const std::string& out) {
   profile_options o;
   o.model = model;
   o.tp = tp;
   o.block = block;
   o.reps = reps;
+  o.longest = longest;
   o.out = out;
   o.command_line = "dilaserve up (no scheduler.profile): profile --tp";
   for (std::size_t i = 0; i < tp.size(); ++i) o.command_line += (i ? "," : " ") + std::to_string(tp[i]);
   o.command_line += " --block " + std::to_string(block) + " --reps " + std::to_string(reps);
+  if (longest > 0) o.command_line += ", canvases up to " + std::to_string(longest) + " tokens (the cluster's limits)";
   run_profile(o);
 }
 

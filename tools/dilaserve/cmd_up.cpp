@@ -13,10 +13,12 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -69,6 +71,17 @@ constexpr int up_profile_reps = 3;
 // fraction of a second on any transport here.
 constexpr std::size_t link_sizes = std::size_t{4} << 20;
 
+// The longest canvas (prompt + answer) the cluster's limits admit, or 0 when they leave it to the
+// model's context: no step beyond it ever runs, so the profile measures none (a refresh of 4,096
+// positions takes seconds on this CPU engine even with a narrow model). At least four blocks and
+// a token each, so that a quarter of it still holds a prompt and a block.
+int longest_admitted_canvas(const rt::cluster_config& cfg) {
+  const auto& l = cfg.limits;
+  if (l.max_prompt_tokens <= 0 || l.max_gen_length <= 0) return 0;
+  const int64_t floor = 4 * (int64_t{cfg.engine.decode.block_length} + 1);
+  return static_cast<int>(std::min<int64_t>(std::max(l.max_prompt_tokens + l.max_gen_length, floor), std::numeric_limits<int>::max()));
+}
+
 // The profile the policies decide with: the cluster file's, or one measured here on this
 // machine's engine and cached in the state directory, keyed by model, TP degrees and block.
 // Returns its path, or "" when none can be measured here (device kinds other than cpu).
@@ -88,10 +101,12 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
       if (g <= cores) degrees.insert(g);
   }
   std::vector<int> tp(degrees.begin(), degrees.end());
+  const int longest = longest_admitted_canvas(cfg);
   std::ostringstream key;
   key << "model " << cfg.model_path << " block " << cfg.engine.decode.block_length << " tp";
   for (int t : tp) key << " " << t;
   key << " ucx " << cfg.ucx.tls;
+  if (longest > 0) key << " longest " << longest;
   const auto path = (fs::path(dir) / "profile.yaml").string();
   const auto key_path = (fs::path(dir) / "profile.key").string();
   std::ifstream old_key(key_path);
@@ -99,8 +114,9 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   if (fs::exists(path) && std::getline(old_key, line) && line == key.str()) return path;
   std::cout << "measuring the step-cost profile (TP";
   for (int t : tp) std::cout << " " << t;
+  if (longest > 0) std::cout << ", canvases up to " << longest << " tokens";
   std::cout << ") into " << path << "\n";
-  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.decode.block_length, up_profile_reps, path);
+  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.decode.block_length, up_profile_reps, longest, path);
   // The data plane's link between two processes with the cluster's ucx.tls, for the live choice
   // between moving a mid-block KV cache and rebuilding it (policy::compare_kv_move). Without it
   // the groups rebuild and their logs say why.
