@@ -83,7 +83,8 @@ int longest_admitted_canvas(const rt::cluster_config& cfg) {
 }
 
 // The profile the policies decide with: the cluster file's, or one measured here on this
-// machine's engine and cached in the state directory, keyed by model, TP degrees and block.
+// machine's engine and cached in the state directory, keyed by model, TP degrees, block and the
+// longest admitted canvas.
 // Returns its path, or "" when none can be measured here (device kinds other than cpu).
 std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir) {
   if (!cfg.scheduler.profile_path.empty()) return cfg.scheduler.profile_path;
