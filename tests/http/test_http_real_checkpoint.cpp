@@ -206,8 +206,8 @@ BOOST_AUTO_TEST_CASE(per_request_sampler_fields_decode_as_generate_does_with_the
 }
 
 // This checkpoint's config allows 131,072 positions, so `up` would measure canvases of 1,024 to
-// 4,096 tokens (40 s here); with both limits set the cluster admits at most 40 + 128, and the
-// profile measures only canvases it can hold.
+// 4,096 tokens (47.5 s of profiling here); with both limits set the cluster admits at most
+// 40 + 128, and the profile measures only canvases it can hold.
 BOOST_AUTO_TEST_CASE(up_profiles_only_the_canvases_the_limits_admit) {
   auto& c = served();
   const auto profile = YAML::LoadFile(c.nodes().state_dir() + "/profile.yaml");
