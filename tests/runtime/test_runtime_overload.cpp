@@ -97,7 +97,9 @@ BOOST_AUTO_TEST_CASE(a_burst_is_refused_explicitly_after_tau_went_down_and_norma
                                              << g.value("refused_at_placement", 0));
   const double lowered = g.value("first_tau_lowered_s", -1.0), first_refusal = g.value("first_refused_s", -1.0);
   BOOST_TEST(lowered >= 0);
-  BOOST_TEST(first_refusal >= lowered);
+  // A burst may be refused wholly at placement, which keeps no time; those refusals name the
+  // lowered tau they saw (refused_at_lowered_tau above).
+  if (g.value("refused", 0) > 0) BOOST_TEST(first_refusal >= lowered);
   // The head counted every request as finished or failed; none is left in flight.
   BOOST_TEST(dls::test::eventually(30, [&] {
     return c.json_cli({"status"})["requests"]["in_flight"].get<int>() == 0;
