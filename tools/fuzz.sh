@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) in build-fuzz and runs each one for
-# SECONDS (default 15), one after another on one core, starting from the committed seeds in fuzz/corpus/NAME.
+# Builds the libFuzzer harnesses (fuzz/, clang, ASan + UBSan) in the sanitizer tree build-fuzz
+# (tools/sanitizer_build.sh) and runs each one for SECONDS (default 15), one after another on one
+# core, starting from the committed seeds in fuzz/corpus/NAME.
 # Fails on the first crash, sanitizer report, leak, timeout or out-of-memory; the input that
 # caused it is left as build-fuzz/findings/NAME/crash-* (or leak-*, timeout-*, oom-*).
 # DLS_FUZZ_RUNS=N also stops each harness after N executions (for long campaigns).
@@ -17,9 +18,7 @@ build="${DLS_FUZZ_BUILD:-build-fuzz}"
 jobs="${DLS_FUZZ_JOBS:-1}"
 case "$jobs" in ''|*[!0-9]*|0) echo "fuzz.sh: DLS_FUZZ_JOBS must be a whole number ≥ 1, got '$jobs'" >&2; exit 2 ;; esac
 
-CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DDLS_FUZZ=ON -DDLS_WITH_CUDA=OFF -DDLS_NATIVE=OFF >/dev/null
-cmake --build "$build" -j2 --target fuzzers
+DLS_FUZZ_BUILD="$build" bash tools/sanitizer_build.sh fuzzers
 
 names=("$@")
 [ "${#names[@]}" -gt 0 ] || names=(fuzz_cluster_config fuzz_safetensors fuzz_model_config fuzz_tokenizer_json
