@@ -6,8 +6,13 @@
 #include "cluster_fixture.hpp"
 #include "runtime/cluster_config.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace rt = dls::runtime;
@@ -234,4 +239,49 @@ BOOST_AUTO_TEST_CASE(up_warns_when_cpu_slots_outnumber_the_cores) {
   }
   dls::test::cluster fits("local.yaml", 0, nodes(1));
   BOOST_TEST(fits.up_error_output().find("CPU device slots") == std::string::npos, fits.up_error_output());
+}
+
+// A profile `up` measured serves clusters with other state directories through
+// --profile-cache, until something it depends on changes: a setting of the file, or the model's
+// files.
+BOOST_AUTO_TEST_CASE(up_keeps_a_measured_profile_for_other_state_directories_until_it_is_stale) {
+  namespace fs = std::filesystem;
+  dls::test::scratch_dir dir;
+  const auto cache = dir.file("profiles");
+  // A model of our own, so that rewriting a file of it stales the profile.
+  fs::copy(dls::test::model_dir(), dir.file("model"), fs::copy_options::recursive);
+  auto config = [&](const std::string& name, const std::string& overrides) {
+    auto root = YAML::LoadFile(dls::test::write_test_config(dir, "local.yaml", 0, overrides));
+    root["model"]["path"] = dir.file("model");
+    std::ofstream(dir.file(name)) << root << "\n";
+    return dir.file(name);
+  };
+  const auto plain = config("plain.yaml", "");
+  const auto other_block = config("block4.yaml", "engine: {gen_length: 16, block_length: 4, commit: threshold, threshold: 0.9, cache: dual, "
+                                             "refresh_interval: 4, max_batch: 8}");
+  int states = 0;
+  auto up = [&](const std::string& file) {
+    const auto state = dir.file("state" + std::to_string(states++));
+    auto r = dls::test::run_cli({"up", file, "--state-dir", state, "--timeout", "60", "--profile-cache", cache});
+    BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err);
+    BOOST_REQUIRE_EQUAL(dls::test::run_cli({"down", "--state-dir", state}).rc, 0);
+    std::ifstream in(state + "/profile.yaml");
+    return std::make_pair(r.out, std::string(std::istreambuf_iterator<char>(in), {}));
+  };
+  const auto measured = "measuring the step-cost profile";
+  const auto reused = "step-cost profile: measured before on this machine";
+  const auto [first, first_profile] = up(plain);
+  BOOST_TEST(first.find(measured) != std::string::npos, first);
+  const auto [second, second_profile] = up(plain);
+  BOOST_TEST(second.find(reused) != std::string::npos, second);
+  BOOST_TEST(second.find(measured) == std::string::npos, second);
+  BOOST_TEST(second_profile == first_profile);
+  BOOST_TEST(second_profile.find("transfer:") != std::string::npos);  // the link measured with it
+  const auto [third, third_profile] = up(other_block);
+  BOOST_TEST(third.find(measured) != std::string::npos, third);
+  // Rewritten weights (a newer time) are another model.
+  const auto weights = fs::path(dir.file("model")) / "model.safetensors";
+  fs::last_write_time(weights, fs::last_write_time(weights) + std::chrono::seconds(5));
+  const auto [fourth, fourth_profile] = up(plain);
+  BOOST_TEST(fourth.find(measured) != std::string::npos, fourth);
 }

@@ -1,7 +1,8 @@
 // `dilaserve up FILE`: start the head and every node in the background, wait until all
 // have joined, and record what was started in the state directory.
 #include "dilaserve/command_registry.hpp"
-#include "dilaserve/write_profile.hpp"
+#include "dilaserve/shell_quote.hpp"
+#include "dilaserve/up_profile.hpp"
 #include "runtime/client.hpp"
 #include "runtime/cluster_config.hpp"
 #include "runtime/pki.hpp"
@@ -12,14 +13,9 @@
 
 #include <signal.h>
 
-#include <algorithm>
-#include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <limits>
-#include <set>
 #include <sstream>
 #include <thread>
 #include <memory>
@@ -34,6 +30,7 @@ struct up_options {
   std::string state_dir;
   int timeout_s = 60;
   double slo_scale = 0;  // > 0: instead of the file's scheduler.slo_scale
+  std::string profile_cache;  // a directory that keeps measured profiles for every state dir
 };
 
 // A CPU device slot is meant to be a core. With more slots on this host than cores, TP groups
@@ -53,84 +50,6 @@ void warn_if_cores_are_shared(const rt::cluster_config& cfg, const std::string& 
   std::cerr << "dilaserve: warning: " << file << " puts " << slots << " CPU device slots on this host's " << cores
             << " cores (nodes " << names
             << "): TP groups share cores, and under load their steps take longer than the profile measured\n";
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Timed steps per profile sample when `up` measures the profile: the median of a few is
-// stable to a few per cent on the CPU engine, and the whole grid then takes well under a second
-// for the shipped model.
-constexpr int up_profile_reps = 3;
-
-// The buffer size of the link measurement `up` makes: the bandwidth a KV cache of a few MB sees
-// (the shipped model's largest is 256 KB, a d_model 512 model's at L = 1024 16 MB), in a
-// fraction of a second on any transport here.
-constexpr std::size_t link_sizes = std::size_t{4} << 20;
-
-// The longest canvas (prompt + answer) the cluster's limits admit, or 0 when they leave it to the
-// model's context: no step beyond it ever runs, so the profile measures none (a refresh of 4,096
-// positions takes seconds on this CPU engine even with a narrow model). At least four blocks and
-// a token each, so that a quarter of it still holds a prompt and a block.
-int longest_admitted_canvas(const rt::cluster_config& cfg) {
-  const auto& l = cfg.limits;
-  if (l.max_prompt_tokens <= 0 || l.max_gen_length <= 0) return 0;
-  const int64_t floor = 4 * (int64_t{cfg.engine.decode.block_length} + 1);
-  return static_cast<int>(std::min<int64_t>(std::max(l.max_prompt_tokens + l.max_gen_length, floor), std::numeric_limits<int>::max()));
-}
-
-// The profile the policies decide with: the cluster file's, or one measured here on this
-// machine's engine and cached in the state directory, keyed by model, TP degrees, block and the
-// longest admitted canvas.
-// Returns its path, or "" when none can be measured here (device kinds other than cpu).
-std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir) {
-  if (!cfg.scheduler.profile_path.empty()) return cfg.scheduler.profile_path;
-  std::set<int> degrees{1};
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (const auto& n : cfg.nodes) {
-    if (n.devices.kind != "cpu") {
-      // The measurement runs the CPU engine here; GPU step costs must come from the GPU.
-      std::cout << "no step-cost profile: node " << n.name << " runs on " << n.devices.kind
-                << " devices and `up` measures only CPU engines; the groups decide without step costs "
-                   "until scheduler.profile names one measured on the GPU (docs/cuda.md)\n";
-      return "";
-    }
-    for (int g : n.groups)
-      if (g <= cores) degrees.insert(g);
-  }
-  std::vector<int> tp(degrees.begin(), degrees.end());
-  const int longest = longest_admitted_canvas(cfg);
-  std::ostringstream key;
-  key << "model " << cfg.model_path << " block " << cfg.engine.decode.block_length << " tp";
-  for (int t : tp) key << " " << t;
-  key << " ucx " << cfg.ucx.tls;
-  if (longest > 0) key << " longest " << longest;
-  const auto path = (fs::path(dir) / "profile.yaml").string();
-  const auto key_path = (fs::path(dir) / "profile.key").string();
-  std::ifstream old_key(key_path);
-  std::string line;
-  if (fs::exists(path) && std::getline(old_key, line) && line == key.str()) return path;
-  std::cout << "measuring the step-cost profile (TP";
-  for (int t : tp) std::cout << " " << t;
-  if (longest > 0) std::cout << ", canvases up to " << longest << " tokens";
-  std::cout << ") into " << path << "\n";
-  dls::cli::write_profile(cfg.model_path, tp, cfg.engine.decode.block_length, up_profile_reps, longest, path);
-  // The data plane's link between two processes with the cluster's ucx.tls, for the live choice
-  // between moving a mid-block KV cache and rebuilding it (policy::compare_kv_move). Without it
-  // the groups rebuild and their logs say why.
-  const auto log = (fs::path(dir) / "logs" / "link.log").string();
-  const auto cmd = shell_quote(rt::self_executable()) + " bench-migration --links-only --tls " + shell_quote(cfg.ucx.tls) +
-                   " --sizes " + std::to_string(link_sizes) + " --reps " + std::to_string(up_profile_reps) +
-                   " --profile " + shell_quote(path) + " > " + shell_quote(log) + " 2>&1";
-  std::cout << "measuring the UCX link (ucx.tls " << cfg.ucx.tls << ")\n";
-  if (int rc = std::system(cmd.c_str()); rc != 0)
-    std::cout << "could not measure the UCX link (see " << log
-              << "): mid-block migrations rebuild the KV cache instead of moving it\n";
-  std::ofstream(key_path) << key.str() << "\n";
-  return path;
 }
 
 void stop_all(const rt::cluster_state& st) {
@@ -195,7 +114,7 @@ int run_up(const up_options& o) {
       s << o.slo_scale;
       head_argv.insert(head_argv.end(), {"--slo-scale", s.str()});
     }
-    if (auto profile = ensure_profile(cfg, dir); !profile.empty()) {
+    if (auto profile = dls::cli::ensure_profile(cfg, dir, o.profile_cache); !profile.empty()) {
       head_argv.push_back("--profile");
       head_argv.push_back(profile);
     }
@@ -235,7 +154,7 @@ int run_up(const up_options& o) {
         // Another host: hand the command to the launch template (ssh-style); readiness
         // then comes from the head rather than from a pipe.
         std::string cmd;
-        for (auto& a : argv) cmd += (cmd.empty() ? "" : " ") + shell_quote(a);
+        for (auto& a : argv) cmd += (cmd.empty() ? "" : " ") + dls::cli::shell_quote(a);
         auto line = cfg.launch_command;
         line.replace(line.find("{command}"), 9, cmd);
         if (auto pos = line.find("{host}"); pos != std::string::npos) line.replace(pos, 6, n.host);
@@ -291,6 +210,10 @@ dls::cli::register_command reg{"up", [](CLI::App& app) {
   sub->add_option("--slo-scale", o->slo_scale,
                   "Deadline of a request without slo_ms: S x its solo latency (instead of scheduler.slo_scale)")
       ->check(CLI::Range(0.01, 1e6));
+  sub->add_option("--profile-cache", o->profile_cache,
+                  "Directory that keeps the step-cost profiles `up` measures, for clusters with other state "
+                  "directories on this machine (default $DILASERVE_PROFILE_CACHE; none: only the state directory)")
+      ->envname("DILASERVE_PROFILE_CACHE");
   return std::function<int()>([o] { return run_up(*o); });
 }};
 
