@@ -2,6 +2,7 @@
 
 #include "dilaserve/shell_quote.hpp"
 #include "dilaserve/write_profile.hpp"
+#include "policies/step_cost.hpp"
 #include "runtime/process.hpp"
 
 #include <unistd.h>
@@ -95,6 +96,19 @@ bool holds(const fs::path& profile, const fs::path& key_file, const std::string&
   return fs::exists(profile) && std::getline(in, line) && line == key;
 }
 
+// A cached profile the policies cannot read is measured again rather than handed to the head,
+// which would refuse it and stop `up`.
+bool usable(const fs::path& profile) {
+  try {
+    policy::load_step_cost_profile(profile.string());
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << "dilaserve: warning: measuring again: the cached profile " << profile.string() << " is unusable: "
+              << e.what() << "\n";
+    return false;
+  }
+}
+
 // Into the shared cache by rename, so a cluster starting beside this one reads either nothing
 // or a whole profile.
 void store(const fs::path& profile, const std::string& key, const fs::path& cache, const std::string& name) {
@@ -138,7 +152,7 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   if (!shared_cache.empty()) {
     const auto cached = fs::path(shared_cache) / (name + ".yaml");
     std::error_code ec;
-    if (holds(cached, fs::path(shared_cache) / (name + ".key"), key) &&
+    if (holds(cached, fs::path(shared_cache) / (name + ".key"), key) && usable(cached) &&
         fs::copy_file(cached, path, fs::copy_options::overwrite_existing, ec)) {
       std::ofstream(key_path) << key << "\n";
       std::cout << "step-cost profile: measured before on this machine for the same model, settings and binary ("
