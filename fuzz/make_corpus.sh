@@ -10,7 +10,7 @@ build="${1:?usage: fuzz/make_corpus.sh BUILD_FUZZ_DIR [TOKENIZER_NODE_MODULES]}"
 node_modules="${2:-$root/tests/tokenizer/node/node_modules}"
 out="$root/fuzz/corpus"
 rm -rf "$out"
-mkdir -p "$out"/{cluster_config,safetensors,model_config,tokenizer_json,chat_template,canvas,kv_wire,submit_line,wal,http_request,peer_snapshot}
+mkdir -p "$out"/{cluster_config,safetensors,model_config,tokenizer_json,chat_template,canvas,kv_wire,submit_line,wal,http_request,peer_snapshot,ucx_frame}
 
 # Cluster files: ".." and leading "/" are refused by the harness (see fuzz_cluster_config.cpp),
 # so relative paths lose their "../".

@@ -10,6 +10,7 @@
 #include "gpu/tokenizer.hpp"
 #include "runtime/head_journal.hpp"
 #include "runtime/peer_snapshot.hpp"
+#include "runtime/ucx_frame.hpp"
 #include "runtime/wal.hpp"
 
 #include <fstream>
@@ -27,6 +28,28 @@ void write(const std::string& path, const std::string& bytes) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
+// The headers of a transfer as the sender cuts it, in the order given, back to back.
+std::string frame_headers(uint64_t id, std::size_t total, std::size_t part_bytes, const std::vector<uint32_t>& order) {
+  const std::string whole(total, 'k');
+  const auto parts = dls::runtime::parts_for(total, part_bytes);
+  std::string out;
+  for (uint32_t k : order) {
+    const auto h = dls::runtime::make_part_header(id, whole, part_bytes, k, parts);
+    out.append(reinterpret_cast<const char*>(&h), sizeof h);
+  }
+  return out;
+}
+
+void write_frame_seeds(const std::string& corpus) {
+  const auto dir = corpus + "/ucx_frame/";
+  write(dir + "whole", frame_headers(1, 1000, 0, {0}));
+  write(dir + "four-parts-in-order", frame_headers(2, 1000, 300, {0, 1, 2, 3}));
+  write(dir + "four-parts-last-first", frame_headers(3, 1000, 250, {3, 1, 0, 2}));
+  write(dir + "two-transfers-interleaved",
+        frame_headers(4, 4096, 1024, {0, 1}) + frame_headers(5, 700, 512, {1}) + frame_headers(4, 4096, 1024, {2, 3}) +
+            frame_headers(5, 700, 512, {0}));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -36,6 +59,7 @@ int main(int argc, char** argv) {
   }
   const std::string model_dir = argv[1], corpus = argv[2];
   try {
+    write_frame_seeds(corpus);
     auto m = g::load_model(model_dir);
     auto tok = g::load_tokenizer(model_dir);
     g::engine e(g::make_cpu_backend(m));

@@ -16,8 +16,11 @@ class ucx_assembly {
   /// From the first part to arrive (any part may be first).
   explicit ucx_assembly(const ucx_frame_header& first);
 
-  /// "" if `h` is a part of this transfer not seen before, else why it is not (the transfer
-  /// then fails: a sender never sends a part twice or changes the total).
+  /// "" if `h` is a part of this transfer not seen before and in its place, else why it is not
+  /// (the transfer then fails: a sender never sends a part twice, changes the total, or cuts
+  /// the buffer other than into `parts` consecutive parts of one size, the last the rest).
+  /// So the parts admitted tile the buffer: no byte is written twice, and a transfer whose
+  /// parts all passed their checksums holds no byte that did not arrive with them.
   std::string admit(const ucx_frame_header& h);
   /// One admitted part passed its checksum.
   void part_checked() { ++checked_; }
@@ -34,6 +37,7 @@ class ucx_assembly {
  private:
   uint64_t total_;
   uint32_t parts_;
+  uint64_t part_bytes_;  // every part's size but the last's, from the first part to arrive
   std::vector<bool> seen_;
   uint32_t arrived_ = 0;
   uint32_t checked_ = 0;

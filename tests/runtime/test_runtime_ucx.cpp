@@ -396,6 +396,57 @@ BOOST_AUTO_TEST_CASE(parts_that_do_not_fit_their_transfer_are_refused_with_a_rea
   BOOST_TEST(in.whole());
 }
 
+// A part that fits its transfer may still overlap another or leave a gap: the buffer would then
+// hold bytes written twice, or bytes of whatever the pool's buffer held before, and pass every
+// part's checksum. The first part to arrive fixes the cut; every part must sit in its place.
+BOOST_AUTO_TEST_CASE(parts_that_overlap_or_leave_a_gap_are_refused) {
+  const std::string whole(1000, 'w');
+  auto part = [&](uint32_t k) { return rt::make_part_header(9, whole, 300, k, 4); };
+  auto refused = [](rt::ucx_assembly& in, const rt::ucx_frame_header& h) {
+    BOOST_TEST(rt::check_frame_header(&h, sizeof h, static_cast<std::size_t>(h.bytes)).empty());  // it fits
+    const auto why = in.admit(h);
+    BOOST_TEST(why.find("is not in its place in 1000 bytes") != std::string::npos, why);
+    BOOST_TEST(why.find('\n') == std::string::npos);
+  };
+  {
+    rt::ucx_assembly in(part(0));
+    BOOST_TEST(in.admit(part(0)).empty());
+    auto over = part(1);
+    over.offset = 0;  // on top of part 0, leaving 300..599 as the pool left it
+    refused(in, over);
+  }
+  {
+    rt::ucx_assembly in(part(2));
+    BOOST_TEST(in.admit(part(2)).empty());
+    auto shorter = part(1);
+    shorter.bytes = 250;  // parts of one size, but the last
+    refused(in, shorter);
+    auto longer_last = part(3);
+    longer_last.offset = 850;
+    longer_last.bytes = 150;  // the rest, but not from where part 2 ends
+    refused(in, longer_last);
+  }
+  {
+    auto last = part(3);
+    last.offset = 901;  // a last part first: its offset is no whole number of 3 parts
+    last.bytes = 99;
+    rt::ucx_assembly in(last);
+    refused(in, last);
+  }
+  {
+    auto five = rt::make_part_header(9, whole, 250, 0, 5);  // 4 parts of 250 make 1000: a fifth is empty
+    rt::ucx_assembly in(five);
+    const auto why = in.admit(five);
+    BOOST_TEST(why.find("is not in its place") != std::string::npos, why);
+  }
+  {
+    // The sender's own cut, its parts in any order, is whole.
+    rt::ucx_assembly in(part(3));
+    for (uint32_t k : {3u, 1u, 0u, 2u}) BOOST_TEST(in.admit(part(k)).empty());
+    BOOST_TEST(in.arrived() == 4u);
+  }
+}
+
 // A receive buffer of a size seen before is the one given back last (the likeliest to be in
 // cache when the next transfer lands in it), and other sizes are not handed out for it.
 BOOST_AUTO_TEST_CASE(the_receive_pool_hands_out_the_buffer_given_back_last) {
