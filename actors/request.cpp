@@ -5,6 +5,7 @@
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
+#include "runtime/peer_snapshot.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,10 @@ struct request_state {
   std::vector<char> kv_canvas;  // set while `canvas` is mid-block (a migration): its last refresh's canvas
   // With `ucx.snapshots: peer`: the node that keeps a newer snapshot than `canvas` (empty: none).
   std::string snapshot_at;
+  // What the group that took it said of the snapshot snapshot_at keeps (over TLS): the placement
+  // it was taken in, and the SHA-256 of its frame, which what the keeper hands back must match.
+  uint32_t snapshot_epoch = 0;
+  std::string snapshot_digest;
   std::string resumed_from;  // for the directory: where the last re-placement resumed from
   int32_t migrations = 0;
   json migration_log = json::array();  // the newest migrations_shown moves: from, to, how, why, step
@@ -218,6 +223,16 @@ void replace(req_ptr self, const std::string& why) {
           [=](std::vector<char>& canvas, int32_t steps, int32_t tokens) {
             auto& st = self->state;
             if (st.done || st.epoch != epoch) return;  // another re-placement fetches for itself
+            const rt::peer_snapshot got{st.id, st.snapshot_epoch, steps, tokens, canvas};
+            if (rt::peer_snapshot_digest(got) != st.snapshot_digest) {
+              // Replaced on the way, filed by another UCX peer, or a newer one whose note never
+              // came: not what its group said it sent, so not resumed from.
+              rt::log_line("request-" + std::to_string(st.id), "refuses the snapshot node '" + keeper +
+                                                                   "' kept: it does not match the digest its group sent");
+              st.snapshot_at.clear();
+              enqueue_again(self, why + " (the snapshot node '" + keeper + "' kept does not match its digest)", "");
+              return;
+            }
             st.canvas = std::move(canvas);
             st.canvas_steps = steps;
             st.kv_canvas.clear();
@@ -367,12 +382,15 @@ caf::behavior request(req_ptr self, std::shared_ptr<const request_state> initial
         publish(self);
       },
       // The same, kept by a peer node (`ucx.snapshots: peer`): only where it is comes here.
-      [=](rt::snapshot_atom, uint32_t epoch, const std::string& keeper, int32_t steps, int32_t tokens) {
+      [=](rt::snapshot_atom, uint32_t epoch, const std::string& keeper, int32_t steps, int32_t tokens,
+          const std::string& digest) {
         if (!from_group(self)) return;
         auto& st = self->state;
         if (epoch != st.epoch || st.done) return;
         if (st.snapshot_at != keeper) forget_peer_snapshot(self);
         st.snapshot_at = keeper;
+        st.snapshot_epoch = epoch;
+        st.snapshot_digest = digest;
         st.steps = steps;
         st.tokens = tokens;
         publish(self);

@@ -2,6 +2,7 @@
 // adapter), the step on all k workers at once, and what its outcome changes.
 #include "actors/tp_group_state.hpp"
 
+#include "gpu/canvas.hpp"
 #include "policies/group_step.hpp"
 #include "policies/overload.hpp"
 #include "runtime/log.hpp"
@@ -32,6 +33,29 @@ bool holds_after_snapshot(const std::string& group) {
   return !node.empty() && node_of_group(group) == node;
 }
 
+// For the data-plane security test (docs/runtime.md, "Security"): the groups of the node that
+// DILASERVE_SNAPSHOT_FAULT names send their keeper a canvas with its first committed answer token
+// changed, while they tell the request the digest of the canvas they took, as a frame replaced on
+// the way would arrive. Unset in production.
+bool forges_snapshots(const std::string& group) {
+  static const std::string node = [] {
+    const char* n = std::getenv("DILASERVE_SNAPSHOT_FAULT");
+    return std::string(n ? n : "");
+  }();
+  return !node.empty() && node_of_group(group) == node;
+}
+
+std::vector<char> forged(const std::vector<char>& bytes) {
+  auto c = gpu::canvas::from_bytes(std::string(bytes.begin(), bytes.end()));
+  for (std::size_t i = static_cast<std::size_t>(c.prompt_len); i < c.ids.size(); ++i)
+    if (c.ids[i] != c.mask_id) {
+      c.ids[i] = c.ids[i] == 1 ? 2 : 1;
+      break;
+    }
+  const auto out = c.to_bytes();
+  return std::vector<char>(out.begin(), out.end());
+}
+
 // A request's recovery snapshot goes to its actor at the head, or with `ucx.snapshots: peer`
 // over UCX to the node that keeps this node's snapshots, the actor only learning where it is:
 // the canvas then never crosses the head.
@@ -48,6 +72,13 @@ void send_snapshot(group_ptr self, const queued_request& q, const std::string& c
     return;
   }
   rt::peer_snapshot snap{q.meta.request_id, q.meta.epoch, steps, tokens, std::vector<char>(canvas.begin(), canvas.end())};
+  // The request checks what the keeper hands back against this digest, which travels over TLS.
+  auto digest = rt::peer_snapshot_digest(snap);
+  if (forges_snapshots(st.setup.name)) {
+    snap.canvas = forged(snap.canvas);
+    rt::log_line(st.setup.name, "sends a forged snapshot of request " + std::to_string(q.meta.request_id) +
+                                    " (DILASERVE_SNAPSHOT_FAULT names this node)");
+  }
   const uint64_t id = take_transfer_ids(st, 1) | rt::ucx_transport::unasked_bit;
   const auto deadline = rt::ucx_transport::clock::now() + std::chrono::milliseconds(st.setup.ucx->config().timeout_ms);
   // The request hears of it only once UCX has sent it: told earlier (its first buffer to the
@@ -57,12 +88,12 @@ void send_snapshot(group_ptr self, const queued_request& q, const std::string& c
   st.setup.ucx->send(st.setup.keeper_address, id, std::make_shared<const std::string>(rt::encode_peer_snapshot(snap)),
                      deadline,
                      [me, req, epoch = q.meta.epoch, keeper = st.setup.keeper_node, steps, tokens,
-                      name = st.setup.name, rid = q.meta.request_id](const std::string& e) {
+                      name = st.setup.name, rid = q.meta.request_id, digest = std::move(digest)](const std::string& e) {
                        if (!e.empty()) {
                          rt::log_line(name, "snapshot of request " + std::to_string(rid) + " not kept: " + e);
                          return;
                        }
-                       caf::send_as(me, req, rt::snapshot_atom::value, epoch, keeper, steps, tokens);
+                       caf::send_as(me, req, rt::snapshot_atom::value, epoch, keeper, steps, tokens, digest);
                      });
   st.snapshots_to_peer += 1;
 }

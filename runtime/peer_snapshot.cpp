@@ -1,5 +1,7 @@
 #include "runtime/peer_snapshot.hpp"
 
+#include <openssl/evp.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -25,6 +27,15 @@ std::string encode_peer_snapshot(const peer_snapshot& s) {
   std::memcpy(out.data(), &h, sizeof h);
   if (!s.canvas.empty()) std::memcpy(out.data() + sizeof h, s.canvas.data(), s.canvas.size());
   return out;
+}
+
+std::string peer_snapshot_digest(const peer_snapshot& s) {
+  const auto frame = encode_peer_snapshot(s);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_Digest(frame.data(), frame.size(), md, &n, EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("peer snapshot: SHA-256 failed");
+  return std::string(reinterpret_cast<const char*>(md), n);
 }
 
 peer_snapshot decode_peer_snapshot(std::string_view bytes) {

@@ -27,6 +27,12 @@ std::string encode_peer_snapshot(const peer_snapshot& s);
 /// Throws std::invalid_argument naming what is wrong (short, bad magic, negative counts).
 peer_snapshot decode_peer_snapshot(std::string_view bytes);
 
+/// SHA-256 of a snapshot's frame (32 bytes). The group that takes a snapshot sends it to the
+/// request's actor over the TLS control plane, and the actor checks what a keeper hands back
+/// against it: the data plane is not authenticated (docs/runtime.md, "Security"), so a frame
+/// replaced on the way or filed by another UCX peer is refused instead of resumed from.
+std::string peer_snapshot_digest(const peer_snapshot& s);
+
 /// The keeper's side: the newest snapshot of each request, at most `capacity` requests (the
 /// oldest kept is dropped first). A request's actor forgets its snapshot when it ends; the
 /// bound covers ends that never arrive (a head that died).

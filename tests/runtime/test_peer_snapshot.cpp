@@ -40,6 +40,30 @@ BOOST_AUTO_TEST_CASE(a_snapshot_survives_its_frame_exactly) {
   BOOST_TEST((back.canvas == s.canvas));
 }
 
+// The digest a request checks a kept snapshot against: SHA-256 of the frame, so it names the
+// request, the placement, the counts and every canvas byte.
+BOOST_AUTO_TEST_CASE(a_snapshot_digest_changes_with_every_field) {
+  const auto s = snap(42, 3, 10, "a canvas of bytes");
+  const auto d = rt::peer_snapshot_digest(s);
+  BOOST_TEST(d.size() == 32u);
+  BOOST_TEST(rt::peer_snapshot_digest(s) == d);
+  // Python's hashlib over the same frame (little-endian header: magic, epoch, id, steps, tokens).
+  std::string hex;
+  for (unsigned char c : d) {
+    static const char* digits = "0123456789abcdef";
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  BOOST_TEST(hex == "8c3cd9696dfdf3c124f2b9aa2a9e6114cc0854734a2a0a7c25749368e98fd6fc");
+  BOOST_TEST(rt::peer_snapshot_digest(snap(42, 3, 10, "a canvas of bytez")) != d);
+  BOOST_TEST(rt::peer_snapshot_digest(snap(43, 3, 10, "a canvas of bytes")) != d);
+  BOOST_TEST(rt::peer_snapshot_digest(snap(42, 4, 10, "a canvas of bytes")) != d);
+  BOOST_TEST(rt::peer_snapshot_digest(snap(42, 3, 11, "a canvas of bytes")) != d);
+  auto more_tokens = s;
+  more_tokens.tokens += 1;
+  BOOST_TEST(rt::peer_snapshot_digest(more_tokens) != d);
+}
+
 BOOST_AUTO_TEST_CASE(damaged_frames_are_refused_with_a_reason) {
   const auto good = rt::encode_peer_snapshot(snap(1, 1, 8));
   BOOST_TEST(refusal(good.substr(0, 23)).find("shorter than its header") != std::string::npos);

@@ -12,7 +12,9 @@
 #include <caf/all.hpp>
 #include <signal.h>
 
+#include <fstream>
 #include <functional>
+#include <iterator>
 
 using dls::test::cluster;
 using json = nlohmann::json;
@@ -137,6 +139,27 @@ BOOST_AUTO_TEST_CASE(sigkill_a_node_mid_run_with_snapshots_kept_by_its_peer) {
       from_peer += from.find("kept by node 'node0'") != std::string::npos;
     }
     BOOST_TEST(from_peer >= 1, "resumed from: " << seen);
+  });
+}
+
+// The same with node1's groups sending node0 forged snapshots (a committed token changed) while
+// they tell each request the digest of the true one, as a frame replaced on the unauthenticated
+// data plane would arrive: a re-placed request refuses what node0 kept and starts again, so
+// every answer is still the unmigrated one (resuming from the forged canvas changes it).
+BOOST_AUTO_TEST_CASE(a_forged_peer_snapshot_is_refused_and_its_request_starts_again) {
+  dls::test::scoped_env forge("DILASERVE_SNAPSHOT_FAULT", "node1");
+  kill_node1_mid_run("ucx: {tls: 'shm,cma,tcp', net_devices: lo, snapshots: peer}", [](cluster& c, const json&) {
+    int from_peer = 0;
+    for (auto& a : c.json_cli({"actors", "--kind", "request"})) {
+      const auto& d = a["details"];
+      if (d.is_object() && d.contains("resumed_from"))
+        from_peer += d["resumed_from"].get<std::string>().find("kept by") != std::string::npos;
+    }
+    BOOST_TEST(from_peer == 0);
+    std::ifstream in(c.state_dir() + "/logs/head.log");
+    const std::string log(std::istreambuf_iterator<char>(in), {});
+    BOOST_TEST(log.find("refuses the snapshot node 'node0' kept: it does not match the digest its group sent") !=
+               std::string::npos);
   });
 }
 
