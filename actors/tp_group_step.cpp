@@ -20,30 +20,25 @@ namespace {
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
 
+// Whether the environment variable `var` names the node `group` runs on: the fault switches of
+// the tests below. Unset in production.
+bool env_names_node_of(const char* var, const std::string& group) {
+  const char* n = std::getenv(var);
+  return n && *n && node_of_group(group) == n;
+}
+
 // For the recovery tests (docs/runtime.md, "Recovery"): the groups of the node that
 // DILASERVE_HOLD_AFTER_SNAPSHOT names stop stepping once they sent a snapshot, as a node that
 // hangs right after one, so a test kills it while it surely holds a request mid-run that has a
 // snapshot, however fast the machine decodes. The process stays up, so the snapshot reaches its
-// keeper. Unset in production.
-bool holds_after_snapshot(const std::string& group) {
-  static const std::string node = [] {
-    const char* n = std::getenv("DILASERVE_HOLD_AFTER_SNAPSHOT");
-    return std::string(n ? n : "");
-  }();
-  return !node.empty() && node_of_group(group) == node;
-}
+// keeper.
+bool holds_after_snapshot(const std::string& group) { return env_names_node_of("DILASERVE_HOLD_AFTER_SNAPSHOT", group); }
 
 // For the data-plane security test (docs/runtime.md, "Security"): the groups of the node that
 // DILASERVE_SNAPSHOT_FAULT names send their keeper a canvas with its first committed answer token
 // changed, while they tell the request the digest of the canvas they took, as a frame replaced on
-// the way would arrive. Unset in production.
-bool forges_snapshots(const std::string& group) {
-  static const std::string node = [] {
-    const char* n = std::getenv("DILASERVE_SNAPSHOT_FAULT");
-    return std::string(n ? n : "");
-  }();
-  return !node.empty() && node_of_group(group) == node;
-}
+// the way would arrive.
+bool forges_snapshots(const std::string& group) { return env_names_node_of("DILASERVE_SNAPSHOT_FAULT", group); }
 
 std::vector<char> forged(const std::vector<char>& bytes) {
   auto c = gpu::canvas::from_bytes(std::string(bytes.begin(), bytes.end()));

@@ -6,6 +6,8 @@
 #include "runtime/process.hpp"
 
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -81,12 +83,10 @@ std::string profile_key(const rt::cluster_config& cfg, const std::vector<int>& t
   return key.str();
 }
 
-// FNV-1a: a stable file name for a key (the key file beside it settles any collision).
+// A stable file name for a key (the key file beside it settles any collision).
 std::string key_name(const std::string& key) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char name[32];
-  std::snprintf(name, sizeof name, "profile-%016llx", static_cast<unsigned long long>(h));
+  std::snprintf(name, sizeof name, "profile-%016llx", static_cast<unsigned long long>(XXH3_64bits(key.data(), key.size())));
   return name;
 }
 
