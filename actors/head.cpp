@@ -6,6 +6,7 @@
 #include "actors/peer_roles.hpp"
 #include "actors/spawn.hpp"
 #include "runtime/log.hpp"
+#include "runtime/ucx_seal.hpp"
 
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,9 @@ struct head_state {
   // cluster (as `up` does) never runs beside the probes.
   enum class calibration { not_asked, running, done } slo_calibration = calibration::not_asked;
   double slo_request_overhead_ms = -1;  // < 0: not known yet
+  // The data plane's key (ucx.encrypt): made once per cluster, kept in the journal so that a
+  // restarted head hands rejoining nodes the key their peers still seal with.
+  std::string data_key;
   bool stopping = false;
   static inline const char* name = "dls.head";
 };
@@ -237,6 +241,13 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
   st.on_shutdown = std::move(on_shutdown);
   st.policy = st.cfg.scheduler.policy;
   if (st.journal && !st.journal->recovered().policy.empty()) st.policy = st.journal->recovered().policy;
+  if (st.cfg.ucx.encrypt) {
+    st.data_key = st.journal ? st.journal->recovered().data_key : std::string();
+    if (st.data_key.empty()) {
+      st.data_key = rt::make_seal_key();
+      if (st.journal) st.journal->data_key(st.data_key);
+    }
+  }
   for (const auto& n : st.cfg.nodes) {
     node_entry e;
     e.name = n.name;
@@ -312,6 +323,7 @@ caf::behavior head_core(head_ptr self, rt::cluster_config cfg, peer_registry_ptr
         r.scheduler = st.cfg.scheduler;
         r.head_grace_ms = st.cfg.head_grace_ms;
         r.ucx = st.cfg.ucx;
+        r.data_key = st.data_key;
         return r;
       },
       // A node's current groups (at join and after every regroup), plus its workers at

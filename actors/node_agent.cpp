@@ -183,7 +183,7 @@ void start_node(agent_ptr self, rt::join_reply reply) {
     return;
   }
   try {
-    st.ucx = std::make_shared<rt::ucx_transport>(st.info.ucx);
+    st.ucx = std::make_shared<rt::ucx_transport>(st.info.ucx, st.info.data_key);
   } catch (const std::exception& e) {
     leave(self, 1, std::string("cannot start the UCX data plane: ") + e.what());
     return;

@@ -114,7 +114,7 @@ const std::set<std::string>& ucx_transport_names() {
 ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
   c.check_keys(n,
                {"tls", "net_devices", "rndv_threshold_bytes", "part_bytes", "tcp_segment_bytes", "timeout_ms", "kv_move",
-                "snapshots"},
+                "snapshots", "encrypt"},
                "ucx");
   ucx_config u;
   if (n["tls"]) {
@@ -153,6 +153,7 @@ ucx_config parse_ucx(const checker& c, const YAML::Node& n) {
   if (n["timeout_ms"]) u.timeout_ms = static_cast<int>(c.integer(n["timeout_ms"], "ucx.timeout_ms", 1, 3600000));
   if (n["kv_move"]) u.kv_move = c.one_of(n["kv_move"], "ucx.kv_move", {"auto", "transfer", "rebuild"});
   if (n["snapshots"]) u.snapshots = c.one_of(n["snapshots"], "ucx.snapshots", {"head", "peer"});
+  if (n["encrypt"]) u.encrypt = c.one_of(n["encrypt"], "ucx.encrypt", {"true", "false"}) == "true";
   return u;
 }
 

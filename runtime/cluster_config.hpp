@@ -81,6 +81,11 @@ struct ucx_config {
   // "head" (the request's actor, and its write-ahead log) or "peer" (sent over UCX to another
   // node, the head only learning where; runtime/peer_snapshot.hpp).
   std::string snapshots = "head";
+  // Every part between processes sealed with AES-256-GCM under the cluster's data-plane key
+  // (runtime/ucx_seal.hpp): nobody on the path between node hosts reads or replaces a KV cache
+  // or a canvas. false: XXH3 checksums only, for a network every host on it is trusted with the
+  // data (docs/runtime.md, "Security"); what it saves is in docs/performance.md ("Sealing").
+  bool encrypt = true;
 };
 
 struct cluster_config {

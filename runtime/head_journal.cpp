@@ -146,6 +146,10 @@ std::string encode_policy(const std::string& name) { return to_cbor({{"t", "poli
 
 std::string encode_slo_overhead(double ms) { return to_cbor({{"t", "slo_overhead"}, {"ms", ms}}); }
 
+std::string encode_data_key(const std::string& key) {
+  return to_cbor({{"t", "data_key"}, {"key", json::binary(std::vector<std::uint8_t>(key.begin(), key.end()))}});
+}
+
 std::string encode_port(int port) { return to_cbor({{"t", "port"}, {"port", port}}); }
 
 void apply_record(journal_state& st, const std::string& payload, std::size_t finished_kept) {
@@ -208,6 +212,10 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       auto port = j.at("port").get<int>();
       if (port < 0 || port > 65535) throw journal_error("port " + std::to_string(port) + " out of range");
       st.port = port;
+    } else if (type == "data_key") {
+      const auto& bytes = j.at("key").get_binary();
+      if (bytes.size() != 32) throw journal_error("a data-plane key of " + std::to_string(bytes.size()) + " bytes, not 32");
+      st.data_key.assign(bytes.begin(), bytes.end());
     } else if (type == "next") {
       st.next_id = std::max(st.next_id, j.at("id").get<uint64_t>());
     } else {
@@ -224,6 +232,7 @@ std::vector<std::string> checkpoint_records(const journal_state& st) {
   if (st.port > 0) out.push_back(encode_port(st.port));
   if (!st.policy.empty()) out.push_back(encode_policy(st.policy));
   if (st.slo_request_overhead_ms >= 0) out.push_back(encode_slo_overhead(st.slo_request_overhead_ms));
+  if (!st.data_key.empty()) out.push_back(encode_data_key(st.data_key));
   for (const auto& [node, joins] : st.joins) out.push_back(encode_joined(node, joins));
   for (const auto& [node, sizes] : st.layouts) out.push_back(encode_layout(node, sizes));
   for (const auto& [key, a] : st.finished) out.push_back(encode_finished(a.request_id, key, a));
@@ -360,6 +369,8 @@ void head_journal::joined(const std::string& node, uint32_t joins) { append_sync
 void head_journal::layout(const std::string& node, const std::vector<int32_t>& sizes) { append_synced(encode_layout(node, sizes)); }
 
 void head_journal::policy(const std::string& name) { append_synced(encode_policy(name)); }
+
+void head_journal::data_key(const std::string& key) { append_synced(encode_data_key(key)); }
 
 void head_journal::port(int port) { append_synced(encode_port(port)); }
 

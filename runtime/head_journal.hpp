@@ -49,6 +49,7 @@ struct journal_state {
   std::string policy;                                   // empty: the cluster file's
   int port = 0;                                         // 0: not published yet
   double slo_request_overhead_ms = -1;                  // < 0: not measured yet
+  std::string data_key;                                 // the data plane's key; empty: not made yet
 };
 
 /// One record's payload (CBOR) for each kind of change.
@@ -60,6 +61,7 @@ std::string encode_layout(const std::string& node, const std::vector<int32_t>& s
 std::string encode_policy(const std::string& name);
 std::string encode_port(int port);
 std::string encode_slo_overhead(double ms);
+std::string encode_data_key(const std::string& key);
 
 /// Applies one record to `st`; `finished_kept` bounds the keyed answers kept. Throws
 /// journal_error (one line) for a payload that is not a record of this version.
@@ -101,6 +103,8 @@ class head_journal {
   /// The path overhead per request that deadlines count, once measured: a restarted head
   /// keeps its requests' windows instead of timing probes among recovered work.
   void slo_overhead(double ms);
+  /// The data plane's key, so that a restarted head hands its nodes the key their peers seal with.
+  void data_key(const std::string& key);
 
   // Written, not synced: a SIGKILLed process loses nothing written (the kernel holds it);
   // after a machine crash a lost snapshot only means resuming from an older canvas, and a

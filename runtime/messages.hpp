@@ -117,7 +117,7 @@ namespace dls::runtime {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ucx_config& x) {
   return f(caf::meta::type_name("dls_ucx_config"), x.tls, x.net_devices, x.rndv_threshold_bytes, x.part_bytes,
-           x.timeout_ms, x.kv_move, x.snapshots);
+           x.tcp_segment_bytes, x.timeout_ms, x.kv_move, x.snapshots, x.encrypt);
 }
 
 // -- membership ------------------------------------------------------------------------
@@ -152,13 +152,14 @@ struct join_reply {
   scheduler_settings scheduler;  // the policy at join time, with the profile and quality text
   int32_t head_grace_ms = 0;     // how long the node waits for a lost head to come back (0: exit at once)
   ucx_config ucx;                // the data plane every node starts
+  std::string data_key;          // the cluster's data-plane key (ucx.encrypt); travels only over TLS
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, join_reply& x) {
   return f(caf::meta::type_name("dls_join_reply"), x.ok, x.error, x.cluster, x.node, x.engine,
            x.model_path, x.heartbeat_interval_ms, x.head, x.supervisor, x.incarnation, x.scheduler,
-           x.head_grace_ms, x.ucx);
+           x.head_grace_ms, x.ucx, x.data_key);
 }
 
 // -- directory -------------------------------------------------------------------------

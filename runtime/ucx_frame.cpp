@@ -22,20 +22,28 @@
 
 namespace dls::runtime {
 
+uint64_t frame_checksum(const char* data, std::size_t n) { return XXH3_64bits(data, n); }
+
 uint32_t parts_for(std::size_t size, std::size_t part_bytes) {
   if (part_bytes == 0 || size <= part_bytes) return 1;
   return static_cast<uint32_t>((size + part_bytes - 1) / part_bytes);
 }
 
-ucx_frame_header make_part_header(uint64_t transfer_id, std::string_view whole, std::size_t part_bytes, uint32_t part,
-                                  uint32_t parts) {
+ucx_frame_header make_part_geometry(uint64_t transfer_id, uint64_t total, std::size_t part_bytes, uint32_t part,
+                                    uint32_t parts) {
   ucx_frame_header h;
   h.transfer_id = transfer_id;
-  h.total = whole.size();
+  h.total = total;
   h.part = part;
   h.parts = parts;
   h.offset = parts == 1 ? 0 : static_cast<uint64_t>(part) * part_bytes;
-  h.bytes = parts == 1 ? whole.size() : std::min<uint64_t>(part_bytes, whole.size() - h.offset);
+  h.bytes = parts == 1 ? total : std::min<uint64_t>(part_bytes, total - h.offset);
+  return h;
+}
+
+ucx_frame_header make_part_header(uint64_t transfer_id, std::string_view whole, std::size_t part_bytes, uint32_t part,
+                                  uint32_t parts) {
+  auto h = make_part_geometry(transfer_id, whole.size(), part_bytes, part, parts);
   h.checksum = XXH3_64bits(whole.data() + h.offset, static_cast<std::size_t>(h.bytes));
   return h;
 }
@@ -55,6 +63,7 @@ std::string check_frame_header(const void* header, std::size_t header_length, st
   if (h.version != ucx_frame_header::current_version)
     return id + "frame version " + std::to_string(h.version) + ", this build speaks " +
            std::to_string(ucx_frame_header::current_version);
+  if (h.sealed > 1 || h.reserved != 0) return id + "unknown frame flags";
   if (h.parts == 0 || h.parts > ucx_max_parts || h.part >= h.parts)
     return id + "part " + std::to_string(h.part) + " of " + std::to_string(h.parts) + " is not a part";
   // Subtractions only: offset + bytes could wrap.

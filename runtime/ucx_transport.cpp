@@ -4,6 +4,7 @@
 #include "runtime/ucx_assembly.hpp"
 #include "runtime/ucx_frame.hpp"
 #include "runtime/ucx_lent.hpp"
+#include "runtime/ucx_seal.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -139,6 +140,7 @@ struct incoming {
 
 struct ucx_transport::impl {
   ucx_config cfg;
+  std::string seal_key;  // the cluster's data-plane key with ucx.encrypt, else empty
   bool peer_errors = true;
   ucp_context_h ctx = nullptr;
   ucp_worker_h worker = nullptr;
@@ -152,8 +154,8 @@ struct ucx_transport::impl {
   std::deque<std::function<void()>> tasks;
   bool stopping = false;
 
-  // The hashing thread: checksums of parts being sent and of parts that landed, so that the
-  // progress thread moves the next part meanwhile.
+  // The hashing thread: checksums (or seals) of parts being sent and of parts that landed, so
+  // that the progress thread moves the next part meanwhile.
   std::thread hasher;
   std::mutex hash_mu;  // guards hash_jobs and hash_stopping
   std::condition_variable hash_cv;
@@ -173,7 +175,17 @@ struct ucx_transport::impl {
   std::vector<void*> closing;
   clock::time_point next_deadline_check{};
 
-  explicit impl(const ucx_config& c);
+  impl(const ucx_config& c, std::string key);
+  bool sealing() const { return !seal_key.empty(); }
+  // A part's header for `peer`, its payload checksummed, or sealed into a buffer of its own.
+  struct outgoing_part {
+    ucx_frame_header header;
+    std::shared_ptr<const std::string> owner;  // keeps `payload` alive
+    const char* payload;
+  };
+  outgoing_part prepare_part(const std::string& peer, ucx_frame_header h, std::shared_ptr<const std::string> whole);
+  // Checks (or opens, in place) a landed payload: "" or why it is refused.
+  std::string check_payload(const ucx_frame_header& h, char* data) const;
   ~impl();
   void post(std::function<void()> task);
   void hash_later(std::function<void()> job);
@@ -187,12 +199,13 @@ struct ucx_transport::impl {
                   clock::time_point deadline, send_done done);
   void send_in_parts(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
                      clock::time_point deadline, send_done done);
-  void start_part(const std::string& peer, const ucx_frame_header& h, std::shared_ptr<const std::string> bytes,
-                  std::shared_ptr<send_group> group, clock::time_point deadline);
+  void start_part(const std::string& peer, outgoing_part part, std::shared_ptr<send_group> group,
+                  clock::time_point deadline);
   void report(send_group& g, const std::string& error);
   void finish_send(send_op* op, ucs_status_t status);
   ucs_status_t on_part(const ucx_frame_header& h, void* data, std::size_t length, bool rndv);
-  void check_part(uint64_t id, const ucx_frame_header& h, const char* bytes);
+  ucs_status_t refuse(const ucx_frame_header& h, std::string why, bool rndv);
+  void check_part(uint64_t id, const ucx_frame_header& h, char* bytes);
   void part_checked(uint64_t id, const std::string& error);
   void fail_incoming(uint64_t id, incoming& in, const std::string& error);
   void release_if_idle(std::map<uint64_t, incoming>::iterator it, clock::time_point now);
@@ -208,7 +221,8 @@ namespace {
 
 struct send_op {
   ucx_frame_header header;  // UCX 1.13 may read the header after the send call returns
-  std::shared_ptr<const std::string> bytes;
+  std::shared_ptr<const std::string> bytes;  // owns `payload`
+  const char* payload;
   std::shared_ptr<send_group> group;
   clock::time_point deadline;
   std::string peer;
@@ -264,7 +278,11 @@ bool ucx_handles_peer_errors(const std::string& tls) {
   return true;
 }
 
-ucx_transport::impl::impl(const ucx_config& c) : cfg(c), peer_errors(ucx_handles_peer_errors(c.tls)) {
+ucx_transport::impl::impl(const ucx_config& c, std::string key)
+    : cfg(c), seal_key(c.encrypt ? std::move(key) : std::string()), peer_errors(ucx_handles_peer_errors(c.tls)) {
+  if (cfg.encrypt && seal_key.size() != ucx_seal_key_bytes)
+    throw ucx_error("ucx.encrypt is on, but the data plane was given no key of " + std::to_string(ucx_seal_key_bytes) +
+                    " bytes (" + std::to_string(seal_key.size()) + ")");
   require_transports(cfg);
   ctx = make_context(cfg.tls, cfg.net_devices, cfg.tcp_segment_bytes, true);
   if (!ctx) throw ucx_error("UCX could not start with ucx.tls: " + cfg.tls);
@@ -486,8 +504,33 @@ void ucx_transport::impl::start_send(const std::string& peer, uint64_t id, std::
   group->id = id;
   group->done = std::move(done);
   group->left = 1;
-  const auto header = make_frame_header(id, *bytes);
-  start_part(peer, header, std::move(bytes), std::move(group), deadline);
+  outgoing_part part;
+  try {
+    const auto geometry = make_part_geometry(id, bytes->size(), 0, 0, 1);
+    part = prepare_part(peer, geometry, std::move(bytes));
+  } catch (const std::exception& e) {
+    report(*group, "ucx transfer " + std::to_string(id) + ": " + e.what());
+    return;
+  }
+  start_part(peer, std::move(part), std::move(group), deadline);
+}
+
+ucx_transport::impl::outgoing_part ucx_transport::impl::prepare_part(const std::string& peer, ucx_frame_header h,
+                                                                     std::shared_ptr<const std::string> whole) {
+  const char* in = whole->data() + h.offset;
+  if (!sealing()) {
+    h.checksum = frame_checksum(in, static_cast<std::size_t>(h.bytes));
+    return {h, std::move(whole), in};
+  }
+  auto sealed = std::make_shared<std::string>(static_cast<std::size_t>(h.bytes), '\0');
+  seal_part(seal_key, peer, h, in, sealed->data());
+  const char* payload = sealed->data();
+  return {h, std::move(sealed), payload};
+}
+
+std::string ucx_transport::impl::check_payload(const ucx_frame_header& h, char* data) const {
+  if (!sealing()) return check_frame_payload(h, std::string_view(data, static_cast<std::size_t>(h.bytes)));
+  return open_part(seal_key, address, h, data);
 }
 
 void ucx_transport::impl::send_in_parts(const std::string& peer, uint64_t id, std::shared_ptr<const std::string> bytes,
@@ -504,13 +547,19 @@ void ucx_transport::impl::send_in_parts(const std::string& peer, uint64_t id, st
   // parts arriving here take turns with them.
   for (uint32_t part = 0; part < group->parts_total; ++part)
     hash_later([this, peer, bytes, group, deadline, part] {
-      auto h = make_part_header(group->id, *bytes, group->part_bytes, part, group->parts_total);
-      post([this, peer, h, bytes, group, deadline] { start_part(peer, h, bytes, group, deadline); });
+      const auto h = make_part_geometry(group->id, bytes->size(), group->part_bytes, part, group->parts_total);
+      try {
+        auto out = std::make_shared<outgoing_part>(prepare_part(peer, h, bytes));
+        post([this, peer, out, group, deadline] { start_part(peer, std::move(*out), group, deadline); });
+      } catch (const std::exception& e) {
+        post([this, group, why = std::string(e.what())] {
+          report(*group, "ucx transfer " + std::to_string(group->id) + ": " + why);
+        });
+      }
     });
 }
 
-void ucx_transport::impl::start_part(const std::string& peer, const ucx_frame_header& h,
-                                     std::shared_ptr<const std::string> bytes, std::shared_ptr<send_group> group,
+void ucx_transport::impl::start_part(const std::string& peer, outgoing_part part, std::shared_ptr<send_group> group,
                                      clock::time_point deadline) {
   if (group->reported) return;  // an earlier part failed or missed the deadline
   ucp_ep_h ep = nullptr;
@@ -520,13 +569,13 @@ void ucx_transport::impl::start_part(const std::string& peer, const ucx_frame_he
     report(*group, e.what());
     return;
   }
-  auto* op = new send_op{h, std::move(bytes), std::move(group), deadline, peer, this};
+  auto* op = new send_op{part.header, std::move(part.owner), part.payload, std::move(group), deadline, peer, this};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = op->header.bytes > cfg.rndv_threshold_bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = on_sent;
   p.user_data = op;
-  void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->bytes->data() + op->header.offset,
+  void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->payload,
                             static_cast<std::size_t>(op->header.bytes), &p);
   if (UCS_PTR_IS_PTR(r)) {
     sends.insert(op);
@@ -584,13 +633,15 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   }
   ucx_frame_header h;
   std::memcpy(&h, header, sizeof h);
+  if (auto why = check_frame_sealing(h, sealing()); !why.empty()) return refuse(h, std::move(why), rndv);
   if (h.parts > 1) return on_part(h, data, length, rndv);
   const bool lent_to_us = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA;
   if (!rndv && lent_to_us && length >= lend_from_bytes && !(h.transfer_id & unasked_bit)) {
     // UCX lends the buffer it assembled the message in: checked there and kept, not copied.
     // (Peer-kept snapshots, held for a request's whole life, are copied into the pool below,
     // so that what UCX lends goes back as soon as its consumer has read it.)
-    if (auto why = check_frame_payload(h, std::string_view(static_cast<const char*>(data), length)); !why.empty()) {
+    // Opened in place when sealed: the buffer is ours until we give it back.
+    if (auto why = check_payload(h, static_cast<char*>(data)); !why.empty()) {
       landed(h.transfer_id, std::move(why), {});
       return UCS_OK;
     }
@@ -614,8 +665,8 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   }
   if (!rndv) {
     if (length) std::memcpy(b.data, data, length);  // eager data lives only during this call
-    auto payload = pool->as_payload(b, length);
-    landed(h.transfer_id, check_frame_payload(h, payload.view()), std::move(payload));
+    auto why = check_payload(h, b.data);
+    landed(h.transfer_id, std::move(why), pool->as_payload(b, length));
     return UCS_OK;
   }
   auto* op = new recv_op{h, b, this, nullptr};
@@ -635,6 +686,28 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   }
   recvs.insert(op);
   return UCS_INPROGRESS;
+}
+
+// A transfer in parts is refused once: its record stays, failed, so that its other parts are dropped
+// without a line each.
+ucs_status_t ucx_transport::impl::refuse(const ucx_frame_header& h, std::string why, bool rndv) {
+  const auto status = rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+  if (h.parts == 1) {
+    log_line("ucx", why);
+    landed(h.transfer_id, std::move(why), {});
+    return status;
+  }
+  const auto now = clock::now();
+  auto it = assemblies.find(h.transfer_id);
+  if (it == assemblies.end())
+    it = assemblies.emplace(h.transfer_id, incoming{ucx_assembly(h), {}, now + std::chrono::milliseconds(cfg.timeout_ms)})
+             .first;
+  else if (it->second.parts.failed)
+    return rndv ? UCS_ERR_CANCELED : UCS_OK;
+  log_line("ucx", why);
+  fail_incoming(h.transfer_id, it->second, why);
+  release_if_idle(it, now);
+  return status;
 }
 
 ucs_status_t ucx_transport::impl::on_part(const ucx_frame_header& h, void* data, std::size_t length, bool rndv) {
@@ -690,11 +763,11 @@ ucs_status_t ucx_transport::impl::on_part(const ucx_frame_header& h, void* data,
   return UCS_INPROGRESS;
 }
 
-void ucx_transport::impl::check_part(uint64_t id, const ucx_frame_header& h, const char* bytes) {
+void ucx_transport::impl::check_part(uint64_t id, const ucx_frame_header& h, char* bytes) {
   auto it = assemblies.find(id);
   ++it->second.parts.in_flight;  // the buffer stays until the check is back
   hash_later([this, id, h, bytes] {
-    auto error = check_frame_payload(h, std::string_view(bytes, static_cast<std::size_t>(h.bytes)));
+    auto error = check_payload(h, bytes);
     post([this, id, error] { part_checked(id, error); });
   });
 }
@@ -760,8 +833,9 @@ void ucx_transport::impl::finish_receive(recv_op* op, ucs_status_t status, std::
     landed(id, "ucx transfer " + std::to_string(id) + " failed while arriving (the sender or its link failed): " +
                    ucs_status_string(status), {});
   } else {
-    auto payload = pool->as_payload(op->buffer, length);
-    landed(id, check_frame_payload(op->header, payload.view()), std::move(payload));
+    auto why = length == op->header.bytes ? check_payload(op->header, op->buffer.data)
+                                          : check_frame_payload(op->header, std::string_view(op->buffer.data, length));
+    landed(id, std::move(why), pool->as_payload(op->buffer, length));
   }
   delete op;
 }
@@ -833,7 +907,8 @@ void ucx_transport::impl::teardown() {
 
 // -- the public face ----------------------------------------------------------------------
 
-ucx_transport::ucx_transport(const ucx_config& cfg) : impl_(std::make_unique<impl>(cfg)) {}
+ucx_transport::ucx_transport(const ucx_config& cfg, std::string seal_key)
+    : impl_(std::make_unique<impl>(cfg, std::move(seal_key))) {}
 ucx_transport::~ucx_transport() = default;
 
 const std::string& ucx_transport::address() const { return impl_->address; }

@@ -4,7 +4,8 @@
 // their worker address (exchanged over CAF through the head); a buffer goes to a peer under
 // a transfer id, and the receiver asks for that id. Small buffers go eagerly (from 128 KiB
 // up the receiver keeps them where UCX assembled them), large ones by rendezvous into
-// registered receive buffers; every buffer carries a checksum, and every
+// registered receive buffers; every part is sealed (AES-256-GCM under the cluster's
+// data-plane key: runtime/ucx_seal.hpp) or, with ucx.encrypt off, checksummed, and every
 // transfer has a deadline. A transfer to this process's own address is a hand-over: the
 // receiver gets the sender's buffer, nothing is copied.
 #include "runtime/cluster_config.hpp"
@@ -43,8 +44,11 @@ class ucx_transport {
   /// as they land (a peer-kept snapshot). Every other id waits for `receive`.
   static constexpr uint64_t unasked_bit = uint64_t{1} << 63;
 
-  /// Starts UCX with `cfg.tls`; throws ucx_error naming a transport this host lacks.
-  explicit ucx_transport(const ucx_config& cfg);
+  /// Starts UCX with `cfg.tls`; throws ucx_error naming a transport this host lacks. With
+  /// `cfg.encrypt`, `seal_key` is the cluster's data-plane key (ucx_seal_key_bytes bytes, the
+  /// same at every peer): every part this transport sends is sealed with it, and every part it
+  /// receives must open with it. Without, the key is ignored and parts carry checksums only.
+  ucx_transport(const ucx_config& cfg, std::string seal_key);
   ~ucx_transport();
   ucx_transport(const ucx_transport&) = delete;
   ucx_transport& operator=(const ucx_transport&) = delete;

@@ -15,6 +15,7 @@
 #include "runtime/ucx_assembly.hpp"
 #include "runtime/ucx_buffers.hpp"
 #include "runtime/ucx_frame.hpp"
+#include "runtime/ucx_seal.hpp"
 #include "runtime/ucx_transport.hpp"
 
 #include <boost/test/unit_test.hpp>
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <vector>
 #include <thread>
@@ -53,7 +55,7 @@ std::string log_path(const std::string& name) {
 }
 
 void move_kv_and_continue(const std::string& tls) {
-  rt::ucx_transport t(local(tls));
+  rt::ucx_transport t(local(tls), dls::test::test_seal_key());
   auto child = rt::spawn_background({DLS_UCX_PEER, "move-kv", tls, to_hex(t.address()), model_dir},
                                     log_path("move-kv-" + tls));
   const std::string line = rt::wait_ready(child, 120000);
@@ -93,7 +95,7 @@ BOOST_AUTO_TEST_CASE(a_mid_block_kv_cache_moves_over_shared_memory_and_decoding_
 }
 
 BOOST_AUTO_TEST_CASE(a_hand_over_inside_one_process_copies_nothing) {
-  rt::ucx_transport t(local("tcp"));
+  rt::ucx_transport t(local("tcp"), dls::test::test_seal_key());
   auto buf = std::make_shared<const std::string>(1 << 20, 'k');
   BOOST_TEST(t.send_wait(t.address(), 9, buf).empty());
   auto got = t.receive_wait(9);
@@ -104,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_hand_over_inside_one_process_copies_nothing) {
 
 BOOST_AUTO_TEST_CASE(a_source_killed_during_a_transfer_ends_the_wait_cleanly) {
   const int timeout_ms = 3000;
-  rt::ucx_transport t(local("tcp", timeout_ms));
+  rt::ucx_transport t(local("tcp", timeout_ms), dls::test::test_seal_key());
   // 256 MB over loopback tcp takes a good fraction of a second here, the kill a millisecond.
   auto child = rt::spawn_background({DLS_UCX_PEER, "send-big", "tcp", to_hex(t.address()), std::to_string(256u << 20)},
                                     log_path("send-big"));
@@ -130,7 +132,7 @@ BOOST_AUTO_TEST_CASE(a_source_killed_during_a_transfer_ends_the_wait_cleanly) {
 // its last snapshots over and exits) still delivers them: teardown flushes its endpoints. The
 // 1 MiB buffers go eagerly, and an eager send is done before it has arrived.
 BOOST_AUTO_TEST_CASE(a_transport_stopped_right_after_its_sends_still_delivers_them) {
-  rt::ucx_transport t(local("tcp", 10000));
+  rt::ucx_transport t(local("tcp", 10000), dls::test::test_seal_key());
   auto child = rt::spawn_background({DLS_UCX_PEER, "send-and-stop", "tcp", to_hex(t.address()), std::to_string(1u << 20)},
                                     log_path("send-and-stop"));
   BOOST_REQUIRE(rt::wait_ready(child, 60000) == "sent");
@@ -144,7 +146,7 @@ BOOST_AUTO_TEST_CASE(a_transport_stopped_right_after_its_sends_still_delivers_th
 }
 
 BOOST_AUTO_TEST_CASE(nothing_arriving_misses_the_deadline_with_a_reason) {
-  rt::ucx_transport t(local("tcp", 200));
+  rt::ucx_transport t(local("tcp", 200), dls::test::test_seal_key());
   auto got = t.receive_wait(77);
   BOOST_TEST(got.error.find("transfer 77") != std::string::npos);
   BOOST_TEST(got.error.find("deadline") != std::string::npos);
@@ -171,7 +173,7 @@ BOOST_AUTO_TEST_CASE(corrupt_truncated_and_foreign_frames_are_refused_with_a_rea
 
 BOOST_AUTO_TEST_CASE(a_transport_this_host_lacks_is_named) {
   try {
-    rt::ucx_transport t(local("tcp,cuda_ipc"));
+    rt::ucx_transport t(local("tcp,cuda_ipc"), dls::test::test_seal_key());
     BOOST_FAIL("UCX started without cuda_ipc");
   } catch (const rt::ucx_error& e) {
     BOOST_TEST(std::string(e.what()).find("'cuda_ipc'") != std::string::npos);
@@ -193,6 +195,8 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   BOOST_TEST(plain.ucx.snapshots == std::string("head"));
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {snapshots: peer}\n", "t.yaml", "/tmp").ucx.snapshots == "peer");
   BOOST_TEST(plain.ucx.tcp_segment_bytes == 512u << 10);
+  BOOST_TEST(plain.ucx.encrypt);
+  BOOST_TEST(!rt::parse_cluster_config(base + "ucx: {encrypt: false}\n", "t.yaml", "/tmp").ucx.encrypt);
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {tcp_segment_bytes: 0}\n", "t.yaml", "/tmp").ucx.tcp_segment_bytes == 0u);
   BOOST_TEST(rt::parse_cluster_config(base + "ucx: {tcp_segment_bytes: 1048576}\n", "t.yaml", "/tmp").ucx.tcp_segment_bytes ==
              1u << 20);
@@ -211,6 +215,7 @@ BOOST_AUTO_TEST_CASE(the_ucx_section_of_the_cluster_file_is_strict) {
   refused("ucx: {timeout_ms: 0}\n", "ucx.timeout_ms");
   refused("ucx: {snapshots: disk}\n", "ucx.snapshots");
   refused("ucx: {kv_move: sometimes}\n", "ucx.kv_move");
+  refused("ucx: {encrypt: maybe}\n", "ucx.encrypt");
   refused("ucx: {tcp_segment_bytes: 100}\n", "ucx.tcp_segment_bytes must be 0 (UCX's own) or at least 4096");
   refused("ucx: {tcp_segment_bytes: 134217728}\n", "ucx.tcp_segment_bytes");
   refused("ucx: {tcp_segment_bytes: big}\n", "ucx.tcp_segment_bytes");
@@ -222,7 +227,7 @@ BOOST_AUTO_TEST_CASE(the_tcp_segment_reaches_ucx) {
   auto short_eager_limit = [](std::size_t segment) {
     auto cfg = local("tcp");
     cfg.tcp_segment_bytes = segment;
-    rt::ucx_transport a(cfg), b(cfg);
+    rt::ucx_transport a(cfg, dls::test::test_seal_key()), b(cfg, dls::test::test_seal_key());
     const std::string lanes = a.describe_lanes(b.address());
     const auto at = lanes.find("<egr/short>..");
     BOOST_REQUIRE_MESSAGE(at != std::string::npos, lanes);
@@ -237,7 +242,7 @@ BOOST_AUTO_TEST_CASE(the_tcp_segment_reaches_ucx) {
 // The transport's threads block every signal, so a process's handlers (the program's stop
 // signal, a test framework's SIGCHLD) never run on them in the middle of UCX or a hash.
 BOOST_AUTO_TEST_CASE(the_transport_threads_take_no_signals) {
-  rt::ucx_transport t(local("tcp"));
+  rt::ucx_transport t(local("tcp"), dls::test::test_seal_key());
   auto blocked_masks = [] {
     std::vector<unsigned long long> masks;
     for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
@@ -267,7 +272,7 @@ namespace {
 void parts_arrive_whole(const std::string& tls) {
   auto cfg = local(tls);
   cfg.part_bytes = 256 << 10;
-  rt::ucx_transport a(cfg), b(cfg);
+  rt::ucx_transport a(cfg, dls::test::test_seal_key()), b(cfg, dls::test::test_seal_key());
   // Not a multiple of the part size, and every part's bytes differ, so a part landing at the
   // wrong offset shows.
   std::string bytes((3u << 20) + 7, '\0');
@@ -312,7 +317,7 @@ bool all_lent_buffers_back(const rt::ucx_transport& t) {
 // and gives it back when the payload is dropped.
 BOOST_AUTO_TEST_CASE(an_eager_buffer_is_kept_where_ucx_assembled_it_until_its_payload_is_dropped) {
   auto cfg = local("shm,cma,tcp");
-  rt::ucx_transport a(cfg), b(cfg);
+  rt::ucx_transport a(cfg, dls::test::test_seal_key()), b(cfg, dls::test::test_seal_key());
   const auto bytes = patterned(512u << 10, 1);
   auto got = std::async(std::launch::async, [&] { return b.receive_wait(31); });
   BOOST_TEST(a.send_wait(b.address(), 31, std::make_shared<const std::string>(bytes)).empty());
@@ -338,11 +343,11 @@ BOOST_AUTO_TEST_CASE(an_eager_buffer_is_kept_where_ucx_assembled_it_until_its_pa
 // nothing is lost).
 BOOST_AUTO_TEST_CASE(a_lent_buffer_outlives_the_transport_that_received_it) {
   auto cfg = local("shm,cma,tcp");
-  rt::ucx_transport a(cfg);
+  rt::ucx_transport a(cfg, dls::test::test_seal_key());
   const auto bytes = patterned(256u << 10, 3);
   rt::ucx_payload kept;
   {
-    rt::ucx_transport b(cfg);
+    rt::ucx_transport b(cfg, dls::test::test_seal_key());
     auto got = std::async(std::launch::async, [&] { return b.receive_wait(41); });
     BOOST_TEST(a.send_wait(b.address(), 41, std::make_shared<const std::string>(bytes)).empty());
     auto r = got.get();
@@ -477,4 +482,100 @@ BOOST_AUTO_TEST_CASE(the_receive_pool_hands_out_the_buffer_given_back_last) {
     pool->close();
   }
   ucp_cleanup(ctx);
+}
+
+// A sealed part is ciphertext, and opens only with its cluster's key, at the worker it was
+// sealed for, under the header it was sealed with.
+BOOST_AUTO_TEST_CASE(a_sealed_part_opens_only_with_its_key_at_its_receiver_under_its_header) {
+  const std::string key = rt::make_seal_key(), receiver = "worker address of B", plain = patterned(5000, 3);
+  BOOST_TEST(key.size() == rt::ucx_seal_key_bytes);
+  BOOST_TEST((key != rt::make_seal_key()));
+  auto h = rt::make_part_geometry(21, 3 * 5000, 5000, 1, 3);
+  std::string sealed(plain.size(), '\0');
+  rt::seal_part(key, receiver, h, plain.data(), sealed.data());
+  BOOST_TEST(h.sealed == 1u);
+  BOOST_TEST(rt::check_frame_header(&h, sizeof h, sealed.size()).empty());
+  // Not the plaintext, nor any 16-byte run of it.
+  for (std::size_t at = 0; at + 16 <= plain.size(); at += 16)
+    BOOST_TEST_REQUIRE(sealed.find(plain.substr(at, 16)) == std::string::npos);
+  auto opened = [&](std::string bytes, const rt::ucx_frame_header& with, const std::string& k, const std::string& at) {
+    auto why = rt::open_part(k, at, with, bytes.data());
+    return why.empty() ? bytes : why;
+  };
+  BOOST_TEST((opened(sealed, h, key, receiver) == plain));
+  // Sealing the same bytes again gives other ciphertext (a fresh salt, so a fresh key).
+  auto h2 = rt::make_part_geometry(21, 3 * 5000, 5000, 1, 3);
+  std::string again(plain.size(), '\0');
+  rt::seal_part(key, receiver, h2, plain.data(), again.data());
+  BOOST_TEST((again != sealed));
+  const std::string refused = "did not authenticate";
+  std::string flipped = sealed;
+  flipped[4321] ^= 1;
+  BOOST_TEST(opened(flipped, h, key, receiver).find(refused) != std::string::npos);
+  BOOST_TEST(opened(sealed, h, rt::make_seal_key(), receiver).find(refused) != std::string::npos);
+  BOOST_TEST(opened(sealed, h, key, "worker address of C").find(refused) != std::string::npos);
+  for (auto change : std::vector<std::function<void(rt::ucx_frame_header&)>>{
+           [](auto& x) { x.transfer_id = 22; }, [](auto& x) { x.part = 2; }, [](auto& x) { x.offset = 10000; },
+           [](auto& x) { x.total = 20000; }, [](auto& x) { x.salt[0] ^= 1; }, [](auto& x) { x.tag[15] ^= 1; }}) {
+    auto forged = h;
+    change(forged);
+    BOOST_TEST(opened(sealed, forged, key, receiver).find(refused) != std::string::npos);
+  }
+  // A frame in the clear where sealed ones are wanted, and the other way round.
+  const auto clear = rt::make_frame_header(23, plain);
+  BOOST_TEST(rt::check_frame_sealing(clear, true).find("sent in the clear") != std::string::npos);
+  BOOST_TEST(rt::check_frame_sealing(h, false).find("ucx.encrypt: false") != std::string::npos);
+  BOOST_TEST(rt::check_frame_sealing(h, true).empty());
+  BOOST_TEST(rt::check_frame_sealing(clear, false).empty());
+  auto flags = h;
+  flags.sealed = 2;
+  BOOST_TEST(rt::check_frame_header(&flags, sizeof flags, sealed.size()).find("unknown frame flags") != std::string::npos);
+}
+
+namespace {
+
+// What `to` makes of a transfer `from` sends it, whole and in parts.
+// Transfer ids `first` (4,000 bytes, whole) and `first` + 1 (all of `bytes`, in parts).
+std::vector<std::string> errors_between(rt::ucx_transport& from, rt::ucx_transport& to, const std::string& bytes,
+                                        uint64_t first) {
+  std::vector<std::string> out;
+  for (uint64_t id : {first, first + 1}) {
+    auto got = std::async(std::launch::async, [&] { return to.receive_wait(id); });
+    const auto buf = std::make_shared<const std::string>(id == first ? bytes.substr(0, 4000) : bytes);
+    const auto sent = from.send_wait(to.address(), id, buf);
+    auto r = got.get();
+    if (r.error.empty()) BOOST_TEST((r.payload.view() == *buf));
+    out.push_back(r.error);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Another cluster's key, or a sender in the clear, gets nothing accepted by a sealed receiver;
+// transfers under the one key arrive intact, whole and in parts.
+BOOST_AUTO_TEST_CASE(a_receiver_takes_only_transfers_sealed_under_its_clusters_key) {
+  auto cfg = local("tcp", 3000);
+  cfg.part_bytes = 64 << 10;
+  const std::string bytes = patterned((1u << 20) + 5, 7);
+  const std::string key = rt::make_seal_key();
+  rt::ucx_transport b(cfg, key);
+  {
+    rt::ucx_transport a(cfg, key);
+    for (const auto& e : errors_between(a, b, bytes, 31)) BOOST_TEST(e.empty(), e);
+  }
+  {
+    rt::ucx_transport stranger(cfg, rt::make_seal_key());
+    for (const auto& e : errors_between(stranger, b, bytes, 33))
+      BOOST_TEST(e.find("did not authenticate") != std::string::npos, e);
+  }
+  {
+    auto clear_cfg = cfg;
+    clear_cfg.encrypt = false;
+    rt::ucx_transport clear(clear_cfg, "");
+    for (const auto& e : errors_between(clear, b, bytes, 35))
+      BOOST_TEST(e.find("sent in the clear") != std::string::npos, e);
+    // And without a key a sealed transport does not start.
+    BOOST_CHECK_THROW(rt::ucx_transport(cfg, ""), rt::ucx_error);
+  }
 }

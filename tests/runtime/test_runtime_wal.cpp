@@ -165,11 +165,13 @@ BOOST_AUTO_TEST_CASE(rewrite_replaces_the_log_atomically) {
   BOOST_TEST(again.recovered() == (std::vector<std::string>{"kept", "after"}));
 }
 
-BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_port_and_slo_overhead) {
+BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_port_slo_overhead_and_data_key) {
   temp_dir dir;
+  const std::string key(32, '\x07');
   {
     rt::head_journal j(dir.path, false, 100);
     j.port(45001);
+    j.data_key(key);
     j.joined("node0", 1);
     j.layout("node0", {1, 1});
     j.policy("dilaserve");
@@ -189,6 +191,7 @@ BOOST_AUTO_TEST_CASE(the_journal_replays_requests_membership_layout_policy_port_
   BOOST_TEST(st.layouts.at("node0") == (std::vector<int32_t>{1, 1}));
   BOOST_TEST(st.policy == "dilaserve");
   BOOST_TEST(st.slo_request_overhead_ms == 2.5);
+  BOOST_TEST((st.data_key == key));
   BOOST_TEST(st.next_id == 4u);
   BOOST_REQUIRE(st.live.size() == 2u);
   const auto& r1 = st.live.at(1);
@@ -263,6 +266,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {
     rt::head_journal j(dir.path, false, 5, small);
     j.joined("node0", 3);
     j.slo_overhead(1.25);
+    j.data_key(std::string(32, 'd'));
     // 2000 requests come and go, each with snapshots; 10 stay in flight.
     for (uint64_t id = 1; id <= 2000; ++id) {
       j.accepted(request(id, "k" + std::to_string(id)));
@@ -280,6 +284,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_bound_the_log_and_keep_the_state) {
   BOOST_TEST(st.next_id == 2001u);
   BOOST_TEST(st.joins.at("node0") == 3u);
   BOOST_TEST(st.slo_request_overhead_ms == 1.25);
+  BOOST_TEST((st.data_key == std::string(32, 'd')));  // kept through the checkpoints
   for (const auto& [id, r] : before.live) {
     BOOST_REQUIRE(st.live.count(id) == 1u);
     BOOST_TEST(st.live.at(id).canvas == r.canvas);
@@ -324,6 +329,8 @@ BOOST_AUTO_TEST_CASE(record_decoding_refuses_malformed_payloads_with_a_journal_e
   BOOST_CHECK_THROW(rt::apply_record(st, rt::encode_slo_overhead(-1), 10), rt::journal_error);
   rt::apply_record(st, rt::encode_slo_overhead(3), 10);
   BOOST_TEST(st.slo_request_overhead_ms == 3.0);
+  BOOST_CHECK_THROW(rt::apply_record(st, rt::encode_data_key("short"), 10), rt::journal_error);
+  BOOST_TEST(st.data_key.empty());
 }
 
 BOOST_AUTO_TEST_CASE(accepts_written_together_are_made_durable_by_one_sync) {

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     rt::ucx_config cfg;
     cfg.tls = args[1];
     cfg.net_devices = "lo";
-    rt::ucx_transport t(cfg);
+    rt::ucx_transport t(cfg, dls::test::test_seal_key());
     const std::string peer = dls::test::from_hex(args[2]);
     if (args[0] == "send-and-stop") {
       // Every send is posted at once and reported done when its buffer may be reused, which

@@ -1,5 +1,6 @@
 #pragma once
-// What the UCX tests and their peer process share: a worker address as hex on a command line.
+// What the UCX tests and their peer process share: a worker address as hex on a command line,
+// and the data-plane key both seal with (a cluster's head makes a random one).
 #include <stdexcept>
 #include <string>
 
@@ -21,5 +22,7 @@ inline std::string from_hex(const std::string& hex) {
   for (std::size_t i = 0; i < hex.size(); i += 2) out += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
+
+inline std::string test_seal_key() { return std::string(32, '\x5a'); }
 
 }  // namespace dls::test

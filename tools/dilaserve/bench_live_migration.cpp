@@ -42,7 +42,7 @@ constexpr int big_block = 32;  // the in-process figures' block
 constexpr double slo_scale = 2.0;
 
 // Two nodes of one TP-1 group each, on this host, with the data plane under test.
-std::string write_config(const fs::path& dir, const std::string& model, const std::string& tls,
+std::string write_config(const fs::path& dir, const std::string& model, const std::string& tls, bool encrypt,
                          const std::string& kv_move, int gen_length, int block_length) {
   YAML::Node root;
   root["name"] = "bench-migration";
@@ -71,6 +71,7 @@ std::string write_config(const fs::path& dir, const std::string& model, const st
   root["ucx"]["tls"] = tls;
   root["ucx"]["net_devices"] = "lo";
   root["ucx"]["kv_move"] = kv_move;
+  root["ucx"]["encrypt"] = encrypt;
   root["caf"]["scheduler"]["policy"] = "sharing";
   root["caf"]["scheduler"]["max-threads"] = 2;
   fs::create_directories(dir);
@@ -225,10 +226,10 @@ std::string prompt_of(const gpu::tokenizer& tok, int tokens) {
 
 json live_migration(const live_migration_options& o) {
   catch_interrupts();
-  const fs::path dir = fs::path(o.work_dir) / ("live-" + std::to_string(std::hash<std::string>{}(o.tls) % 100000));
+  const fs::path dir = fs::path(o.work_dir) / ("live-" + std::to_string(std::hash<std::string>{}(o.tls) % 100000) + (o.encrypt ? "-sealed" : "-clear"));
   json out;
   {  // Canvas moves of the shipped model at a refresh boundary.
-    owned_cluster c(write_config(dir / "canvas", o.model, o.tls, "auto", 16, 8), (dir / "canvas" / "state").string(), slo_scale);
+    owned_cluster c(write_config(dir / "canvas", o.model, o.tls, o.encrypt, "auto", 16, 8), (dir / "canvas" / "state").string(), slo_scale);
     rt::cluster_session s(rt::find_cluster(c.state_dir(), "", ""));
     for (int i = 0; i < o.canvas_moves; ++i) {
       throw_if_interrupted();
@@ -249,7 +250,7 @@ json live_migration(const live_migration_options& o) {
   auto tok = gpu::load_tokenizer(big);
   std::map<int, json> by_length;
   for (const std::string way : {"transfer", "rebuild"}) {
-    owned_cluster c(write_config(dir / way, big, o.tls, way, big_block, big_block), (dir / way / "state").string(), slo_scale);
+    owned_cluster c(write_config(dir / way, big, o.tls, o.encrypt, way, big_block, big_block), (dir / way / "state").string(), slo_scale);
     rt::cluster_session s(rt::find_cluster(c.state_dir(), "", ""));
     for (int L : o.lengths)
       for (int i = 0; i < o.midblock_moves; ++i) {

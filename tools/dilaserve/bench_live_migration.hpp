@@ -11,6 +11,7 @@ namespace dls::cli {
 
 struct live_migration_options {
   std::string tls;             // ucx.tls of the cluster
+  bool encrypt = true;         // ucx.encrypt of the cluster
   std::string model;           // the shipped model (canvas moves; tokenizer of the big model)
   std::vector<int> lengths;    // canvas lengths of the mid-block moves on the d_model 512 model
   int canvas_moves = 20;       // boundary moves of the shipped model

@@ -13,6 +13,7 @@
 #include "gpu/model.hpp"
 #include "gpu/tokenizer.hpp"
 #include "runtime/process.hpp"
+#include "runtime/ucx_seal.hpp"
 #include "runtime/ucx_transport.hpp"
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,7 @@ using json = nlohmann::json;
 
 struct options {
   std::vector<std::string> tls{"tcp", "shm,cma,tcp"};
+  std::vector<bool> encrypt{true};  // ucx.encrypt of both processes; each value is measured in turn
   std::vector<std::size_t> sizes{64u << 10, 256u << 10, 1u << 20, 4u << 20, 16u << 20, 64u << 20, 256u << 20};
   std::vector<int> lengths{512, 1024};
   std::string model = "models/tiny-llada";
@@ -62,6 +64,8 @@ struct options {
   int live_midblock_moves = 3;  // latency and bandwidth only (what `up` stores in the profile it measures)
   std::string peer_of;  // internal: run as the destination of the parent at this hex address
   std::string peer_tls;
+  bool peer_encrypt = true;
+  std::string peer_key;  // internal: the bench's own data-plane key, hex (made for this run only)
 };
 
 // Bytes moved per bandwidth round: enough that the per-round acknowledgement is noise
@@ -87,9 +91,10 @@ std::string from_hex(const std::string& h) {
 
 int transfers_per_round(std::size_t size) { return static_cast<int>(std::max<std::size_t>(1, round_bytes / size)); }
 
-rt::ucx_config ucx_for(const std::string& tls, const options& o) {
+rt::ucx_config ucx_for(const std::string& tls, bool encrypt, const options& o) {
   rt::ucx_config c;
   c.tls = tls;
+  c.encrypt = encrypt;
   c.part_bytes = o.part_bytes;
   c.rndv_threshold_bytes = o.rndv_threshold_bytes;
   c.tcp_segment_bytes = o.tcp_segment_bytes;
@@ -163,7 +168,7 @@ void receive_round(rt::ucx_transport& t, plan_walker& w, int n) {
 }
 
 int run_peer(const options& o, int ready_fd) {
-  rt::ucx_transport t(ucx_for(o.peer_tls, o));
+  rt::ucx_transport t(ucx_for(o.peer_tls, o.peer_encrypt, o), from_hex(o.peer_key));
   const std::string parent = from_hex(o.peer_of);
   rt::signal_ready(ready_fd, to_hex(t.address()));
   plan_walker w;
@@ -369,15 +374,17 @@ struct send_round {
   }
 };
 
-json run_transport(const options& o, const std::string& tls) {
-  rt::ucx_transport t(ucx_for(tls, o));
+json run_transport(const options& o, const std::string& tls, bool encrypt) {
+  const std::string key = rt::make_seal_key();
+  rt::ucx_transport t(ucx_for(tls, encrypt, o), key);
   auto joined = [](const auto& xs) {
     std::string s;
     for (auto x : xs) s += (s.empty() ? "" : ",") + std::to_string(x);
     return s;
   };
   std::vector<std::string> argv{rt::self_executable(), "bench-migration", "--peer-of", to_hex(t.address()),
-                                "--peer-tls", tls, "--model", o.model, "--reps", std::to_string(o.reps),
+                                "--peer-tls", tls, "--peer-encrypt", encrypt ? "true" : "false",
+                                "--peer-key", to_hex(key), "--model", o.model, "--reps", std::to_string(o.reps),
                                 "--sizes", joined(o.sizes), "--lengths", joined(o.lengths),
                                 "--part-bytes", std::to_string(o.part_bytes),
                                 "--rndv-threshold-bytes", std::to_string(o.rndv_threshold_bytes),
@@ -391,7 +398,7 @@ json run_transport(const options& o, const std::string& tls) {
     must(r.error);
     return std::string(r.payload.view());
   };
-  json out{{"tls", tls}, {"lanes", t.describe_lanes(peer)}, {"window", o.window}};
+  json out{{"tls", tls}, {"encrypt", encrypt}, {"lanes", t.describe_lanes(peer)}, {"window", o.window}};
   {
     double load[1] = {0};
     if (::getloadavg(load, 1) == 1) out["load_average"] = load[0];  // this benchmark shares the machine
@@ -535,29 +542,32 @@ void store_in_profile(const std::string& path, const json& transports) {
 
 int run(const options& o) {
   json all{{"transports", json::array()}};
-  for (const auto& tls : o.tls) {
-    if (!o.json_out) std::printf("transport %s\n", tls.c_str());
-    all["transports"].push_back(run_transport(o, tls));
-    if (o.live && !o.links_only) {
-      live_migration_options l;
-      l.tls = tls;
-      l.model = o.model;
-      l.lengths = o.lengths;
-      l.canvas_moves = o.live_canvas_moves;
-      l.midblock_moves = o.live_midblock_moves;
-      l.work_dir = (std::filesystem::temp_directory_path() / ("dilaserve-bench-migration-" + std::to_string(::getpid())))
-                       .string();
-      all["transports"].back()["live"] = live_migration(l);
-      std::filesystem::remove_all(l.work_dir);
+  for (const auto& tls : o.tls)
+    for (const bool encrypt : o.encrypt) {
+      if (!o.json_out) std::printf("transport %s, %s\n", tls.c_str(), encrypt ? "sealed" : "in the clear");
+      all["transports"].push_back(run_transport(o, tls, encrypt));
+      if (o.live && !o.links_only) {
+        live_migration_options l;
+        l.tls = tls;
+        l.encrypt = encrypt;
+        l.model = o.model;
+        l.lengths = o.lengths;
+        l.canvas_moves = o.live_canvas_moves;
+        l.midblock_moves = o.live_midblock_moves;
+        l.work_dir = (std::filesystem::temp_directory_path() / ("dilaserve-bench-migration-" + std::to_string(::getpid())))
+                         .string();
+        all["transports"].back()["live"] = live_migration(l);
+        std::filesystem::remove_all(l.work_dir);
+      }
     }
-  }
   if (o.links_only) {
     if (!o.profile.empty()) store_in_profile(o.profile, all["transports"]);
     if (o.json_out) std::cout << all.dump() << "\n";
     for (const auto& t : all["transports"])
       if (!o.json_out)
-        std::printf("%s: latency %.1f us, %.3f GB/s at >= 1 MB\n", t["tls"].get<std::string>().c_str(),
-                    t["latency_us"].get<double>(), t["bytes_per_s"].get<double>() / 1e9);
+        std::printf("%s, %s: latency %.1f us, %.3f GB/s at >= 1 MB\n", t["tls"].get<std::string>().c_str(),
+                    t["encrypt"].get<bool>() ? "sealed" : "in the clear", t["latency_us"].get<double>(),
+                    t["bytes_per_s"].get<double>() / 1e9);
     return 0;
   }
   // The headline figures come from the fastest transport measured.
@@ -575,8 +585,8 @@ int run(const options& o) {
     return 0;
   }
   for (const auto& t : all["transports"]) {
-    std::printf("%s: latency %.1f us, canvas move p50 %.3f ms p99 %.3f ms\n", t["tls"].get<std::string>().c_str(),
-                t["latency_us"].get<double>(), t["canvas_move_ms"]["p50"].get<double>(),
+    std::printf("%s, %s: latency %.1f us, canvas move p50 %.3f ms p99 %.3f ms\n", t["tls"].get<std::string>().c_str(),
+                t["encrypt"].get<bool>() ? "sealed" : "in the clear", t["latency_us"].get<double>(), t["canvas_move_ms"]["p50"].get<double>(),
                 t["canvas_move_ms"]["p99"].get<double>());
     for (const auto& m : t["midblock"])
       std::printf("  mid-block L %d (KV %zu B): transfer %.2f ms, recompute (one refresh) %.2f ms\n", m["L"].get<int>(),
@@ -585,9 +595,9 @@ int run(const options& o) {
   for (const auto& t : all["transports"]) {
     if (!t.contains("live")) continue;
     const auto& l = t["live"];
-    std::printf("%s live (two node processes, `migrate` orders): canvas move %s ms to the end of the first step there, "
-                "%s ms to its start\n",
-                t["tls"].get<std::string>().c_str(), l["canvas_move_ms"].dump().c_str(),
+    std::printf("%s, %s, live (two node processes, `migrate` orders): canvas move %s ms to the end of the first step "
+                "there, %s ms to its start\n",
+                t["tls"].get<std::string>().c_str(), t["encrypt"].get<bool>() ? "sealed" : "in the clear", l["canvas_move_ms"].dump().c_str(),
                 l.value("canvas_resume_ms", json()).dump().c_str());
     for (const auto& m : l["midblock"])
       std::printf("  live mid-block L %d: transfer %s, recompute %s\n", m["L"].get<int>(),
@@ -603,6 +613,10 @@ register_command reg{"bench-migration", [](CLI::App& app) {
   auto o = std::make_shared<options>();
   auto ready_fd = std::make_shared<int>(-1);
   sub->add_option("--tls", o->tls, "UCX_TLS values to compare, ';'-separated")->delimiter(';');
+  sub->add_option("--encrypt", o->encrypt,
+                  "ucx.encrypt of both processes: true (parts sealed with AES-256-GCM, as a cluster runs by "
+                  "default), false (XXH3 checksums only), or true,false to measure both in turn")
+      ->delimiter(',');
   sub->add_option("--sizes", o->sizes, "buffer sizes in bytes")->delimiter(',');
   sub->add_option("--lengths", o->lengths, "canvas lengths of the mid-block comparison")->delimiter(',');
   sub->add_option("--model", o->model, "model of the canvas move");
@@ -630,6 +644,8 @@ register_command reg{"bench-migration", [](CLI::App& app) {
                 "what the live transfer-or-recompute choice reads");
   sub->add_option("--peer-of", o->peer_of)->group("");  // internal: the destination process
   sub->add_option("--peer-tls", o->peer_tls)->group("");
+  sub->add_option("--peer-encrypt", o->peer_encrypt)->group("");
+  sub->add_option("--peer-key", o->peer_key)->group("");
   sub->add_option("--ready-fd", *ready_fd)->group("");
   return std::function<int()>([o, ready_fd] {
     const int longest = bench_config().max_seq;
@@ -642,6 +658,9 @@ register_command reg{"bench-migration", [](CLI::App& app) {
         throw std::invalid_argument("--sizes: " + std::to_string(s) + " bytes is outside [1, " +
                                     std::to_string(largest_size) + "] (1 GiB)");
     if (!o->peer_of.empty()) return run_peer(*o, *ready_fd);
+    if (o->encrypt.empty()) throw std::invalid_argument("--encrypt: give true, false or both");
+    if (o->encrypt.size() > 1 && !o->profile.empty())
+      throw std::invalid_argument("--profile stores one link per transport: give --encrypt one value, the cluster's");
     return run(*o);
   });
 }};

@@ -76,7 +76,7 @@ std::string profile_key(const rt::cluster_config& cfg, const std::vector<int>& t
   key << "model " << cfg.model_path << " [" << model_identity(cfg.model_path) << "] block "
       << cfg.engine.decode.block_length << " tp";
   for (int t : tp) key << " " << t;
-  key << " ucx " << cfg.ucx.tls;
+  key << " ucx " << cfg.ucx.tls << (cfg.ucx.encrypt ? " sealed" : " clear");
   if (longest > 0) key << " longest " << longest;
   const auto self = rt::self_executable();
   key << " dilaserve " << self << " [" << identity_of(self) << "]";
@@ -170,9 +170,10 @@ std::string ensure_profile(const rt::cluster_config& cfg, const std::string& dir
   // the groups rebuild and their logs say why.
   const auto log = (fs::path(dir) / "logs" / "link.log").string();
   const auto cmd = shell_quote(rt::self_executable()) + " bench-migration --links-only --tls " + shell_quote(cfg.ucx.tls) +
+                   " --encrypt " + (cfg.ucx.encrypt ? "true" : "false") +
                    " --sizes " + std::to_string(link_sizes) + " --reps " + std::to_string(up_profile_reps) +
                    " --profile " + shell_quote(path.string()) + " > " + shell_quote(log) + " 2>&1";
-  std::cout << "measuring the UCX link (ucx.tls " << cfg.ucx.tls << ")\n";
+  std::cout << "measuring the UCX link (ucx.tls " << cfg.ucx.tls << (cfg.ucx.encrypt ? ", sealed" : ", in the clear") << ")\n";
   const bool linked = std::system(cmd.c_str()) == 0;
   if (!linked)
     std::cout << "could not measure the UCX link (see " << log
