@@ -47,6 +47,11 @@ constexpr int unclaimed_timeouts = 2;
 // 32 KiB, 0.76x at 64 KiB, 0.97x at 96 KiB, 1.10-1.13x at 256-512 KiB and 1.25x at 1 MiB; below
 // the crossover the copy, in cache, costs less than lending the buffer and giving it back.
 constexpr std::size_t lend_from_bytes = std::size_t{128} << 10;
+// Sealed buffers from this size up are sealed and opened on the hasher, not on the progress
+// thread, which meanwhile moves other transfers: AES-GCM runs at about 3 GB/s a core here, so
+// 64 KiB costs about 20 us, the order of a hop between the two threads; below it the hop would
+// cost more than it frees.
+constexpr std::size_t seal_on_hasher_from = std::size_t{64} << 10;
 // How long teardown waits for endpoints to close before destroying the worker anyway.
 constexpr auto close_grace = std::chrono::seconds(2);
 
@@ -180,12 +185,15 @@ struct ucx_transport::impl {
   // A part's header for `peer`, its payload checksummed, or sealed into a buffer of its own.
   struct outgoing_part {
     ucx_frame_header header;
-    std::shared_ptr<const std::string> owner;  // keeps `payload` alive
+    std::shared_ptr<const void> owner;  // keeps `payload` alive
     const char* payload;
+    ucp_mem_h memh = nullptr;  // a sealed copy lies in registered memory from the pool
   };
   outgoing_part prepare_part(const std::string& peer, ucx_frame_header h, std::shared_ptr<const std::string> whole);
   // Checks (or opens, in place) a landed payload: "" or why it is refused.
   std::string check_payload(const ucx_frame_header& h, char* data) const;
+  // Checks a transfer that arrived whole and hands it on, on the hasher when it is sealed and large.
+  void check_then_land(const ucx_frame_header& h, char* data, ucx_payload payload);
   ~impl();
   void post(std::function<void()> task);
   void hash_later(std::function<void()> job);
@@ -221,8 +229,9 @@ namespace {
 
 struct send_op {
   ucx_frame_header header;  // UCX 1.13 may read the header after the send call returns
-  std::shared_ptr<const std::string> bytes;  // owns `payload`
+  std::shared_ptr<const void> bytes;  // owns `payload`
   const char* payload;
+  ucp_mem_h memh;
   std::shared_ptr<send_group> group;
   clock::time_point deadline;
   std::string peer;
@@ -351,6 +360,9 @@ ucx_transport::impl::~impl() {
   }
   hash_cv.notify_one();
   hasher.join();
+  // What the hasher never began goes now, while the progress thread still runs: lent buffers
+  // among it go back to UCX through that thread (teardown answers the transfers).
+  hash_jobs.clear();
   {
     std::lock_guard<std::mutex> lock(mu);
     stopping = true;
@@ -522,10 +534,33 @@ ucx_transport::impl::outgoing_part ucx_transport::impl::prepare_part(const std::
     h.checksum = frame_checksum(in, static_cast<std::size_t>(h.bytes));
     return {h, std::move(whole), in};
   }
-  auto sealed = std::make_shared<std::string>(static_cast<std::size_t>(h.bytes), '\0');
-  seal_part(seal_key, peer, h, in, sealed->data());
-  const char* payload = sealed->data();
-  return {h, std::move(sealed), payload};
+  if (h.bytes == 0) {
+    seal_part(seal_key, peer, h, in, nullptr);
+    return {h, std::move(whole), in};
+  }
+  // Into a pooled buffer: a fresh one per part would cost page faults over every byte.
+  auto b = pool->take(static_cast<std::size_t>(h.bytes));
+  try {
+    seal_part(seal_key, peer, h, in, b.data);
+  } catch (...) {
+    pool->give(b);
+    throw;
+  }
+  auto sealed = pool->as_payload(b, b.size);
+  return {h, std::move(sealed.owner), sealed.data, b.memh};
+}
+
+void ucx_transport::impl::check_then_land(const ucx_frame_header& h, char* data, ucx_payload payload) {
+  if (!sealing() || h.bytes < seal_on_hasher_from) {
+    landed(h.transfer_id, check_payload(h, data), std::move(payload));
+    return;
+  }
+  hash_later([this, h, data, payload = std::move(payload)]() mutable {
+    auto why = check_payload(h, data);
+    post([this, id = h.transfer_id, why = std::move(why), payload = std::move(payload)]() mutable {
+      landed(id, std::move(why), std::move(payload));
+    });
+  });
 }
 
 std::string ucx_transport::impl::check_payload(const ucx_frame_header& h, char* data) const {
@@ -539,7 +574,10 @@ void ucx_transport::impl::send_in_parts(const std::string& peer, uint64_t id, st
   group->id = id;
   group->done = std::move(done);
   // Parts of the configured size, or larger for a buffer that would need more than a header allows.
-  group->part_bytes = std::max<std::size_t>(cfg.part_bytes, (bytes->size() + ucx_max_parts - 1) / ucx_max_parts);
+  // (ucx.part_bytes 0 sends every buffer whole: one part, through here only to be sealed.)
+  group->part_bytes = cfg.part_bytes == 0 ? bytes->size()
+                                          : std::max<std::size_t>(cfg.part_bytes,
+                                                                  (bytes->size() + ucx_max_parts - 1) / ucx_max_parts);
   group->parts_total = parts_for(bytes->size(), group->part_bytes);
   group->left = group->parts_total;
   groups.insert(group);
@@ -569,12 +607,16 @@ void ucx_transport::impl::start_part(const std::string& peer, outgoing_part part
     report(*group, e.what());
     return;
   }
-  auto* op = new send_op{part.header, std::move(part.owner), part.payload, std::move(group), deadline, peer, this};
+  auto* op = new send_op{part.header, std::move(part.owner), part.payload, part.memh, std::move(group), deadline, peer, this};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = op->header.bytes > cfg.rndv_threshold_bytes ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER;
   p.cb.send = on_sent;
   p.user_data = op;
+  if (op->memh) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = op->memh;
+  }
   void* r = ucp_am_send_nbx(ep, am_transfer_id, &op->header, sizeof op->header, op->payload,
                             static_cast<std::size_t>(op->header.bytes), &p);
   if (UCS_PTR_IS_PTR(r)) {
@@ -588,7 +630,6 @@ void ucx_transport::impl::report(send_group& g, const std::string& error) {
   if (g.reported) return;
   g.reported = true;
   g.done(error);
-  if (g.parts_total == 1) return;  // only multi-part sends are tracked in `groups`
   for (auto it = groups.begin(); it != groups.end(); ++it)
     if (it->get() == &g) {
       groups.erase(it);
@@ -640,11 +681,7 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
     // UCX lends the buffer it assembled the message in: checked there and kept, not copied.
     // (Peer-kept snapshots, held for a request's whole life, are copied into the pool below,
     // so that what UCX lends goes back as soon as its consumer has read it.)
-    // Opened in place when sealed: the buffer is ours until we give it back.
-    if (auto why = check_payload(h, static_cast<char*>(data)); !why.empty()) {
-      landed(h.transfer_id, std::move(why), {});
-      return UCS_OK;
-    }
+    // Checked (or opened in place) once it is ours: the buffer is ours until we give it back.
     ucx_payload payload;
     try {
       payload = lent->lend(data, length);
@@ -653,7 +690,7 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
       landed(h.transfer_id, "ucx transfer " + std::to_string(h.transfer_id) + ": cannot keep it: " + e.what(), {});
       return UCS_INPROGRESS;
     }
-    landed(h.transfer_id, {}, std::move(payload));
+    check_then_land(h, static_cast<char*>(data), std::move(payload));
     return UCS_INPROGRESS;
   }
   ucx_buffer_pool::buffer b;
@@ -665,8 +702,7 @@ ucs_status_t ucx_transport::impl::on_message(const void* header, std::size_t hea
   }
   if (!rndv) {
     if (length) std::memcpy(b.data, data, length);  // eager data lives only during this call
-    auto why = check_payload(h, b.data);
-    landed(h.transfer_id, std::move(why), pool->as_payload(b, length));
+    check_then_land(h, b.data, pool->as_payload(b, length));
     return UCS_OK;
   }
   auto* op = new recv_op{h, b, this, nullptr};
@@ -833,9 +869,11 @@ void ucx_transport::impl::finish_receive(recv_op* op, ucs_status_t status, std::
     landed(id, "ucx transfer " + std::to_string(id) + " failed while arriving (the sender or its link failed): " +
                    ucs_status_string(status), {});
   } else {
-    auto why = length == op->header.bytes ? check_payload(op->header, op->buffer.data)
-                                          : check_frame_payload(op->header, std::string_view(op->buffer.data, length));
-    landed(id, std::move(why), pool->as_payload(op->buffer, length));
+    if (length == op->header.bytes)
+      check_then_land(op->header, op->buffer.data, pool->as_payload(op->buffer, length));
+    else
+      landed(id, check_frame_payload(op->header, std::string_view(op->buffer.data, length)),
+             pool->as_payload(op->buffer, length));
   }
   delete op;
 }
@@ -918,8 +956,10 @@ void ucx_transport::send(const std::string& peer_address, uint64_t id, std::shar
                          clock::time_point deadline, send_done done) {
   if (!bytes) throw std::invalid_argument("ucx_transport::send: no buffer");
   auto* self = impl_.get();
-  // A hand-over stays one zero-copy step whatever its size.
-  const bool in_parts = peer_address != self->address && parts_for(bytes->size(), self->cfg.part_bytes) > 1;
+  // A hand-over stays one zero-copy step whatever its size. Parts, and a large buffer to seal,
+  // go through the hasher.
+  const bool in_parts = peer_address != self->address && (parts_for(bytes->size(), self->cfg.part_bytes) > 1 ||
+                                                          (self->sealing() && bytes->size() >= seal_on_hasher_from));
   self->post([self, peer_address, id, bytes = std::move(bytes), deadline, done = std::move(done), in_parts]() mutable {
     if (in_parts)
       self->send_in_parts(peer_address, id, std::move(bytes), deadline, std::move(done));

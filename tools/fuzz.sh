@@ -23,7 +23,7 @@ DLS_FUZZ_BUILD="$build" bash tools/sanitizer_build.sh fuzzers
 names=("$@")
 [ "${#names[@]}" -gt 0 ] || names=(fuzz_cluster_config fuzz_safetensors fuzz_model_config fuzz_tokenizer_json
                                    fuzz_chat_template fuzz_canvas fuzz_kv_wire fuzz_submit_line fuzz_wal fuzz_http_request
-                                   fuzz_peer_snapshot fuzz_ucx_frame)
+                                   fuzz_peer_snapshot fuzz_ucx_frame fuzz_ucx_seal)
 # A single input taking over 10 s is a hang; 2 GiB RSS is far above any sane parse of a few KB.
 # The timeout is wall-clock: a long campaign at nice 19 beside builds is starved for seconds at a
 # time, so it may raise it (DLS_FUZZ_INPUT_TIMEOUT_S) rather than report the starvation.
