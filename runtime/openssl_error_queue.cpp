@@ -4,8 +4,10 @@
 // one peer closing its session made the next SSL_read of another session read as fatal: each
 // CLI call that disconnected cut the head's connections to its nodes. These definitions in
 // the executable interpose on libssl's (libcaf_openssl resolves them dynamically) and clear
-// the queue before each call, as OpenSSL documents, then run the real function.
+// the queue before each call, as OpenSSL documents, then run the real function. SSL_connect
+// also requires the server to present the cluster head's certificate (runtime/tls_head_check.hpp).
 #include "runtime/next_symbol.hpp"
+#include "runtime/tls_head_check.hpp"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -42,6 +44,7 @@ int SSL_accept(SSL* s) {
 int SSL_connect(SSL* s) {
   static auto f = real<int (*)(SSL*)>("SSL_connect");
   ERR_clear_error();
+  dls::runtime::require_head_certificate(s);
   return f(s);
 }
 

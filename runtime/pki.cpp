@@ -121,7 +121,8 @@ void issue(const std::string& dir, const std::string& role, const std::string& c
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca));
   add_ext(cert.get(), ca, NID_basic_constraints, "critical,CA:FALSE");
   add_ext(cert.get(), ca, NID_key_usage, "critical,digitalSignature,keyAgreement");
-  add_ext(cert.get(), ca, NID_ext_key_usage, "serverAuth,clientAuth");
+  // Only the head serves TLS; every other role only connects to it.
+  add_ext(cert.get(), ca, NID_ext_key_usage, role == "head" ? "serverAuth" : "clientAuth");
   if (!X509_sign(cert.get(), ca_key, EVP_sha256())) fail("cannot sign the " + role + " certificate");
   auto id = tls_files(dir, role);
   write_private_file(id.key, pem_of(key.get()), 0600);

@@ -1,5 +1,7 @@
 #include "runtime/tls_probe.hpp"
 
+#include "runtime/tls_head_check.hpp"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -83,13 +85,19 @@ std::string probe_tls_handshake(const std::string& host, int port, const tls_ide
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   std::unique_ptr<SSL, ssl_free> ssl(SSL_new(ctx.get()));
   if (!ssl || SSL_set_fd(ssl.get(), sock.fd) != 1) return "cannot start TLS: " + ssl_error();
+  require_head_certificate(ssl.get());  // as every connection of the program (openssl_error_queue.cpp)
   for (;;) {
     ERR_clear_error();
     int r = SSL_connect(ssl.get());
     if (r == 1) break;
     int e = SSL_get_error(ssl.get(), r);
     short want = e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-    if (want == 0) return "TLS handshake with " + where + " failed: " + ssl_error();
+    if (want == 0) {
+      if (SSL_get_verify_result(ssl.get()) == X509_V_ERR_APPLICATION_VERIFICATION)
+        return "TLS handshake with " + where + " refused: the server presented a certificate of this cluster's CA " +
+               "that is not the head's (a node's, an admin's or a client's standing in for the head)";
+      return "TLS handshake with " + where + " failed: " + ssl_error();
+    }
     if (!wait_for(sock.fd, want, deadline))
       return "no TLS handshake from " + where + " within " + std::to_string(timeout.count()) +
              " ms (is the head stopped or hung?)";

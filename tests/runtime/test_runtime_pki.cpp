@@ -4,6 +4,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "runtime/pki.hpp"
+#include "runtime/tls_head_check.hpp"
+
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 
 #include <sys/stat.h>
 
@@ -58,6 +62,26 @@ BOOST_AUTO_TEST_CASE(a_fresh_pki_verifies_for_every_role_with_private_keys) {
   }
   BOOST_REQUIRE(::stat((dir + "/ca.key").c_str(), &sb) == 0);
   BOOST_TEST((sb.st_mode & 077) == 0u);
+}
+
+// Only the head serves TLS: its certificate may serve and not connect, every other role's may
+// connect and not serve, and only the head's passes the connecting side's head check.
+BOOST_AUTO_TEST_CASE(only_the_heads_certificate_may_serve) {
+  scratch s;
+  auto dir = s.path + "/tls";
+  rt::make_cluster_pki(dir, "t");
+  for (const std::string role : rt::pki_roles) {
+    FILE* f = std::fopen(rt::tls_files(dir, role).cert.c_str(), "r");
+    BOOST_REQUIRE(f);
+    X509* x = PEM_read_X509(f, nullptr, nullptr, nullptr);
+    std::fclose(f);
+    BOOST_REQUIRE(x);
+    const uint32_t usage = X509_get_extended_key_usage(x);
+    BOOST_TEST(((usage & XKU_SSL_SERVER) != 0) == (role == "head"), role);
+    BOOST_TEST(((usage & XKU_SSL_CLIENT) != 0) == (role != "head"), role);
+    BOOST_TEST(rt::is_head_certificate(x) == (role == "head"), role);
+    X509_free(x);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(renewing_keeps_the_ca_and_replacing_it_makes_old_certificates_fail) {

@@ -20,8 +20,10 @@
 #include <caf/openssl/all.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -182,6 +184,70 @@ BOOST_AUTO_TEST_CASE(a_plain_or_foreign_peer_cannot_even_connect_to_a_tls_head) 
                           "--state-dir", c.scratch().file("none")});
   BOOST_TEST(r.rc == 0, r.err);
   serves_normally(c);
+}
+
+namespace {
+
+// A certificate as releases before role-specific key usages issued them: this CA's, the
+// client's name, and usable to serve TLS as well as to connect.
+void issue_legacy_client_certificate(const std::string& dir) {
+  const std::string ext = dir + "/legacy.ext";
+  std::ofstream(ext) << "basicConstraints=critical,CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n";
+  const std::string cmd = "cd '" + dir + "' && umask 077 && openssl ecparam -name prime256v1 -genkey -noout -out legacy.key "
+                          "&& openssl req -new -key legacy.key -subj /CN=dilaserve-client.t -out legacy.csr "
+                          "&& openssl x509 -req -in legacy.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+                          "-extfile legacy.ext -out legacy.pem 2>/dev/null";
+  BOOST_REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, "openssl could not issue the legacy certificate");
+}
+
+// A TLS server of this cluster's CA presenting `role`'s certificate, where a head would listen.
+struct tls_server {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor listener;
+  uint16_t port = 0;
+  tls_server(const std::string& dir, const std::string& role) {
+    rt::configure_networked_caf(cfg, {}, {true, dir, role});
+    sys = std::make_unique<caf::actor_system>(cfg);
+    listener = sys->spawn([]() -> caf::behavior { return {[](int) {}}; });
+    auto p = caf::openssl::publish(listener, 0, "127.0.0.1", true);
+    if (!p) BOOST_FAIL("cannot publish with the " + role + " certificate: " + sys->render(p.error()));
+    port = *p;
+  }
+  ~tls_server() { caf::anon_send_exit(listener, caf::exit_reason::user_shutdown); }  // the system waits for it
+};
+
+}  // namespace
+
+// Every role's certificate chains to the one cluster CA; only the head's may serve. A holder
+// of the submit-only client certificate (or a node's, or an admin's) who takes the head's
+// address is refused by every program that connects, before it sends a token.
+BOOST_AUTO_TEST_CASE(only_the_heads_certificate_can_stand_for_the_head) {
+  dls::test::scratch_dir dir;
+  rt::make_cluster_pki(dir.path(), "t");
+  issue_legacy_client_certificate(dir.path());
+  const rt::transport_security as_node{true, dir.path(), "node"};
+  caf::actor_system_config cfg;
+  rt::configure_networked_caf(cfg, {}, as_node);
+  caf::actor_system sys{cfg};
+  for (const std::string role : {"client", "node", "admin", "legacy"}) {
+    tls_server impostor(dir.path(), role);
+    auto gate = rt::connect_gate(sys, "127.0.0.1", impostor.port, as_node, 10s);
+    BOOST_REQUIRE_MESSAGE(!gate, "a node reached a '" + role + "' certificate's server as its head");
+    const auto why = sys.render(gate.error());
+    BOOST_TEST(why.find("not the head's") != std::string::npos, role << ": " << why);
+    // CAF's own handshake, without the probe before it, refuses too.
+    auto raw = caf::openssl::remote_actor(sys, "127.0.0.1", impostor.port);
+    BOOST_TEST(!raw, role);
+  }
+  // The head's own certificate passes the handshake (this listener is no gate, which the node
+  // is then told).
+  tls_server head(dir.path(), "head");
+  auto gate = rt::connect_gate(sys, "127.0.0.1", head.port, as_node, 10s);
+  BOOST_REQUIRE(!gate);
+  const auto why = sys.render(gate.error());
+  BOOST_TEST(why.find("is not a DiLaServe head") != std::string::npos, why);
+  BOOST_TEST(why.find("TLS") == std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(the_raw_peer_attack_is_refused_at_every_step_without_tls) {
