@@ -63,9 +63,11 @@ struct request_state {
   std::string status = "QUEUED";
   std::string node;
   std::string group;
-  // Where cancels go. Not monitored: the supervisor watches each group once and re-places
-  // the requests of one that ends, instead of every request watching its group.
+  // Where cancels go, and the only process whose messages about this request count. Not
+  // monitored: the supervisor watches each group once and re-places the requests of one that
+  // ends, instead of every request watching its group.
   caf::actor group_handle;
+  int32_t foreign_refused = 0;  // messages from a node it does not run on (logged once)
   bool done = false;
   rt::answer result;
   std::vector<caf::response_promise> waiting;
@@ -266,10 +268,21 @@ void take_progress(request_state& st, const rt::request_progress& p) {
 }
 
 // The supervisor (await, replace) is local; placements, snapshots, blocks and answers come from
-// the TP group the request runs on, on a node that joined with a node credential.
+// the TP group the request runs on, on a node that joined with a node credential: the process
+// of the group it was placed on (the supervisor names it before the group gets the request; a
+// hand-over within that process keeps it), so that no other node can speak for it.
 bool from_group(req_ptr self) {
-  return sender_is_local(self) ||
-         (self->state.peers && sender_may(self, *self->state.peers, role_node, "request"));
+  if (sender_is_local(self)) return true;
+  auto& st = self->state;
+  if (!st.peers || !sender_may(self, *st.peers, role_node, "request")) return false;
+  const auto& sender = self->current_sender();
+  if (st.group_handle && sender && sender->node() == st.group_handle.node()) return true;
+  if (st.foreign_refused++ == 0)
+    rt::log_line("request-" + std::to_string(st.id),
+                 "refused a message from a node it does not run on (" +
+                     (sender ? to_string(sender->node()) : std::string("no sender")) + "; placed on " +
+                     (st.node.empty() ? std::string("none yet") : "node '" + st.node + "'") + ")");
+  return false;
 }
 
 bool from_head(req_ptr self) { return sender_is_local(self, "request"); }

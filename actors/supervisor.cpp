@@ -155,11 +155,12 @@ void place(sup_ptr self, rt::work_item item, const std::string& target) {
   st.requests[item.request_id].epoch = item.epoch;
   // No answer is awaited: a drained group sends the item back, a group that refuses it fails
   // the request, and a group that ends takes the re-placement path of its requests
-  // (group_ended). The request actor hears where it went from here, not from the group.
+  // (group_ended). The request actor hears where it went from here, not from the group, and
+  // before the group has the request: it takes messages about it from that group's process only.
   auto request = item.request;
   const auto epoch = item.epoch;
-  self->send(g->info.handle, rt::enqueue_atom::value, std::move(item));
   if (request) self->send(request, rt::placed_atom::value, epoch, g->info.node, g->info.name, g->info.handle);
+  self->send(g->info.handle, rt::enqueue_atom::value, std::move(item));
 }
 
 // A group ended. A regroup retires groups with user_shutdown after handing their requests over;

@@ -77,6 +77,16 @@ void depart(group_ptr self, queued_request q) {
     if (!why_not_handover.empty()) h.reason += " (" + why_not_handover + ")";
     st.migrations_out += 1;
     self->send(meta.request, rt::migrate_atom::value, meta.epoch, h);
+    // For the security test (docs/runtime.md, "Security"): the groups of the node that
+    // DILASERVE_ANSWER_FAULT names then answer for the request at its next placement, elsewhere,
+    // as a compromised node would.
+    if (env_names_node_of("DILASERVE_ANSWER_FAULT", st.setup.name)) {
+      rt::run_result forged;
+      forged.text = "FORGED by " + st.setup.name;
+      forged.node = st.setup.node;
+      forged.group = st.setup.name;
+      self->send(meta.request, rt::finished_atom::value, meta.epoch + 1, forged);
+    }
     report_load(self);
   };
   auto all_released = [=] {

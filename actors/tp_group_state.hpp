@@ -220,6 +220,10 @@ void join_queue(group_ptr self, pending_kv p, const char* how);
 void note_downtime(group_state& st, queued_request& q);
 uint64_t take_transfer_ids(group_state& st, std::size_t n);
 std::string node_of_group(const std::string& group);
+/// Whether the environment variable `var` names the node `group` runs on: the fault switches of
+/// the runtime tests (DILASERVE_HOLD_AFTER_SNAPSHOT, DILASERVE_SNAPSHOT_FAULT,
+/// DILASERVE_ANSWER_FAULT). Unset in production.
+bool env_names_node_of(const char* var, const std::string& group);
 
 // tp_group_kv.cpp
 std::string send_kv(group_ptr self, const rt::migration_order& order, const std::vector<held_slot_ptr>& held,

@@ -14,18 +14,16 @@
 
 namespace dls::actors::tp_group_impl {
 
+bool env_names_node_of(const char* var, const std::string& group) {
+  const char* n = std::getenv(var);
+  return n && *n && node_of_group(group) == n;
+}
+
 namespace {
 
 // Weight of one step's residual in the overhead average: about the last 20 steps count, so a
 // change of load shows within a second while one slow step moves it little.
 constexpr double overhead_weight = 0.05;
-
-// Whether the environment variable `var` names the node `group` runs on: the fault switches of
-// the tests below. Unset in production.
-bool env_names_node_of(const char* var, const std::string& group) {
-  const char* n = std::getenv(var);
-  return n && *n && node_of_group(group) == n;
-}
 
 // For the recovery tests (docs/runtime.md, "Recovery"): the groups of the node that
 // DILASERVE_HOLD_AFTER_SNAPSHOT names stop stepping once they sent a snapshot, as a node that

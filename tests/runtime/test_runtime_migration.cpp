@@ -227,3 +227,50 @@ BOOST_AUTO_TEST_CASE(the_migration_policy_moves_a_backlog_to_a_node_that_joins_i
     }
   BOOST_TEST(listed > 0);
 }
+
+// A node may not answer for a request that runs on another. node1's groups, as a compromised
+// node would, send a forged answer for every request they let go, under the epoch of its next
+// placement (the fault switch DILASERVE_ANSWER_FAULT); a request's actor takes answers only from
+// the process of the group it runs on, so every client still gets the answer of its real run.
+BOOST_AUTO_TEST_CASE(a_node_cannot_answer_for_a_request_that_runs_elsewhere) {
+  dls::test::scoped_env forge("DILASERVE_ANSWER_FAULT", "node1");
+  const std::size_t n = 8;
+  auto problems = dls::test::eval_problems(n);
+  BOOST_REQUIRE_EQUAL(problems.size(), n);
+  cluster c("local-2node.yaml", /*dead_after_ms*/ 20000,
+            std::string(two_by_two) + "\nucx: {tls: \"shm,cma,tcp\", net_devices: lo, kv_move: rebuild}");
+  auto prompts = dls::test::write_prompts(c.scratch(), problems);
+  const int pids[2] = {c.pid_of("node0"), c.pid_of("node1")};
+  rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
+  for (int pid : pids) ::kill(pid, SIGSTOP);
+  auto resume = [&] {
+    for (int pid : pids) ::kill(pid, SIGCONT);
+  };
+  auto submit = c.cli_background(
+      {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "180"});
+  bool backlog = dls::test::eventually(60, [&] { return request_rows(session).size() >= n; });
+  if (!backlog) resume();
+  BOOST_REQUIRE(backlog);
+  // Every request placed on node1 is ordered to node0 at its next refresh boundary.
+  std::vector<uint64_t> moved;
+  for (const auto& [id, row] : request_rows(session)) {
+    const auto from = migrate_request(session, id, "", "any").value("from", "");
+    if (from.rfind("node1/", 0) != 0) continue;
+    const auto order = migrate_request(session, id, "node0/g0", "boundary");
+    BOOST_TEST(order.value("ok", false), order.dump());
+    moved.push_back(id);
+  }
+  resume();
+  BOOST_REQUIRE(!moved.empty());
+  auto r = submit.wait();
+  BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
+  auto results = json::parse(r.out)["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), n);
+  for (const auto& res : results) {
+    BOOST_TEST(res["ok"].get<bool>(), res.dump());
+    BOOST_TEST(res["text"].get<std::string>().find("FORGED") == std::string::npos, res.dump());
+  }
+  std::ifstream in(c.state_dir() + "/logs/head.log");
+  const std::string log(std::istreambuf_iterator<char>(in), {});
+  BOOST_TEST(log.find("refused a message from a node it does not run on") != std::string::npos);
+}
