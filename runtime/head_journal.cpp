@@ -1,6 +1,7 @@
 #include "runtime/head_journal.hpp"
 
 #include "runtime/log.hpp"
+#include "runtime/ucx_seal.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -214,7 +215,9 @@ void apply_record(journal_state& st, const std::string& payload, std::size_t fin
       st.port = port;
     } else if (type == "data_key") {
       const auto& bytes = j.at("key").get_binary();
-      if (bytes.size() != 32) throw journal_error("a data-plane key of " + std::to_string(bytes.size()) + " bytes, not 32");
+      if (bytes.size() != ucx_seal_key_bytes)
+        throw journal_error("a data-plane key of " + std::to_string(bytes.size()) + " bytes, not " +
+                            std::to_string(ucx_seal_key_bytes));
       st.data_key.assign(bytes.begin(), bytes.end());
     } else if (type == "next") {
       st.next_id = std::max(st.next_id, j.at("id").get<uint64_t>());

@@ -130,6 +130,7 @@ struct send_group {
   uint32_t parts_total = 1;
   uint32_t left = 0;
   bool reported = false;
+  bool tracked = false;  // in impl::groups (sends through the hasher), so teardown can answer it
 };
 
 // An incoming transfer in parts and the buffer they land in (given back once nothing is in
@@ -580,6 +581,7 @@ void ucx_transport::impl::send_in_parts(const std::string& peer, uint64_t id, st
                                                                   (bytes->size() + ucx_max_parts - 1) / ucx_max_parts);
   group->parts_total = parts_for(bytes->size(), group->part_bytes);
   group->left = group->parts_total;
+  group->tracked = true;
   groups.insert(group);
   // One job a part: the hasher posts each part as soon as it is hashed, and the checks of
   // parts arriving here take turns with them.
@@ -630,6 +632,7 @@ void ucx_transport::impl::report(send_group& g, const std::string& error) {
   if (g.reported) return;
   g.reported = true;
   g.done(error);
+  if (!g.tracked) return;
   for (auto it = groups.begin(); it != groups.end(); ++it)
     if (it->get() == &g) {
       groups.erase(it);

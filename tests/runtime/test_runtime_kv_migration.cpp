@@ -9,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "paused_backlog.hpp"
 #include "session_probe.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
@@ -86,36 +87,24 @@ run_outcome run_moves(cluster& c, std::size_t n, const std::vector<move_spec>& m
   BOOST_REQUIRE_EQUAL(problems.size(), n);
   auto expected = dls::test::reference_answers("local-2node.yaml", problems, 1.0);
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
-  const int pids[2] = {c.pid_of("node0"), c.pid_of("node1")};
   rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
-  for (int pid : pids) ::kill(pid, SIGSTOP);
-  auto resume = [&] {
-    for (int pid : pids) ::kill(pid, SIGCONT);
-  };
-  auto submit = c.cli_background(
-      {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "180"});
-  const bool backlog = dls::test::eventually(60, [&] { return request_rows(session).size() >= n; });
-  if (!backlog) resume();
-  BOOST_REQUIRE(backlog);
-  std::map<std::string, std::vector<uint64_t>> on_group;
-  for (uint64_t id = 1; id <= n; ++id) on_group[migrate_request(session, id, "", "any").value("from", "")].push_back(id);
+  dls::test::paused_backlog backlog(c, session, prompts, n);
+  BOOST_REQUIRE(backlog.queued());
+  auto on_group = dls::test::placements(session);
   run_outcome out;
   std::vector<json> orders;
   for (const auto& m : moves) {
     auto& there = on_group[m.from];
-    if (there.empty()) {
-      resume();
-      BOOST_FAIL("no request was placed on " << m.from);
-    }
+    if (there.empty()) BOOST_FAIL("no request was placed on " << m.from);
     out.moved.push_back(there.back());
     there.pop_back();
     orders.push_back(migrate_request(session, out.moved.back(), m.to, "mid-block"));
   }
-  resume();
+  backlog.resume();
   for (const auto& o : orders) BOOST_TEST(o.value("ok", false), o.dump());
   if (while_running) while_running(session, out.moved);
 
-  auto r = submit.wait();
+  auto r = backlog.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
   auto results = json::parse(r.out)["results"];
   BOOST_REQUIRE_EQUAL(results.size(), n);

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cluster_fixture.hpp"
+#include "paused_backlog.hpp"
 #include "session_probe.hpp"
 #include "runtime/client.hpp"
 #include "runtime/messages.hpp"
@@ -51,25 +52,14 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   cluster c("local-2node.yaml", /*dead_after_ms*/ 20000,
             std::string(two_by_two) + "\nucx: {tls: \"shm,cma,tcp\", net_devices: lo, kv_move: rebuild}");
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
-  const int pids[2] = {c.pid_of("node0"), c.pid_of("node1")};
   rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
 
   // Both nodes are paused while every request arrives: all wait as a backlog, and the orders
   // below reach their groups before any request has taken a step.
-  for (int pid : pids) ::kill(pid, SIGSTOP);
-  auto resume = [&] {
-    for (int pid : pids) ::kill(pid, SIGCONT);
-  };
-  auto submit = c.cli_background(
-      {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "180"});
-  bool backlog = dls::test::eventually(60, [&] { return request_rows(session).size() >= n; });
-  if (!backlog) resume();
-  BOOST_REQUIRE(backlog);
-  // Where each request was placed: a refused order (no such group) names it and moves nothing.
-  std::map<std::string, std::vector<uint64_t>> on_group;
-  for (uint64_t id = 1; id <= n; ++id) on_group[migrate_request(session, id, "", "any").value("from", "")].push_back(id);
+  dls::test::paused_backlog backlog(c, session, prompts, n);
+  BOOST_REQUIRE(backlog.queued());
+  auto on_group = dls::test::placements(session);
   BOOST_TEST_MESSAGE("placed: node0/g0 " << on_group["node0/g0"].size() << ", node1/g0 " << on_group["node1/g0"].size());
-  if (on_group["node0/g0"].empty() || on_group["node1/g0"].size() < 2) resume();
   BOOST_REQUIRE(!on_group["node0/g0"].empty());
   BOOST_REQUIRE_GE(on_group["node1/g0"].size(), 2u);
   // The last ones placed there: they run last.
@@ -78,10 +68,10 @@ BOOST_AUTO_TEST_CASE(migrated_requests_decode_the_answer_of_an_unmigrated_run) {
   auto a = migrate_request(session, at_boundary, "node0/g1", "boundary");
   auto b = migrate_request(session, rebuilt, "node1/g1", "mid-block");
   auto h = migrate_request(session, handed, "node1/g1", "mid-block");
-  resume();
+  backlog.resume();
   for (auto* j : {&a, &b, &h}) BOOST_TEST(j->value("ok", false), j->dump());
 
-  auto r = submit.wait();
+  auto r = backlog.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
   auto results = json::parse(r.out)["results"];
   BOOST_REQUIRE_EQUAL(results.size(), n);
@@ -240,29 +230,21 @@ BOOST_AUTO_TEST_CASE(a_node_cannot_answer_for_a_request_that_runs_elsewhere) {
   cluster c("local-2node.yaml", /*dead_after_ms*/ 20000,
             std::string(two_by_two) + "\nucx: {tls: \"shm,cma,tcp\", net_devices: lo, kv_move: rebuild}");
   auto prompts = dls::test::write_prompts(c.scratch(), problems);
-  const int pids[2] = {c.pid_of("node0"), c.pid_of("node1")};
   rt::cluster_session session(rt::find_cluster(c.state_dir(), "", ""));
-  for (int pid : pids) ::kill(pid, SIGSTOP);
-  auto resume = [&] {
-    for (int pid : pids) ::kill(pid, SIGCONT);
-  };
-  auto submit = c.cli_background(
-      {"submit", "--file", prompts, "--threshold", "1", "--rate", "1000", "--json", "--timeout", "180"});
-  bool backlog = dls::test::eventually(60, [&] { return request_rows(session).size() >= n; });
-  if (!backlog) resume();
-  BOOST_REQUIRE(backlog);
+  dls::test::paused_backlog backlog(c, session, prompts, n);
+  BOOST_REQUIRE(backlog.queued());
   // Every request placed on node1 is ordered to node0 at its next refresh boundary.
-  std::vector<uint64_t> moved;
-  for (const auto& [id, row] : request_rows(session)) {
-    const auto from = migrate_request(session, id, "", "any").value("from", "");
-    if (from.rfind("node1/", 0) != 0) continue;
-    const auto order = migrate_request(session, id, "node0/g0", "boundary");
-    BOOST_TEST(order.value("ok", false), order.dump());
-    moved.push_back(id);
+  std::size_t moved = 0;
+  for (const auto& [group, ids] : dls::test::placements(session)) {
+    if (group.rfind("node1/", 0) != 0) continue;
+    for (auto id : ids) {
+      const auto order = migrate_request(session, id, "node0/g0", "boundary");
+      BOOST_TEST(order.value("ok", false), order.dump());
+      ++moved;
+    }
   }
-  resume();
-  BOOST_REQUIRE(!moved.empty());
-  auto r = submit.wait();
+  BOOST_REQUIRE(moved > 0u);
+  auto r = backlog.wait();
   BOOST_REQUIRE_MESSAGE(r.rc == 0, r.err + r.out);
   auto results = json::parse(r.out)["results"];
   BOOST_REQUIRE_EQUAL(results.size(), n);
